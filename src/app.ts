@@ -1,0 +1,180 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { SystemClock, type Clock } from './platform/clock.ts';
+import type { Config } from './platform/config.ts';
+import { SecretBox } from './platform/crypto.ts';
+import { openDatabase, type Database } from './platform/db.ts';
+import { createLogger, type Logger } from './platform/logger.ts';
+import { migrate } from './platform/migrate.ts';
+import { MINUTE_MS } from './platform/time.ts';
+import { createMetrics } from './ops/metrics.ts';
+import { registerOperationsRoutes } from './ops/routes.ts';
+import { EventsService } from './events/service.ts';
+import { registerEventRoutes } from './events/routes.ts';
+import { TenancyService } from './tenancy/service.ts';
+import { registerTenancyRoutes } from './tenancy/routes.ts';
+import { registerBankRoutes } from './banks/routes.ts';
+import { registerTestVectorRoutes } from './test-vectors/routes.ts';
+import { IdempotencyService } from './http/idempotency.ts';
+import { buildServer, type RouteModule } from './http/server.ts';
+import type { Services } from './http/context.ts';
+import { Worker, purgeFinishedJobs, type JobHandler } from './jobs/index.ts';
+
+/**
+ * Builds one service instance: services, HTTP server (api role) and job worker (worker role). Tests
+ * build instances on their own database and clock; `main.ts` builds the production one.
+ */
+export const ROUTE_MODULES: readonly RouteModule[] = [
+  registerTenancyRoutes,
+  registerEventRoutes,
+  registerBankRoutes,
+  registerTestVectorRoutes,
+];
+
+export interface ServiceInstance {
+  services: Services;
+  app: FastifyInstance;
+  worker: Worker;
+  /** Runs one round of housekeeping (expired nonces, counters, idempotency records, finished jobs). */
+  housekeep(): Promise<number>;
+  listen(): Promise<string>;
+  /** Graceful stop: no new requests, in-flight requests and jobs finish, then the database closes. */
+  stop(): Promise<void>;
+}
+
+export interface CreateInstanceOptions {
+  config: Config;
+  database: Database;
+  clock?: Clock;
+  logger?: Logger;
+  master_key: Buffer;
+  extra_modules?: readonly RouteModule[];
+  job_handlers?: Record<string, JobHandler>;
+  /** Closes the database on stop (false when a test owns it). */
+  owns_database?: boolean;
+}
+
+const HOUSEKEEPING_INTERVAL_MS = MINUTE_MS;
+const HOUSEKEEPING_BATCH = 5000;
+
+export function createServiceInstance(options: CreateInstanceOptions): ServiceInstance {
+  const clock = options.clock ?? new SystemClock();
+  const logger = options.logger ?? createLogger(options.config.log_level);
+  const metrics = createMetrics();
+  const secretBox = new SecretBox(options.master_key);
+  const database = options.database;
+  const events = new EventsService(clock);
+  events.observe((envelope) => metrics.events_written_total.inc({ type: envelope.type }));
+  let boundAddress: string | null = null;
+  const services: Services = {
+    config: options.config,
+    database,
+    clock,
+    logger,
+    metrics,
+    secretBox,
+    tenancy: new TenancyService(database, clock, secretBox),
+    events,
+    idempotency: new IdempotencyService(database, clock),
+    publicBaseUrl: () => options.config.public_base_url ?? boundAddress ?? `http://localhost:${options.config.port}`,
+  };
+  const state = { ready: false, stopping: false };
+  const app = buildServer(services, [...ROUTE_MODULES, ...(options.extra_modules ?? [])]);
+  registerOperationsRoutes(app, services, () => state.ready && !state.stopping);
+  const worker = new Worker({
+    database,
+    clock,
+    handlers: { ...(options.job_handlers ?? {}) },
+    logger,
+    metrics,
+    concurrency: options.config.worker_concurrency,
+  });
+
+  async function housekeep(): Promise<number> {
+    const now = clock.now();
+    let removed = 0;
+    removed += await services.tenancy.purgeExpiredAccessState(now, new Date(now.getTime() - 10 * MINUTE_MS), HOUSEKEEPING_BATCH);
+    removed += await services.idempotency.purgeExpired(HOUSEKEEPING_BATCH);
+    removed += await purgeFinishedJobs(database, clock);
+    return removed;
+  }
+
+  // Housekeeping is maintenance, not a business deadline: every worker process runs it on a timer,
+  // and since each round only deletes rows already expired, running it in several processes is safe.
+  let housekeepingTimer: NodeJS.Timeout | null = null;
+
+  return {
+    services,
+    app,
+    worker,
+    housekeep,
+    async listen() {
+      if (options.config.api_enabled) {
+        boundAddress = await app.listen({ port: options.config.port, host: options.config.host });
+        const port = (app.server.address() as { port: number }).port;
+        boundAddress = `http://localhost:${port}`;
+      } else {
+        await app.ready();
+      }
+      if (options.config.worker_enabled) {
+        worker.start();
+        housekeepingTimer = setInterval(() => {
+          housekeep().catch((error: unknown) => logger.warn({ err: error }, 'housekeeping round failed'));
+        }, HOUSEKEEPING_INTERVAL_MS);
+        housekeepingTimer.unref();
+      }
+      state.ready = true;
+      return services.publicBaseUrl();
+    },
+    async stop() {
+      if (state.stopping) return;
+      state.stopping = true;
+      (app as FastifyInstance & { markShuttingDown?: () => void }).markShuttingDown?.();
+      if (housekeepingTimer) clearInterval(housekeepingTimer);
+      await app.close();
+      await worker.stop();
+      if (options.owns_database !== false) await database.close();
+    },
+  };
+}
+
+/**
+ * The master key seals secrets at rest. Production passes MASTER_KEY; the embedded default keeps a
+ * generated key beside its data (mode 0600) so that a fresh machine starts with no set-up.
+ */
+export function resolveMasterKey(config: Config, logger: Logger): Buffer {
+  if (config.master_key_base64) {
+    const key = Buffer.from(config.master_key_base64, 'base64');
+    if (key.length !== 32) throw new Error('MASTER_KEY must be 32 bytes in standard base64');
+    return key;
+  }
+  if (config.production) throw new Error('MASTER_KEY is required when NODE_ENV=production');
+  const keyPath = path.join(path.resolve(config.data_dir), 'master.key');
+  fs.mkdirSync(path.dirname(keyPath), { recursive: true });
+  if (!fs.existsSync(keyPath)) {
+    fs.writeFileSync(keyPath, crypto.randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
+    logger.warn({ path: keyPath }, 'generated a master key for development; set MASTER_KEY in production');
+  }
+  const key = Buffer.from(fs.readFileSync(keyPath, 'utf8').trim(), 'base64');
+  if (key.length !== 32) throw new Error(`the master key in ${keyPath} is not 32 bytes`);
+  return key;
+}
+
+export async function openConfiguredDatabase(config: Config, logger: Logger): Promise<Database> {
+  const database = await openDatabase({
+    database_url: config.database_url,
+    data_dir: config.database_url ? null : config.data_dir,
+    pool_size: config.db_pool_size,
+  });
+  if (database.engine === 'pglite') {
+    logger.warn(
+      { data_dir: path.resolve(config.data_dir) },
+      'running on embedded PGlite (one process, fsync off): for trying and development only; production runs on PostgreSQL (DATABASE_URL)',
+    );
+  }
+  const applied = await migrate(database);
+  if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+  return database;
+}

@@ -1,0 +1,82 @@
+import type { Queryable } from '../platform/db.ts';
+
+/** All SQL of the events module: the outbox table and the per-merchant sequence counter. */
+
+export interface EventRow {
+  white_label_id: string;
+  merchant_id: string;
+  livemode: boolean;
+  event_id: string;
+  sequence: number;
+  type: string;
+  object_type: string;
+  object_id: string | null;
+  object_status: string | null;
+  created_at: Date;
+  envelope: Record<string, unknown>;
+}
+
+/**
+ * Hands out the next sequence number of a (merchant, livemode). The row lock taken by the upsert
+ * serialises event writers of one merchant until their transaction ends, which is what makes the
+ * sequence strictly increasing in commit order as well as in number.
+ */
+export async function nextSequence(db: Queryable, white_label_id: string, merchant_id: string, livemode: boolean): Promise<number> {
+  const { rows } = await db.query<{ last_sequence: number }>(
+    `INSERT INTO event_sequences AS s (white_label_id, merchant_id, livemode, last_sequence) VALUES ($1, $2, $3, 1)
+     ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = s.last_sequence + 1
+     RETURNING last_sequence`,
+    [white_label_id, merchant_id, livemode],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('sequence upsert returned no row');
+  return row.last_sequence;
+}
+
+export async function insertEvent(db: Queryable, row: EventRow): Promise<void> {
+  await db.query(
+    `INSERT INTO events (white_label_id, merchant_id, livemode, event_id, sequence, type, object_type, object_id, object_status,
+       created_at, envelope)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+    [
+      row.white_label_id, row.merchant_id, row.livemode, row.event_id, row.sequence, row.type, row.object_type,
+      row.object_id, row.object_status, row.created_at, JSON.stringify(row.envelope),
+    ],
+  );
+}
+
+export interface EventListFilter {
+  white_label_id: string;
+  merchant_id: string;
+  livemode: boolean;
+  /** Exclusive lower bound of sequence. */
+  after_sequence: number;
+  /** Exclusive upper bound of sequence, used when paging in descending order. */
+  before_sequence: number | null;
+  type: string | null;
+  object_status: string | null;
+  created_from: Date | null;
+  created_to: Date | null;
+  descending: boolean;
+  limit: number;
+}
+
+export async function listEvents(db: Queryable, filter: EventListFilter): Promise<EventRow[]> {
+  const { rows } = await db.query<EventRow>(
+    `SELECT * FROM events
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3
+        AND sequence > $4
+        AND ($5::bigint IS NULL OR sequence < $5)
+        AND ($6::text IS NULL OR type = $6)
+        AND ($7::text IS NULL OR object_status = $7)
+        AND ($8::timestamptz IS NULL OR created_at >= $8)
+        AND ($9::timestamptz IS NULL OR created_at < $9)
+      ORDER BY CASE WHEN $10 THEN -sequence ELSE sequence END
+      LIMIT $11`,
+    [
+      filter.white_label_id, filter.merchant_id, filter.livemode, filter.after_sequence, filter.before_sequence,
+      filter.type, filter.object_status, filter.created_from, filter.created_to, filter.descending, filter.limit,
+    ],
+  );
+  return rows;
+}

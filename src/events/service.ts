@@ -1,0 +1,99 @@
+import type { Clock } from '../platform/clock.ts';
+import type { Queryable } from '../platform/db.ts';
+import { newId } from '../platform/ids.ts';
+import { invariant } from '../platform/assert.ts';
+import { formatTimestamp } from '../platform/time.ts';
+import { CURRENT_API_VERSION, type EventEnvelope } from './envelope.ts';
+import * as repository from './repository.ts';
+
+/**
+ * The outbox. `emitEvent` is called inside the transaction that changes the state it reports, so an
+ * event exists exactly when its change committed. Delivery (webhooks) reads the outbox afterwards.
+ */
+
+/** What caused an event: the API request (when there was one) and its pinned version. */
+export interface EventCause {
+  request_id: string | null;
+  idempotency_key: string | null;
+  api_version: string;
+}
+
+export const SYSTEM_CAUSE: EventCause = { request_id: null, idempotency_key: null, api_version: CURRENT_API_VERSION };
+
+export interface EmitEventInput {
+  white_label_id: string;
+  merchant_id: string;
+  livemode: boolean;
+  type: string;
+  /** The full business object at this moment; it must carry `object` and usually `id`. */
+  object: Record<string, unknown>;
+  /**
+   * `null` on `*.created`, an object of changed keys otherwise, and `undefined` for immutable objects
+   * (balance_transaction), whose events carry no `previous_attributes` key at all.
+   */
+  previous_attributes: Record<string, unknown> | null | undefined;
+  cause: EventCause;
+}
+
+export type EventObserver = (envelope: EventEnvelope) => void;
+
+export class EventsService {
+  private readonly observers: EventObserver[] = [];
+
+  constructor(private readonly clock: Clock) {}
+
+  /** Observers are told after a write is issued (metrics); they must not do I/O. */
+  observe(observer: EventObserver): void {
+    this.observers.push(observer);
+  }
+
+  async emitEvent(tx: Queryable, input: EmitEventInput): Promise<EventEnvelope> {
+    invariant(typeof input.object.object === 'string', 'an event object needs its `object` name');
+    invariant(input.type.includes('.'), 'an event type is namespaced, e.g. deposit.created');
+    if (input.type.endsWith('.created')) {
+      invariant(input.previous_attributes === null, '*.created events carry previous_attributes null');
+    }
+    if (input.previous_attributes) {
+      invariant('version' in input.previous_attributes, 'previous_attributes carries the old version');
+    }
+    const sequence = await repository.nextSequence(tx, input.white_label_id, input.merchant_id, input.livemode);
+    const createdAt = this.clock.now();
+    const request: EventEnvelope['request'] = {};
+    if (input.cause.request_id) request.id = input.cause.request_id;
+    if (input.cause.idempotency_key) request.idempotency_key = input.cause.idempotency_key;
+    const data: EventEnvelope['data'] = { object: input.object };
+    if (input.previous_attributes !== undefined) data.previous_attributes = input.previous_attributes;
+    const envelope: EventEnvelope = {
+      id: newId('event'),
+      object: 'event',
+      type: input.type,
+      api_version: input.cause.api_version,
+      livemode: input.livemode,
+      created_at: formatTimestamp(createdAt),
+      sequence,
+      account: { merchant_id: input.merchant_id, white_label_id: input.white_label_id },
+      ...(request.id || request.idempotency_key ? { request } : {}),
+      data,
+    };
+    await repository.insertEvent(tx, {
+      white_label_id: input.white_label_id,
+      merchant_id: input.merchant_id,
+      livemode: input.livemode,
+      event_id: envelope.id,
+      sequence,
+      type: input.type,
+      object_type: String(input.object.object),
+      object_id: typeof input.object.id === 'string' ? input.object.id : null,
+      object_status: typeof input.object.status === 'string' ? input.object.status : null,
+      created_at: createdAt,
+      envelope: envelope as unknown as Record<string, unknown>,
+    });
+    for (const observer of this.observers) observer(envelope);
+    return envelope;
+  }
+
+  async listEvents(db: Queryable, filter: repository.EventListFilter): Promise<EventEnvelope[]> {
+    const rows = await repository.listEvents(db, filter);
+    return rows.map((row) => row.envelope as unknown as EventEnvelope);
+  }
+}

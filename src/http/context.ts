@@ -1,0 +1,109 @@
+import type { z } from 'zod';
+import type { Clock } from '../platform/clock.ts';
+import type { Config } from '../platform/config.ts';
+import type { Database, Queryable } from '../platform/db.ts';
+import type { SecretBox } from '../platform/crypto.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { Metrics } from '../ops/metrics.ts';
+import type { EventCause, EventsService } from '../events/service.ts';
+import type { TenancyService } from '../tenancy/service.ts';
+import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
+import type { IdempotencyService } from './idempotency.ts';
+import type { BucketPolicy } from './rate-limit.ts';
+
+/** Everything a route can reach. Built once per service instance by `createServices`. */
+export interface Services {
+  config: Config;
+  database: Database;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  secretBox: SecretBox;
+  tenancy: TenancyService;
+  events: EventsService;
+  idempotency: IdempotencyService;
+  /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
+  publicBaseUrl(): string;
+}
+
+/** The authenticated merchant a request acts for; every query is scoped by these three keys. */
+export interface MerchantContext {
+  request_id: string;
+  white_label_id: string;
+  merchant_id: string;
+  livemode: boolean;
+  api_key_id: string;
+  api_version: string;
+  idempotency_key: string | null;
+  /** What events emitted by this request record as their cause. */
+  cause: EventCause;
+}
+
+export interface BackofficeContext {
+  request_id: string;
+  credential_id: string;
+  role: BackofficeRole;
+  /** The brand the credential belongs to; null for the platform administrator. */
+  white_label_id: string | null;
+}
+
+export type SuccessStatus = 200 | 201 | 202;
+
+export interface RouteOutcome {
+  status: SuccessStatus;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface ExtraBucket {
+  policy: BucketPolicy;
+  subject: string;
+}
+
+export interface MerchantRouteSpec<BodySchema extends z.ZodType | undefined, QuerySchema extends z.ZodType | undefined> {
+  method: 'GET' | 'POST';
+  url: string;
+  scope: ApiKeyScope;
+  body?: BodySchema;
+  query?: QuerySchema;
+  /** Buckets that depend on the validated body (e.g. per end user); counted before the handler. */
+  extraBuckets?: (body: BodySchema extends z.ZodType ? z.infer<BodySchema> : undefined, context: MerchantContext) => ExtraBucket[];
+  handler: (input: {
+    context: MerchantContext;
+    /** The transaction of the idempotent write (POST) or the database (GET). */
+    db: Queryable;
+    body: BodySchema extends z.ZodType ? z.infer<BodySchema> : undefined;
+    query: QuerySchema extends z.ZodType ? z.infer<QuerySchema> : Record<string, never>;
+    params: Record<string, string>;
+  }) => Promise<RouteOutcome>;
+}
+
+export interface BackofficeRouteSpec<BodySchema extends z.ZodType | undefined, QuerySchema extends z.ZodType | undefined> {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  url: string;
+  roles: readonly BackofficeRole[];
+  body?: BodySchema;
+  query?: QuerySchema;
+  handler: (input: {
+    context: BackofficeContext;
+    body: BodySchema extends z.ZodType ? z.infer<BodySchema> : undefined;
+    query: QuerySchema extends z.ZodType ? z.infer<QuerySchema> : Record<string, never>;
+    params: Record<string, string>;
+  }) => Promise<RouteOutcome>;
+}
+
+export interface PublicRouteSpec<QuerySchema extends z.ZodType | undefined> {
+  method: 'GET';
+  url: string;
+  query?: QuerySchema;
+  handler: (input: {
+    request_id: string;
+    query: QuerySchema extends z.ZodType ? z.infer<QuerySchema> : Record<string, never>;
+  }) => Promise<RouteOutcome>;
+}
+
+export interface RouteRegistrar {
+  merchant<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(spec: MerchantRouteSpec<B, Q>): void;
+  backoffice<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(spec: BackofficeRouteSpec<B, Q>): void;
+  public<Q extends z.ZodType | undefined = undefined>(spec: PublicRouteSpec<Q>): void;
+}

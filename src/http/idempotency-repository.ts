@@ -1,0 +1,66 @@
+import type { Queryable } from '../platform/db.ts';
+
+/** All SQL of idempotency records. */
+
+export interface IdempotencyScope {
+  white_label_id: string;
+  /** The merchant, or the back-office credential id for back-office calls. */
+  merchant_id: string;
+  livemode: boolean;
+  idempotency_key: string;
+}
+
+export interface IdempotencyRecordRow extends IdempotencyScope {
+  request_fingerprint: string;
+  request_id: string;
+  response_status: number;
+  response_body: string;
+  created_at: Date;
+  expires_at: Date;
+}
+
+/**
+ * Takes a transaction-scoped advisory lock on the key. A second transaction for the same key while
+ * the first still runs gets `false` at once instead of waiting, which is the `idempotency_in_flight`
+ * answer; the lock ends with the first transaction, whose record is then visible to later requests.
+ */
+export async function tryLockKey(db: Queryable, lock_text: string): Promise<boolean> {
+  const { rows } = await db.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked', [lock_text]);
+  return rows[0]?.locked === true;
+}
+
+export async function findLiveRecord(db: Queryable, scope: IdempotencyScope, now: Date): Promise<IdempotencyRecordRow | null> {
+  const { rows } = await db.query<IdempotencyRecordRow>(
+    `SELECT * FROM idempotency_records
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND idempotency_key = $4 AND expires_at > $5`,
+    [scope.white_label_id, scope.merchant_id, scope.livemode, scope.idempotency_key, now],
+  );
+  return rows[0] ?? null;
+}
+
+/** Stores a response; an expired record under the same key is replaced, a live one never is. */
+export async function insertRecord(db: Queryable, row: IdempotencyRecordRow): Promise<boolean> {
+  const result = await db.query(
+    `INSERT INTO idempotency_records AS r (white_label_id, merchant_id, livemode, idempotency_key, request_fingerprint, request_id,
+       response_status, response_body, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+     ON CONFLICT (white_label_id, merchant_id, livemode, idempotency_key) DO UPDATE SET
+       request_fingerprint = EXCLUDED.request_fingerprint, request_id = EXCLUDED.request_id,
+       response_status = EXCLUDED.response_status, response_body = EXCLUDED.response_body,
+       created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
+     WHERE r.expires_at <= EXCLUDED.created_at`,
+    [
+      row.white_label_id, row.merchant_id, row.livemode, row.idempotency_key, row.request_fingerprint, row.request_id,
+      row.response_status, row.response_body, row.created_at, row.expires_at,
+    ],
+  );
+  return result.rowCount === 1;
+}
+
+export async function purgeExpiredRecords(db: Queryable, now: Date, limit: number): Promise<number> {
+  const result = await db.query(
+    `DELETE FROM idempotency_records WHERE ctid IN (SELECT ctid FROM idempotency_records WHERE expires_at <= $1 LIMIT $2)`,
+    [now, limit],
+  );
+  return result.rowCount;
+}

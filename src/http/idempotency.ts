@@ -1,0 +1,98 @@
+import type { Clock } from '../platform/clock.ts';
+import type { Database, Queryable } from '../platform/db.ts';
+import { ApiError } from '../platform/errors.ts';
+import { sha256Hex } from '../platform/crypto.ts';
+import { DAY_MS } from '../platform/time.ts';
+import * as repository from './idempotency-repository.ts';
+
+/**
+ * Idempotent execution of a write (spec, Common request rules 2 and 4).
+ *
+ * The handler runs in one transaction with the record of its response, so a response is stored if
+ * and only if its effects committed. Only successful (2xx) responses are stored: an error changes
+ * nothing, so a retry with the same key after fixing the cause runs anew (docs/decisions.md). A 429 is
+ * answered before this runs and therefore never consumes a key.
+ *
+ * Concurrency: a first request still running makes a second one with the same key answer 409
+ * `idempotency_in_flight`. Within one process an in-memory set sees it without a query (on PGlite the
+ * transactions are serialised, so this set is the only place it can be seen); across processes on
+ * PostgreSQL a transaction-scoped advisory lock does.
+ */
+export const IDEMPOTENCY_RETENTION_MS = 7 * DAY_MS;
+
+export interface StoredResponse {
+  status: number;
+  /** Exact JSON text sent to the client and replayed byte for byte. */
+  body_text: string;
+  replayed: boolean;
+}
+
+/** Key order never changes what a JSON body means, so the fingerprint sorts object keys. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort();
+  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(',')}}`;
+}
+
+export function requestFingerprint(method: string, path: string, body: unknown): string {
+  return sha256Hex(`${method.toUpperCase()}\n${path}\n${body === undefined ? '' : canonicalJson(body)}`);
+}
+
+export class IdempotencyService {
+  private readonly inFlight = new Set<string>();
+
+  constructor(
+    private readonly database: Database,
+    private readonly clock: Clock,
+  ) {}
+
+  async execute(
+    scope: repository.IdempotencyScope,
+    input: { fingerprint: string; request_id: string },
+    handler: (tx: Queryable) => Promise<{ status: number; body: unknown }>,
+  ): Promise<StoredResponse> {
+    const lockText = `${scope.white_label_id}|${scope.merchant_id}|${scope.livemode}|${scope.idempotency_key}`;
+    if (this.inFlight.has(lockText)) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
+    this.inFlight.add(lockText);
+    try {
+      return await this.database.transaction(async (tx) => {
+        if (!(await repository.tryLockKey(tx, lockText))) {
+          throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
+        }
+        const now = this.clock.now();
+        const existing = await repository.findLiveRecord(tx, scope, now);
+        if (existing) {
+          if (existing.request_fingerprint !== input.fingerprint) {
+            throw new ApiError('idempotency_key_reused', { details: { original_request_id: existing.request_id } });
+          }
+          return { status: existing.response_status, body_text: existing.response_body, replayed: true };
+        }
+        const outcome = await handler(tx);
+        const bodyText = JSON.stringify(outcome.body);
+        if (outcome.status >= 200 && outcome.status < 300) {
+          const stored = await repository.insertRecord(tx, {
+            ...scope,
+            request_fingerprint: input.fingerprint,
+            request_id: input.request_id,
+            response_status: outcome.status,
+            response_body: bodyText,
+            created_at: now,
+            expires_at: new Date(now.getTime() + IDEMPOTENCY_RETENTION_MS),
+          });
+          // The advisory lock makes a live record under this key impossible here; if one appears the
+          // transaction must not commit a second execution.
+          if (!stored) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
+        }
+        return { status: outcome.status, body_text: bodyText, replayed: false };
+      });
+    } finally {
+      this.inFlight.delete(lockText);
+    }
+  }
+
+  purgeExpired(limit: number): Promise<number> {
+    return repository.purgeExpiredRecords(this.database, this.clock.now(), limit);
+  }
+}

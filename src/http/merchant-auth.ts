@@ -1,0 +1,134 @@
+import type { FastifyRequest } from 'fastify';
+import { ApiError } from '../platform/errors.ts';
+import { constantTimeEqual } from '../platform/crypto.ts';
+import { MINUTE_MS } from '../platform/time.ts';
+import { SUPPORTED_API_VERSIONS } from '../events/envelope.ts';
+import type { ApiKeyScope } from '../tenancy/types.ts';
+import { canonicalString, signCanonical, splitTarget } from './canonical.ts';
+import type { MerchantContext, Services } from './context.ts';
+import { type BucketPolicy, type BucketState, windowStart } from './rate-limit.ts';
+
+/**
+ * Merchant request authentication (spec, Authentication). The order of checks is fixed and recorded
+ * in docs/decisions.md: key → environment → signature → version → timestamp window → (one statement:
+ * nonce, rate bucket, key chain status) → revoked → suspended → nonce → rate → scope. Nothing about
+ * the account is revealed to a caller whose signature has not verified.
+ */
+export const TIMESTAMP_WINDOW_SECONDS = 300;
+export const NONCE_RETENTION_MS = 10 * MINUTE_MS;
+
+const API_KEY_PATTERN = /^sk_(test|live)_[A-Za-z0-9_-]{16,128}$/;
+const TIMESTAMP_PATTERN = /^[0-9]{1,12}$/;
+const NONCE_PATTERN = /^[\x21-\x7e]{1,128}$/;
+const SIGNATURE_PATTERN = /^v1=[0-9a-f]{64}$/;
+const VERSION_PATTERN = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/;
+
+function headerText(request: FastifyRequest, name: string): string | null {
+  const value = request.headers[name];
+  if (typeof value !== 'string') return null;
+  return value;
+}
+
+export function bearerToken(request: FastifyRequest): string | null {
+  const authorization = headerText(request, 'authorization');
+  if (!authorization || authorization.length > 512) return null;
+  const match = /^Bearer ([^\s]+)$/.exec(authorization);
+  return match?.[1] ?? null;
+}
+
+export interface MerchantAdmission {
+  context: MerchantContext;
+  bucket: BucketState;
+}
+
+export async function authenticateMerchant(
+  services: Services,
+  request: FastifyRequest,
+  rawBody: Buffer,
+  scope: ApiKeyScope,
+  bucket: BucketPolicy,
+): Promise<MerchantAdmission> {
+  const apiKey = bearerToken(request);
+  const keyMatch = apiKey ? API_KEY_PATTERN.exec(apiKey) : null;
+  if (!apiKey || !keyMatch) throw new ApiError('api_key_invalid');
+  const prefixLivemode = keyMatch[1] === 'live';
+  if (prefixLivemode ? !services.config.accepts_live_mode : !services.config.accepts_test_mode) {
+    throw new ApiError('api_key_invalid');
+  }
+  const key = await services.tenancy.resolveApiKey(apiKey);
+  if (!key || key.livemode !== prefixLivemode) throw new ApiError('api_key_invalid');
+
+  const timestamp = headerText(request, 'pg-timestamp');
+  const nonce = headerText(request, 'pg-nonce');
+  const version = headerText(request, 'pg-version');
+  const signature = headerText(request, 'pg-signature');
+  const idempotencyKey = headerText(request, 'idempotency-key');
+  if (
+    !timestamp || !TIMESTAMP_PATTERN.test(timestamp) ||
+    !nonce || !NONCE_PATTERN.test(nonce) ||
+    !version || !VERSION_PATTERN.test(version) ||
+    !signature || !SIGNATURE_PATTERN.test(signature) ||
+    (idempotencyKey !== null && idempotencyKey.length > 255)
+  ) {
+    throw new ApiError('signature_invalid');
+  }
+  const { path, query } = splitTarget(request.raw.url ?? request.url);
+  const expected = signCanonical(
+    key.signing_secret,
+    canonicalString({
+      timestamp,
+      nonce,
+      method: request.method,
+      path,
+      query,
+      body: rawBody,
+      idempotency_key: idempotencyKey ?? '',
+      api_version: version,
+    }),
+  );
+  if (!constantTimeEqual(expected, signature)) throw new ApiError('signature_invalid');
+
+  if (!SUPPORTED_API_VERSIONS.includes(version)) {
+    throw new ApiError('api_version_unsupported', { details: { supported_versions: [...SUPPORTED_API_VERSIONS] } });
+  }
+  const now = services.clock.now();
+  const skewSeconds = Math.abs(now.getTime() / 1000 - Number(timestamp));
+  if (skewSeconds > TIMESTAMP_WINDOW_SECONDS) throw new ApiError('timestamp_out_of_window');
+
+  const window = windowStart(now, bucket);
+  const admission = await services.tenancy.admitSignedRequest({
+    white_label_id: key.white_label_id,
+    merchant_id: key.merchant_id,
+    api_key_id: key.api_key_id,
+    nonce,
+    nonce_expires_at: new Date(now.getTime() + NONCE_RETENTION_MS),
+    now,
+    bucket: bucket.name,
+    subject: key.api_key_id,
+    window_started_at: window,
+  });
+  if (!admission) throw new ApiError('api_key_invalid');
+  const bucketState: BucketState = { policy: bucket, count: admission.request_count, window_started_at: admission.window_started_at, now };
+  // The bucket state is attached before any later refusal so that even a 401 carries rate headers.
+  (request as FastifyRequest & { rateState?: BucketState }).rateState = bucketState;
+  if (admission.key_status === 'revoked') throw new ApiError('api_key_revoked');
+  if (admission.key_status !== 'active' || admission.merchant_status !== 'active' || admission.brand_status !== 'active') {
+    throw new ApiError('tenant_suspended');
+  }
+  if (!admission.nonce_fresh) throw new ApiError('nonce_replayed');
+  if (!key.scopes.has(scope)) throw new ApiError('scope_denied');
+
+  return {
+    bucket: bucketState,
+    context: {
+      request_id: request.id,
+      white_label_id: key.white_label_id,
+      merchant_id: key.merchant_id,
+      livemode: key.livemode,
+      api_key_id: key.api_key_id,
+      api_version: version,
+      idempotency_key: idempotencyKey,
+      cause: { request_id: request.id, idempotency_key: idempotencyKey, api_version: version },
+    },
+  };
+}

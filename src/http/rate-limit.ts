@@ -1,0 +1,112 @@
+import type { FastifyReply } from 'fastify';
+import { ApiError } from '../platform/errors.ts';
+
+/**
+ * Rate buckets (spec, Limits). Each bucket is a fixed window counted in PostgreSQL, so every process
+ * shares it. `pay_write` and `pay_create_per_user` are the spec's; the others cover routes whose
+ * limits the spec leaves open and are recorded in docs/decisions.md.
+ */
+export interface BucketPolicy {
+  name: string;
+  limit: number;
+  window_seconds: number;
+  /** What one counter stands for; reported in X-RateLimit-Scope. */
+  scope: 'api_key' | 'user' | 'merchant' | 'ip' | 'credential';
+}
+
+export const BUCKETS = {
+  pay_write: { name: 'pay_write', limit: 600, window_seconds: 60, scope: 'api_key' },
+  pay_read: { name: 'pay_read', limit: 1200, window_seconds: 60, scope: 'api_key' },
+  pay_create_per_user: { name: 'pay_create_per_user', limit: 10, window_seconds: 60, scope: 'user' },
+  pay_create_shared: { name: 'pay_create_shared', limit: 60, window_seconds: 60, scope: 'merchant' },
+  backoffice: { name: 'backoffice', limit: 600, window_seconds: 60, scope: 'credential' },
+  public: { name: 'public', limit: 300, window_seconds: 60, scope: 'ip' },
+} as const satisfies Record<string, BucketPolicy>;
+
+export function windowStart(now: Date, policy: BucketPolicy): Date {
+  const windowMs = policy.window_seconds * 1000;
+  return new Date(Math.floor(now.getTime() / windowMs) * windowMs);
+}
+
+/** The state of one bucket after counting this request. */
+export interface BucketState {
+  policy: BucketPolicy;
+  count: number;
+  window_started_at: Date;
+  now: Date;
+}
+
+export function remaining(state: BucketState): number {
+  return Math.max(0, state.policy.limit - state.count);
+}
+
+export function resetSeconds(state: BucketState): number {
+  const endMs = state.window_started_at.getTime() + state.policy.window_seconds * 1000;
+  return Math.max(1, Math.ceil((endMs - state.now.getTime()) / 1000));
+}
+
+export function isExceeded(state: BucketState): boolean {
+  return state.count > state.policy.limit;
+}
+
+/** Of several buckets a request counted in, the one to report: an exceeded one, else the tightest. */
+export function decisiveBucket(states: readonly BucketState[]): BucketState | null {
+  let chosen: BucketState | null = null;
+  for (const state of states) {
+    if (!chosen) {
+      chosen = state;
+      continue;
+    }
+    if (isExceeded(state) !== isExceeded(chosen)) {
+      if (isExceeded(state)) chosen = state;
+      continue;
+    }
+    if (remaining(state) <= remaining(chosen)) chosen = state;
+  }
+  return chosen;
+}
+
+/** Sets the six rate headers the spec requires on every response. */
+export function applyRateHeaders(reply: FastifyReply, state: BucketState): void {
+  const exceeded = isExceeded(state);
+  reply.header('RateLimit-Limit', String(state.policy.limit));
+  reply.header('RateLimit-Remaining', String(remaining(state)));
+  reply.header('RateLimit-Reset', String(resetSeconds(state)));
+  reply.header('RateLimit-Policy', `${state.policy.limit};w=${state.policy.window_seconds}`);
+  reply.header('X-RateLimit-Scope', state.policy.scope);
+  reply.header('Retry-After', String(exceeded ? resetSeconds(state) : 0));
+}
+
+export function rateLimitedError(state: BucketState): ApiError {
+  return new ApiError('rate_limited', {
+    retry_after_seconds: resetSeconds(state),
+    details: { bucket: state.policy.name, scope: state.policy.scope },
+  });
+}
+
+/** The `client` object of creation requests (spec, POST /v1/pay/deposits). */
+export interface ClientInfo {
+  device_fingerprint?: string | undefined;
+  ip?: string | undefined;
+  user_agent?: string | undefined;
+}
+
+export function isClientComplete(client: ClientInfo | undefined): client is Required<ClientInfo> {
+  return Boolean(client && client.device_fingerprint && client.ip && client.user_agent);
+}
+
+/**
+ * The per-user bucket of order creation (spec, Limits): with a complete `client`, 10 per minute per
+ * end user of the merchant; without it, the coarse `pay_create_shared` bucket that all of the
+ * merchant's users share.
+ */
+export function creationBuckets(
+  input: { end_user_ref: string; client?: ClientInfo | undefined },
+  context: { merchant_id: string; livemode: boolean },
+): { policy: BucketPolicy; subject: string }[] {
+  const environment = context.livemode ? 'live' : 'test';
+  if (isClientComplete(input.client)) {
+    return [{ policy: BUCKETS.pay_create_per_user, subject: `${context.merchant_id}:${environment}:${input.end_user_ref}` }];
+  }
+  return [{ policy: BUCKETS.pay_create_shared, subject: `${context.merchant_id}:${environment}` }];
+}

@@ -1,0 +1,355 @@
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import secureJsonParse from 'secure-json-parse';
+import { z } from 'zod';
+import { ApiError, renderError } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { scrubText } from '../platform/logger.ts';
+import type { Queryable } from '../platform/db.ts';
+import type {
+  BackofficeContext,
+  BackofficeRouteSpec,
+  MerchantRouteSpec,
+  PublicRouteSpec,
+  RouteOutcome,
+  RouteRegistrar,
+  Services,
+} from './context.ts';
+import { authenticateMerchant, bearerToken } from './merchant-auth.ts';
+import { requestFingerprint } from './idempotency.ts';
+import {
+  applyRateHeaders,
+  BUCKETS,
+  type BucketState,
+  decisiveBucket,
+  isExceeded,
+  rateLimitedError,
+  windowStart,
+} from './rate-limit.ts';
+import { parseOrThrow } from './validation.ts';
+
+/**
+ * Assembles the HTTP server. Routes are thin: a module registers specs through the registrar, and the
+ * pipelines here do authentication, rate limiting, body parsing and validation, idempotency, the error
+ * rendering and the headers every response carries. No framework error shape ever reaches a client.
+ */
+export const JSON_BODY_LIMIT_BYTES = 1024 * 1024;
+
+type RateAwareRequest = FastifyRequest & { rateState?: BucketState };
+
+/** Routes without a declared body accept none (an empty JSON object is tolerated). */
+const noBodySchema = z.object({}).strict();
+/** Routes without declared query parameters accept none. */
+const noQuerySchema = z.object({}).strict();
+
+export type RouteModule = (registrar: RouteRegistrar, services: Services) => void;
+
+interface RoutePattern {
+  pattern: RegExp;
+  methods: Set<string>;
+}
+
+function patternOf(url: string): RegExp {
+  const escaped = url
+    .split('/')
+    .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('/');
+  return new RegExp(`^${escaped}$`);
+}
+
+function isJsonContentType(value: string | undefined): boolean {
+  if (!value) return false;
+  const mediaType = value.split(';')[0]?.trim().toLowerCase();
+  return mediaType === 'application/json';
+}
+
+/** Decodes a JSON request body; an empty body is `undefined`. */
+function parseJsonBody(request: FastifyRequest, rawBody: Buffer): unknown {
+  if (rawBody.length === 0) return undefined;
+  if (!isJsonContentType(request.headers['content-type'])) throw new ApiError('unsupported_media_type');
+  try {
+    return secureJsonParse.parse(rawBody.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' });
+  } catch {
+    throw new ApiError('malformed_json');
+  }
+}
+
+/** Parses the query string; a repeated name is refused rather than silently picking one value. */
+function parseQuery(rawUrl: string): Record<string, string> {
+  const index = rawUrl.indexOf('?');
+  const result: Record<string, string> = {};
+  if (index === -1) return result;
+  const params = new URLSearchParams(rawUrl.slice(index + 1));
+  let count = 0;
+  for (const [name, value] of params) {
+    count += 1;
+    if (count > 50) throw new ApiError('validation_error', { details: { fields: [{ path: 'query', reason: 'too_many_parameters' }] } });
+    if (Object.hasOwn(result, name)) {
+      throw new ApiError('validation_error', { details: { fields: [{ path: name, reason: 'repeated_parameter' }] } });
+    }
+    result[name] = value;
+  }
+  return result;
+}
+
+function rawBodyOf(request: FastifyRequest): Buffer {
+  return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+}
+
+function sendJson(reply: FastifyReply, status: number, bodyText: string): FastifyReply {
+  return reply.code(status).header('content-type', 'application/json; charset=utf-8').send(bodyText);
+}
+
+export function buildServer(services: Services, modules: readonly RouteModule[]): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: services.logger as FastifyBaseLogger,
+    // One line per request is written by the onResponse hook below, with the fields we choose.
+    logController: new LogController({ disableRequestLogging: true }),
+    genReqId: () => newId('request'),
+    bodyLimit: JSON_BODY_LIMIT_BYTES,
+    return503OnClosing: false,
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+  });
+  const patterns: RoutePattern[] = [];
+  let shuttingDown = false;
+
+  app.removeAllContentTypeParsers();
+  // Bodies stay raw bytes until the pipeline has authenticated the caller: the signature covers the
+  // exact bytes, and malformed JSON is then answered with the caller's rate headers.
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('Request-Id', request.id);
+    if (shuttingDown && !request.url.startsWith('/healthz')) {
+      reply.header('Connection', 'close');
+    }
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const status = String(reply.statusCode);
+    services.metrics.http_requests_total.inc({ method: request.method, route, status });
+    services.metrics.http_request_duration_seconds.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    const level = reply.statusCode >= 500 ? 'error' : 'info';
+    request.log[level](
+      { request_id: request.id, method: request.method, route, status: reply.statusCode, duration_ms: Math.round(reply.elapsedTime * 10) / 10 },
+      'request completed',
+    );
+  });
+
+  /** Rate headers for a response that no bucket has counted yet: the caller's IP bucket. */
+  async function ensureRateHeaders(request: RateAwareRequest, reply: FastifyReply): Promise<void> {
+    if (!request.rateState) {
+      if (!request.url.startsWith('/v1/')) return;
+      try {
+        request.rateState = await countPublic(request);
+      } catch {
+        return;
+      }
+    }
+    applyRateHeaders(reply, request.rateState);
+  }
+
+  async function countPublic(request: FastifyRequest): Promise<BucketState> {
+    const now = services.clock.now();
+    const policy = BUCKETS.public;
+    const counted = await services.tenancy.countInBucket({
+      white_label_id: '',
+      bucket: policy.name,
+      subject: request.ip,
+      window_started_at: windowStart(now, policy),
+    });
+    return { policy, count: counted.request_count, window_started_at: counted.window_started_at, now };
+  }
+
+  async function sendError(request: RateAwareRequest, reply: FastifyReply, error: ApiError): Promise<FastifyReply> {
+    await ensureRateHeaders(request, reply);
+    if (error.code === 'method_not_allowed' && Array.isArray(error.details.allow)) {
+      reply.header('Allow', (error.details.allow as string[]).join(', '));
+    }
+    return sendJson(reply, error.status, JSON.stringify(renderError(error, request.id)));
+  }
+
+  /** Maps a framework failure (parser, limits, routing) to a catalogue code. */
+  function frameworkError(error: { code?: string; statusCode?: number }): ApiError | null {
+    switch (error.code) {
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return new ApiError('request_too_large', { details: { max_bytes: JSON_BODY_LIMIT_BYTES } });
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      case 'FST_ERR_CTP_INVALID_TYPE':
+        return new ApiError('unsupported_media_type');
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      case 'FST_ERR_CTP_INVALID_JSON_BODY':
+        return new ApiError('malformed_json');
+      default:
+        break;
+    }
+    if (error.statusCode === 413) return new ApiError('request_too_large', { details: { max_bytes: JSON_BODY_LIMIT_BYTES } });
+    if (error.statusCode === 415) return new ApiError('unsupported_media_type');
+    if (error.statusCode === 400) return new ApiError('malformed_json');
+    return null;
+  }
+
+  app.setErrorHandler(async (error, request, reply) => {
+    if (error instanceof ApiError) return sendError(request, reply, error);
+    const mapped = frameworkError(error as { code?: string; statusCode?: number });
+    if (mapped) return sendError(request, reply, mapped);
+    request.log.error({ err: error, request_id: request.id }, scrubText('unhandled error'));
+    return sendError(request, reply, new ApiError('internal_error'));
+  });
+
+  app.setNotFoundHandler(async (request, reply) => {
+    const path = (request.raw.url ?? request.url).split('?')[0] ?? '';
+    const allowed = patterns.filter((route) => route.pattern.test(path)).flatMap((route) => [...route.methods]);
+    if (allowed.length > 0) {
+      const allow = [...new Set(allowed)].sort();
+      return sendError(request, reply, new ApiError('method_not_allowed', { details: { allow } }));
+    }
+    return sendError(request, reply, new ApiError('resource_not_found'));
+  });
+
+  function remember(method: string, url: string): void {
+    const existing = patterns.find((route) => route.pattern.source === patternOf(url).source);
+    const methods = method === 'GET' ? [method, 'HEAD'] : [method];
+    if (existing) methods.forEach((item) => existing.methods.add(item));
+    else patterns.push({ pattern: patternOf(url), methods: new Set(methods) });
+  }
+
+  const registrar: RouteRegistrar = {
+    merchant(spec) {
+      remember(spec.method, spec.url);
+      app.route({ method: spec.method, url: spec.url, handler: (request, reply) => runMerchant(spec, request, reply) });
+    },
+    backoffice(spec) {
+      remember(spec.method, spec.url);
+      app.route({ method: spec.method, url: spec.url, handler: (request, reply) => runBackoffice(spec, request, reply) });
+    },
+    public(spec) {
+      remember(spec.method, spec.url);
+      app.route({ method: spec.method, url: spec.url, handler: (request, reply) => runPublic(spec, request, reply) });
+    },
+  };
+
+  async function runMerchant<B extends z.ZodType | undefined, Q extends z.ZodType | undefined>(
+    spec: MerchantRouteSpec<B, Q>,
+    request: RateAwareRequest,
+    reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    const rawBody = rawBodyOf(request);
+    const bucket = spec.method === 'POST' ? BUCKETS.pay_write : BUCKETS.pay_read;
+    const { context, bucket: keyBucket } = await authenticateMerchant(services, request, rawBody, spec.scope, bucket);
+    if (isExceeded(keyBucket)) throw rateLimitedError(keyBucket);
+    if (spec.method === 'POST' && !context.idempotency_key) throw new ApiError('idempotency_key_required');
+
+    // Fastify reads no body on GET, so a GET body is never part of the signed bytes either.
+    const decoded = parseJsonBody(request, rawBody);
+    const body = (spec.body ? parseOrThrow(spec.body, decoded) : decoded === undefined ? undefined : parseOrThrow(noBodySchema, decoded)) as never;
+    const query = (spec.query ? parseOrThrow(spec.query, parseQuery(request.raw.url ?? '')) : parseOrThrow(noQuerySchema, parseQuery(request.raw.url ?? ''))) as never;
+    const params = request.params as Record<string, string>;
+
+    const states: BucketState[] = [keyBucket];
+    for (const extra of spec.extraBuckets?.(body, context) ?? []) {
+      const now = services.clock.now();
+      const counted = await services.tenancy.countInBucket({
+        white_label_id: context.white_label_id,
+        bucket: extra.policy.name,
+        subject: extra.subject,
+        window_started_at: windowStart(now, extra.policy),
+      });
+      states.push({ policy: extra.policy, count: counted.request_count, window_started_at: counted.window_started_at, now });
+    }
+    const decisive = decisiveBucket(states) ?? keyBucket;
+    request.rateState = decisive;
+    if (isExceeded(decisive)) throw rateLimitedError(decisive);
+
+    if (spec.method === 'GET') {
+      const outcome = await spec.handler({ context, db: services.database, body, query, params });
+      return sendOutcome(request, reply, outcome, false);
+    }
+    const idempotencyKey = context.idempotency_key as string;
+    const path = (request.raw.url ?? '').split('?')[0] ?? '';
+    let headers: Record<string, string> | undefined;
+    const stored = await services.idempotency.execute(
+      { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode, idempotency_key: idempotencyKey },
+      { fingerprint: requestFingerprint(request.method, path, decoded), request_id: request.id },
+      async (tx: Queryable) => {
+        const outcome = await spec.handler({ context, db: tx, body, query, params });
+        headers = outcome.headers;
+        return outcome;
+      },
+    );
+    await ensureRateHeaders(request, reply);
+    if (headers) for (const [name, value] of Object.entries(headers)) reply.header(name, value);
+    if (stored.replayed) reply.header('Idempotent-Replay', 'true');
+    return sendJson(reply, stored.status, stored.body_text);
+  }
+
+  async function authenticateBackoffice(request: FastifyRequest, roles: readonly string[]): Promise<BackofficeContext> {
+    const token = bearerToken(request);
+    if (!token) throw new ApiError('api_key_invalid');
+    if (token.startsWith('sk_')) {
+      // An integration key never reaches the back office, however valid it is.
+      const key = await services.tenancy.resolveApiKey(token);
+      throw new ApiError(key ? 'scope_denied' : 'api_key_invalid');
+    }
+    if (!/^bo_[A-Za-z0-9_-]{16,128}$/.test(token)) throw new ApiError('api_key_invalid');
+    const credential = await services.tenancy.resolveBackofficeToken(token);
+    if (!credential) throw new ApiError('api_key_invalid');
+    if (credential.status === 'revoked') throw new ApiError('api_key_revoked');
+    if (credential.status !== 'active' || (credential.brand_status !== null && credential.brand_status !== 'active')) {
+      throw new ApiError('tenant_suspended');
+    }
+    if (!roles.includes(credential.role)) throw new ApiError('scope_denied');
+    return {
+      request_id: request.id,
+      credential_id: credential.credential_id,
+      role: credential.role,
+      white_label_id: credential.white_label_id,
+    };
+  }
+
+  async function runBackoffice<B extends z.ZodType | undefined, Q extends z.ZodType | undefined>(
+    spec: BackofficeRouteSpec<B, Q>,
+    request: RateAwareRequest,
+    reply: FastifyReply,
+  ): Promise<FastifyReply> {
+    const context = await authenticateBackoffice(request, spec.roles);
+    const now = services.clock.now();
+    const policy = BUCKETS.backoffice;
+    const counted = await services.tenancy.countInBucket({
+      white_label_id: context.white_label_id ?? '',
+      bucket: policy.name,
+      subject: context.credential_id,
+      window_started_at: windowStart(now, policy),
+    });
+    request.rateState = { policy, count: counted.request_count, window_started_at: counted.window_started_at, now };
+    if (isExceeded(request.rateState)) throw rateLimitedError(request.rateState);
+    const decoded = parseJsonBody(request, rawBodyOf(request));
+    const body = (spec.body ? parseOrThrow(spec.body, decoded ?? {}) : undefined) as never;
+    const query = (spec.query ? parseOrThrow(spec.query, parseQuery(request.raw.url ?? '')) : {}) as never;
+    const outcome = await spec.handler({ context, body, query, params: request.params as Record<string, string> });
+    return sendOutcome(request, reply, outcome, false);
+  }
+
+  async function runPublic<Q extends z.ZodType | undefined>(spec: PublicRouteSpec<Q>, request: RateAwareRequest, reply: FastifyReply) {
+    request.rateState = await countPublic(request);
+    if (isExceeded(request.rateState)) throw rateLimitedError(request.rateState);
+    const query = (spec.query ? parseOrThrow(spec.query, parseQuery(request.raw.url ?? '')) : {}) as never;
+    const outcome = await spec.handler({ request_id: request.id, query });
+    return sendOutcome(request, reply, outcome, false);
+  }
+
+  async function sendOutcome(request: RateAwareRequest, reply: FastifyReply, outcome: RouteOutcome, replayed: boolean) {
+    await ensureRateHeaders(request, reply);
+    if (outcome.headers) for (const [name, value] of Object.entries(outcome.headers)) reply.header(name, value);
+    if (replayed) reply.header('Idempotent-Replay', 'true');
+    return sendJson(reply, outcome.status, JSON.stringify(outcome.body));
+  }
+
+  for (const register of modules) register(registrar, services);
+
+  app.decorate('markShuttingDown', () => {
+    shuttingDown = true;
+  });
+  return app;
+}

@@ -1,0 +1,24 @@
+/**
+ * Durable jobs: enqueue inside the caller's transaction, run by a polling worker with leases,
+ * retries with exponential backoff computed in SQL, and a daily purge of succeeded jobs.
+ */
+export {
+  enqueueJob,
+  cancelJobsByKey,
+  purgeFinishedJobs,
+  getJob,
+  DEFAULT_MAX_ATTEMPTS,
+  MAXIMUM_MAX_ATTEMPTS,
+  SUCCEEDED_JOB_RETENTION_MS,
+  type JobSpec,
+} from './queue.ts';
+export {
+  Worker,
+  BASE_BACKOFF_MS,
+  LAST_ERROR_MAX_LENGTH,
+  type ClaimedJob,
+  type JobHandler,
+  type JobHandlerContext,
+  type WorkerOptions,
+} from './worker.ts';
+export type { JobRow, JobStatus } from './repository.ts';

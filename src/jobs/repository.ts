@@ -1,0 +1,232 @@
+import type { Queryable } from '../platform/db.ts';
+
+/**
+ * Every SQL statement of the jobs module. Each function is one parameterised statement, so a caller
+ * never holds a transaction open across a handler run (PGlite has one connection, and a transaction
+ * held while a handler runs would block the handler's own queries).
+ *
+ * Instants are always passed in from the injected clock and never taken from SQL `now()`, so that
+ * tests drive every deadline, lease and backoff with a TestClock.
+ */
+
+export type JobStatus = 'pending' | 'running' | 'succeeded' | 'failed';
+
+/** One row of `jobs` as stored. */
+export interface JobRow {
+  job_id: string;
+  white_label_id: string | null;
+  task: string;
+  payload: Record<string, unknown>;
+  job_key: string | null;
+  status: JobStatus;
+  run_at: Date;
+  attempts: number;
+  max_attempts: number;
+  locked_by: string | null;
+  locked_until: Date | null;
+  last_error: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The columns a worker needs after claiming a job; `attempts` already counts this claim. */
+export interface ClaimedJobRow {
+  job_id: string;
+  white_label_id: string | null;
+  task: string;
+  payload: Record<string, unknown>;
+  attempts: number;
+  max_attempts: number;
+}
+
+export interface InsertJobInput {
+  job_id: string;
+  white_label_id: string | null;
+  task: string;
+  /** The payload already serialised as JSON text, cast to jsonb in SQL. */
+  payload_json: string;
+  job_key: string | null;
+  run_at: Date;
+  max_attempts: number;
+  now: Date;
+}
+
+/**
+ * Inserts a pending job. A job key that already has a pending or running job makes this a no-op:
+ * the conflict target names the partial unique index `jobs_job_key` through its predicate.
+ * Returns the new job id, or null when the key was taken.
+ */
+export async function insertJob(tx: Queryable, input: InsertJobInput): Promise<string | null> {
+  const result = await tx.query<{ job_id: string }>(
+    `INSERT INTO jobs (job_id, white_label_id, task, payload, job_key, status, run_at, attempts, max_attempts,
+                       locked_by, locked_until, last_error, created_at, updated_at)
+     VALUES ($1, $2, $3, $4::jsonb, $5, 'pending', $6::timestamptz, 0, $7, NULL, NULL, NULL,
+             $8::timestamptz, $8::timestamptz)
+     ON CONFLICT (job_key) WHERE job_key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
+     RETURNING job_id`,
+    [
+      input.job_id,
+      input.white_label_id,
+      input.task,
+      input.payload_json,
+      input.job_key,
+      input.run_at,
+      input.max_attempts,
+      input.now,
+    ],
+  );
+  return result.rows[0]?.job_id ?? null;
+}
+
+/** Deletes the pending job with this key, if any. A running job is left alone: its handler has started. */
+export async function deletePendingJobsByKey(tx: Queryable, job_key: string): Promise<number> {
+  const result = await tx.query<{ job_id: string }>(
+    `DELETE FROM jobs WHERE job_key = $1 AND status = 'pending' RETURNING job_id`,
+    [job_key],
+  );
+  return result.rows.length;
+}
+
+export interface ClaimJobsInput {
+  now: Date;
+  limit: number;
+  worker_id: string;
+  lease_ms: number;
+}
+
+/**
+ * Claims up to `limit` jobs in one statement: pending jobs whose run_at has come, and running jobs
+ * whose lease has expired (their worker crashed or stalled, so the job is taken over). SKIP LOCKED
+ * lets concurrent workers claim disjoint sets without waiting on each other; the row lock plus the
+ * re-check of the WHERE clause under READ COMMITTED guarantees that a job is claimed by one worker
+ * per lease.
+ */
+export async function claimDueJobs(database: Queryable, input: ClaimJobsInput): Promise<ClaimedJobRow[]> {
+  const result = await database.query<ClaimedJobRow>(
+    `WITH due AS (
+       SELECT job_id
+         FROM jobs
+        WHERE (status = 'pending' AND run_at <= $1::timestamptz)
+           OR (status = 'running' AND locked_until <= $1::timestamptz)
+        ORDER BY run_at, job_id
+        LIMIT $2
+          FOR UPDATE SKIP LOCKED
+     )
+     UPDATE jobs
+        SET status = 'running',
+            locked_by = $3,
+            locked_until = $1::timestamptz + $4::double precision * interval '1 millisecond',
+            attempts = jobs.attempts + 1,
+            updated_at = $1::timestamptz
+       FROM due
+      WHERE jobs.job_id = due.job_id
+     RETURNING jobs.job_id, jobs.white_label_id, jobs.task, jobs.payload, jobs.attempts, jobs.max_attempts`,
+    [input.now, input.limit, input.worker_id, input.lease_ms],
+  );
+  return result.rows;
+}
+
+/** Identifies one claim of one job: the worker holding the lease and the attempt it claimed. */
+export interface JobLease {
+  job_id: string;
+  worker_id: string;
+  /** The attempt number the claim produced; a later takeover increments it and fences this lease off. */
+  attempt: number;
+}
+
+/**
+ * Marks a job succeeded. Matches only while this worker still holds this very claim, so a worker
+ * whose lease was taken over cannot overwrite the new owner's state. Returns false when the claim
+ * was lost. The row is kept (and `locked_by` kept as a record of who ran it) until the purge.
+ */
+export async function markJobSucceeded(database: Queryable, lease: JobLease, now: Date): Promise<boolean> {
+  const result = await database.query<{ job_id: string }>(
+    `UPDATE jobs
+        SET status = 'succeeded', locked_until = NULL, last_error = NULL, updated_at = $4::timestamptz
+      WHERE job_id = $1 AND locked_by = $2 AND status = 'running' AND attempts = $3
+     RETURNING job_id`,
+    [lease.job_id, lease.worker_id, lease.attempt, now],
+  );
+  return result.rows.length === 1;
+}
+
+export interface MarkJobFailedInput {
+  now: Date;
+  /** Already truncated and scrubbed of secrets. */
+  last_error: string;
+  /** True when retrying cannot help (for example an unknown task): the job fails at once. */
+  permanent: boolean;
+  base_backoff_ms: number;
+  max_backoff_ms: number;
+}
+
+/**
+ * Records a failed attempt under the same fencing as `markJobSucceeded`. When attempts are exhausted
+ * (or the failure is permanent) the job becomes 'failed'; otherwise it goes back to 'pending' with
+ * run_at = now + min(max_backoff, base * 2^(attempts - 1)), computed in SQL so that the backoff
+ * depends only on the stored attempt count. Returns the resulting status and run_at, or null when
+ * the claim was lost.
+ */
+export async function markJobFailed(
+  database: Queryable,
+  lease: JobLease,
+  input: MarkJobFailedInput,
+): Promise<{ status: 'pending' | 'failed'; run_at: Date } | null> {
+  const result = await database.query<{ status: 'pending' | 'failed'; run_at: Date }>(
+    `UPDATE jobs
+        SET status = CASE WHEN $5::boolean OR attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
+            run_at = CASE WHEN $5::boolean OR attempts >= max_attempts THEN run_at
+                          ELSE $4::timestamptz
+                               + least($7::double precision,
+                                       $6::double precision * power(2::double precision, attempts - 1))
+                                 * interval '1 millisecond'
+                     END,
+            locked_by = CASE WHEN $5::boolean OR attempts >= max_attempts THEN locked_by ELSE NULL END,
+            locked_until = NULL,
+            last_error = $8,
+            updated_at = $4::timestamptz
+      WHERE job_id = $1 AND locked_by = $2 AND status = 'running' AND attempts = $3
+     RETURNING status, run_at`,
+    [
+      lease.job_id,
+      lease.worker_id,
+      lease.attempt,
+      input.now,
+      input.permanent,
+      input.base_backoff_ms,
+      input.max_backoff_ms,
+      input.last_error,
+    ],
+  );
+  return result.rows[0] ?? null;
+}
+
+/**
+ * Deletes up to `limit` succeeded jobs last updated before `before`. Failed jobs are kept for
+ * inspection. The batch limit keeps each statement short so that it never stalls the claim queries.
+ */
+export async function deleteSucceededJobsBefore(
+  database: Queryable,
+  input: { before: Date; limit: number },
+): Promise<number> {
+  const result = await database.query<{ job_id: string }>(
+    `DELETE FROM jobs
+      WHERE job_id IN (SELECT job_id FROM jobs
+                        WHERE status = 'succeeded' AND updated_at < $1::timestamptz
+                        LIMIT $2)
+     RETURNING job_id`,
+    [input.before, input.limit],
+  );
+  return result.rows.length;
+}
+
+export async function findJobById(database: Queryable, job_id: string): Promise<JobRow | null> {
+  const result = await database.query<JobRow>(
+    `SELECT job_id, white_label_id, task, payload, job_key, status, run_at, attempts, max_attempts,
+            locked_by, locked_until, last_error, created_at, updated_at
+       FROM jobs
+      WHERE job_id = $1`,
+    [job_id],
+  );
+  return result.rows[0] ?? null;
+}

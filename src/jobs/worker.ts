@@ -1,0 +1,343 @@
+import crypto from 'node:crypto';
+import os from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { Clock } from '../platform/clock.ts';
+import type { Database } from '../platform/db.ts';
+import type { Logger } from '../platform/logger.ts';
+import type { Metrics } from '../ops/metrics.ts';
+import { invariant } from '../platform/assert.ts';
+import { scrubText } from '../platform/logger.ts';
+import { claimDueJobs, markJobFailed, markJobSucceeded, type ClaimedJobRow, type JobLease } from './repository.ts';
+
+/** The first retry waits this long; each further retry doubles it, up to `max_backoff_ms`. */
+export const BASE_BACKOFF_MS = 1_000;
+/** last_error is truncated to this many characters so one failure cannot bloat the row. */
+export const LAST_ERROR_MAX_LENGTH = 500;
+
+const DEFAULT_CONCURRENCY = 4;
+const DEFAULT_POLL_INTERVAL_MS = 250;
+const DEFAULT_LEASE_MS = 60_000;
+const DEFAULT_MAX_BACKOFF_MS = 3_600_000;
+const MAXIMUM_CONCURRENCY = 100;
+/** runDueJobs runs at most this many jobs unless told otherwise, so a test can never spin forever. */
+const DEFAULT_RUN_DUE_JOBS_LIMIT = 1_000;
+/** An upper bound on the rounds of one runDueJobs call, on top of the job limit. */
+const MAXIMUM_RUN_DUE_JOBS_ROUNDS = 10_000;
+/** An upper bound on the waits of stop(); each wait lets at least one handler run finish. */
+const MAXIMUM_STOP_WAITS = 10_000;
+
+/** What a handler receives; `attempt` is 1 on the first run. */
+export interface ClaimedJob {
+  job_id: string;
+  task: string;
+  payload: Record<string, unknown>;
+  attempt: number;
+  max_attempts: number;
+  white_label_id: string | null;
+}
+
+export interface JobHandlerContext {
+  database: Database;
+  clock: Clock;
+}
+
+/**
+ * A job handler. It runs outside any transaction and opens its own through `context.database`.
+ * Delivery is at least once (a worker can crash after the work commits, or lose its lease while
+ * still running), so a handler must be idempotent. A thrown error schedules a retry with backoff.
+ */
+export type JobHandler = (job: ClaimedJob, context: JobHandlerContext) => Promise<void>;
+
+export interface WorkerOptions {
+  database: Database;
+  clock: Clock;
+  handlers: Record<string, JobHandler>;
+  logger: Logger;
+  metrics?: Metrics;
+  /** Handlers running at once; default 4. */
+  concurrency?: number;
+  /** Pause between polls when there was nothing to claim; default 250 ms. */
+  poll_interval_ms?: number;
+  /** How long a claim is exclusive; after it another worker takes the job over. Default 60 s. */
+  lease_ms?: number;
+  /** Identifies this worker in `locked_by`; must be unique per worker instance. */
+  worker_id?: string;
+  /** The ceiling of the retry backoff; default one hour. */
+  max_backoff_ms?: number;
+}
+
+type Outcome = 'succeeded' | 'retried' | 'failed' | 'lease_lost' | 'completion_error';
+
+function describeError(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return String(error);
+}
+
+/** Scrubs secrets out of the text and truncates it by code points, so no surrogate pair is split. */
+export function lastErrorText(error: unknown): string {
+  return Array.from(scrubText(describeError(error))).slice(0, LAST_ERROR_MAX_LENGTH).join('');
+}
+
+function defaultWorkerId(): string {
+  return `${os.hostname()}:${process.pid}:${crypto.randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * Claims due jobs and runs their handlers. A job's life is three separate steps, never one
+ * transaction: claim (one statement), run the handler (which opens its own transactions), complete
+ * (one statement fenced by worker id and attempt). Holding a transaction across the handler would
+ * deadlock PGlite, which has a single connection, and would pin a pooled connection on PostgreSQL.
+ */
+export class Worker {
+  readonly worker_id: string;
+  private readonly database: Database;
+  private readonly clock: Clock;
+  private readonly handlers: Record<string, JobHandler>;
+  private readonly logger: Logger;
+  private readonly metrics: Metrics | undefined;
+  private readonly concurrency: number;
+  private readonly poll_interval_ms: number;
+  private readonly lease_ms: number;
+  private readonly max_backoff_ms: number;
+
+  /** Every job being processed, by the poll loop or by runDueJobs; stop() waits for all of them. */
+  private readonly in_flight = new Set<Promise<void>>();
+  private started = false;
+  private stopping = false;
+  private poll_timer: NodeJS.Timeout | null = null;
+  private poll_in_progress: Promise<void> | null = null;
+  /** Set when a wake arrives during a poll, so the poll that is running is followed by another at once. */
+  private poll_again = false;
+  /** True when the last poll filled every free slot, so a finishing handler should poll at once. */
+  private backlog_possible = false;
+
+  constructor(options: WorkerOptions) {
+    this.database = options.database;
+    this.clock = options.clock;
+    this.handlers = options.handlers;
+    this.logger = options.logger;
+    this.metrics = options.metrics;
+    this.concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+    this.poll_interval_ms = options.poll_interval_ms ?? DEFAULT_POLL_INTERVAL_MS;
+    this.lease_ms = options.lease_ms ?? DEFAULT_LEASE_MS;
+    this.max_backoff_ms = options.max_backoff_ms ?? DEFAULT_MAX_BACKOFF_MS;
+    this.worker_id = options.worker_id ?? defaultWorkerId();
+    invariant(
+      Number.isInteger(this.concurrency) && this.concurrency >= 1 && this.concurrency <= MAXIMUM_CONCURRENCY,
+      `concurrency is an integer from 1 to ${MAXIMUM_CONCURRENCY}`,
+    );
+    invariant(Number.isInteger(this.poll_interval_ms) && this.poll_interval_ms >= 1, 'poll_interval_ms is a positive integer');
+    invariant(Number.isInteger(this.lease_ms) && this.lease_ms >= 1, 'lease_ms is a positive integer');
+    invariant(Number.isInteger(this.max_backoff_ms) && this.max_backoff_ms >= 0, 'max_backoff_ms is a non-negative integer');
+    invariant(this.worker_id.length > 0, 'worker_id is a non-empty string');
+  }
+
+  /** Starts the background poll loop. Calling it on a started worker does nothing. */
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.stopping = false;
+    this.schedulePoll(0);
+  }
+
+  /** Polls at once instead of waiting for the interval, for example right after enqueueing work. */
+  wake(): void {
+    if (!this.started || this.stopping) return;
+    if (this.poll_in_progress !== null) {
+      this.poll_again = true;
+      return;
+    }
+    this.schedulePoll(0);
+  }
+
+  /**
+   * Stops claiming and waits for every running handler to finish and record its outcome. A job
+   * claimed by a poll that was in progress is still run, because leaving it leased would delay it by
+   * a whole lease. After stop(), runDueJobs claims nothing until start() is called again.
+   */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.poll_timer !== null) {
+      clearTimeout(this.poll_timer);
+      this.poll_timer = null;
+    }
+    if (this.poll_in_progress !== null) await this.poll_in_progress;
+    for (let wait = 0; wait < MAXIMUM_STOP_WAITS && this.in_flight.size > 0; wait += 1) {
+      await Promise.allSettled([...this.in_flight]);
+    }
+    this.started = false;
+  }
+
+  /**
+   * Claims and runs every job due at clock.now(), `concurrency` at a time, including jobs that the
+   * handlers enqueue as due meanwhile; returns how many ran. A retried job is due again only after
+   * its backoff, so it does not run twice in one call unless the clock moves. Used by tests driving a
+   * TestClock, and by one-shot command-line runs.
+   */
+  async runDueJobs(options: { limit?: number } = {}): Promise<number> {
+    const limit = options.limit ?? DEFAULT_RUN_DUE_JOBS_LIMIT;
+    invariant(Number.isInteger(limit) && limit >= 1, 'limit is a positive integer');
+    let ran = 0;
+    for (let round = 0; round < MAXIMUM_RUN_DUE_JOBS_ROUNDS && ran < limit && !this.stopping; round += 1) {
+      const batch_size = Math.min(this.concurrency, limit - ran);
+      const jobs = await this.claim(batch_size);
+      await Promise.all(jobs.map((job) => this.track(this.process(job))));
+      ran += jobs.length;
+      // Only an empty claim ends the run: the handlers of a short batch may have enqueued due jobs.
+      if (jobs.length === 0) break;
+    }
+    return ran;
+  }
+
+  private schedulePoll(delay_ms: number): void {
+    if (!this.started || this.stopping) return;
+    if (this.poll_timer !== null) clearTimeout(this.poll_timer);
+    this.poll_timer = setTimeout(() => {
+      this.poll_timer = null;
+      this.beginPoll();
+    }, delay_ms);
+  }
+
+  /** Runs one poll; polls never overlap, and the next one is scheduled when this one ends. */
+  private beginPoll(): void {
+    if (this.poll_in_progress !== null) {
+      this.poll_again = true;
+      return;
+    }
+    this.poll_again = false;
+    this.poll_in_progress = this.pollOnce().finally(() => {
+      this.poll_in_progress = null;
+      this.schedulePoll(this.poll_again ? 0 : this.poll_interval_ms);
+    });
+  }
+
+  /** Claims as many jobs as there are free slots and starts them without waiting for them. */
+  private async pollOnce(): Promise<void> {
+    if (this.stopping) return;
+    const free_slots = this.concurrency - this.in_flight.size;
+    if (free_slots <= 0) {
+      // A finishing handler wakes the loop, so there is nothing to do until then.
+      this.backlog_possible = true;
+      return;
+    }
+    let jobs: ClaimedJobRow[];
+    try {
+      jobs = await this.claim(free_slots);
+    } catch (error) {
+      // The database may be restarting; the next poll tries again after the interval.
+      this.logger.error({ err: error, worker_id: this.worker_id }, 'claiming jobs failed');
+      return;
+    }
+    this.backlog_possible = jobs.length === free_slots;
+    for (const job of jobs) {
+      void this.track(this.process(job)).then(() => {
+        if (this.backlog_possible) this.wake();
+      });
+    }
+  }
+
+  private claim(limit: number): Promise<ClaimedJobRow[]> {
+    return claimDueJobs(this.database, {
+      now: this.clock.now(),
+      limit,
+      worker_id: this.worker_id,
+      lease_ms: this.lease_ms,
+    });
+  }
+
+  private track(processing: Promise<void>): Promise<void> {
+    this.in_flight.add(processing);
+    return processing.finally(() => this.in_flight.delete(processing));
+  }
+
+  /** Runs one claimed job and records its outcome. Never rejects: every failure ends up in the row or the log. */
+  private async process(row: ClaimedJobRow): Promise<void> {
+    const lease: JobLease = { job_id: row.job_id, worker_id: this.worker_id, attempt: row.attempts };
+    const log_fields = { job_id: row.job_id, task: row.task, attempt: row.attempts, max_attempts: row.max_attempts };
+    // Own properties only, so that a task named like an Object.prototype member is not "handled".
+    const handler = Object.hasOwn(this.handlers, row.task) ? this.handlers[row.task] : undefined;
+    if (handler === undefined) {
+      this.logger.error(log_fields, 'no handler is registered for the job task; failing the job');
+      await this.fail(row, lease, `no handler is registered for task "${row.task}"`, true);
+      return;
+    }
+    if (row.attempts > row.max_attempts) {
+      // The previous owner's lease expired during the last allowed attempt: it crashed or stalled.
+      // Running again would exceed max_attempts, and a job that keeps killing its worker must stop.
+      this.logger.error(log_fields, 'the lease expired during the final attempt; failing the job');
+      await this.fail(row, lease, 'the lease expired during the final attempt (the worker crashed or stalled)', true);
+      return;
+    }
+    const job: ClaimedJob = {
+      job_id: row.job_id,
+      task: row.task,
+      payload: row.payload,
+      attempt: row.attempts,
+      max_attempts: row.max_attempts,
+      white_label_id: row.white_label_id,
+    };
+    const started_at_ms = performance.now();
+    let handler_error: { error: unknown } | null = null;
+    try {
+      await handler(job, { database: this.database, clock: this.clock });
+    } catch (error) {
+      handler_error = { error };
+    }
+    this.metrics?.job_duration_seconds.observe({ task: row.task }, (performance.now() - started_at_ms) / 1000);
+    if (handler_error === null) {
+      await this.succeed(row, lease);
+      return;
+    }
+    // The payload is never logged: it may hold secrets. The error is scrubbed by the logger.
+    this.logger.warn({ ...log_fields, err: handler_error.error }, 'job handler failed');
+    await this.fail(row, lease, lastErrorText(handler_error.error), false);
+  }
+
+  private async succeed(row: ClaimedJobRow, lease: JobLease): Promise<void> {
+    let outcome: Outcome;
+    try {
+      outcome = (await markJobSucceeded(this.database, lease, this.clock.now())) ? 'succeeded' : 'lease_lost';
+    } catch (error) {
+      this.logger.error({ err: error, job_id: row.job_id, task: row.task }, 'recording job success failed');
+      outcome = 'completion_error';
+    }
+    this.record(row, outcome);
+  }
+
+  private async fail(row: ClaimedJobRow, lease: JobLease, last_error: string, permanent: boolean): Promise<void> {
+    let outcome: Outcome;
+    try {
+      const result = await markJobFailed(this.database, lease, {
+        now: this.clock.now(),
+        last_error: Array.from(last_error).slice(0, LAST_ERROR_MAX_LENGTH).join(''),
+        permanent,
+        base_backoff_ms: BASE_BACKOFF_MS,
+        max_backoff_ms: this.max_backoff_ms,
+      });
+      outcome = result === null ? 'lease_lost' : result.status === 'failed' ? 'failed' : 'retried';
+    } catch (error) {
+      this.logger.error({ err: error, job_id: row.job_id, task: row.task }, 'recording job failure failed');
+      outcome = 'completion_error';
+    }
+    this.record(row, outcome);
+  }
+
+  private record(row: ClaimedJobRow, outcome: Outcome): void {
+    if (outcome === 'lease_lost') {
+      // Another worker took the job over after this lease expired; its outcome is the one that counts.
+      this.logger.warn(
+        { job_id: row.job_id, task: row.task, attempt: row.attempts, worker_id: this.worker_id },
+        'the job lease was taken over before completion; this outcome is discarded',
+      );
+      return;
+    }
+    if (outcome === 'completion_error') {
+      // The lease will expire and the job will be claimed again, so nothing is counted yet.
+      return;
+    }
+    if (outcome === 'failed') {
+      this.logger.error({ job_id: row.job_id, task: row.task, attempt: row.attempts }, 'job failed permanently');
+    }
+    this.metrics?.jobs_total.inc({ task: row.task, outcome });
+  }
+}

@@ -1,0 +1,54 @@
+import client from 'prom-client';
+
+/**
+ * Prometheus metrics. One registry per service instance so that tests building several services in
+ * one process do not collide on metric names.
+ */
+export interface Metrics {
+  registry: client.Registry;
+  http_requests_total: client.Counter<'method' | 'route' | 'status'>;
+  http_request_duration_seconds: client.Histogram<'method' | 'route'>;
+  jobs_total: client.Counter<'task' | 'outcome'>;
+  job_duration_seconds: client.Histogram<'task'>;
+  events_written_total: client.Counter<'type'>;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    http_requests_total: new client.Counter({
+      name: 'http_requests_total',
+      help: 'HTTP requests answered, by route template and status',
+      labelNames: ['method', 'route', 'status'],
+      registers: [registry],
+    }),
+    http_request_duration_seconds: new client.Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'HTTP request duration by route template',
+      labelNames: ['method', 'route'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: [registry],
+    }),
+    jobs_total: new client.Counter({
+      name: 'jobs_total',
+      help: 'Durable jobs run, by task and outcome (succeeded, retried, failed)',
+      labelNames: ['task', 'outcome'],
+      registers: [registry],
+    }),
+    job_duration_seconds: new client.Histogram({
+      name: 'job_duration_seconds',
+      help: 'Durable job run time by task',
+      labelNames: ['task'],
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 15],
+      registers: [registry],
+    }),
+    events_written_total: new client.Counter({
+      name: 'events_written_total',
+      help: 'Events written to the outbox, by type',
+      labelNames: ['type'],
+      registers: [registry],
+    }),
+  };
+}

@@ -1,0 +1,77 @@
+import { z } from 'zod';
+
+/**
+ * Configuration comes from the environment only, parsed once at start-up. A bad value stops the start
+ * with a message naming the variable, never with a half-configured service.
+ */
+const booleanText = z
+  .enum(['true', 'false', '1', '0'])
+  .transform((text) => text === 'true' || text === '1');
+
+const environmentSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  PUBLIC_BASE_URL: z.url().optional(),
+  DATABASE_URL: z.string().min(1).optional(),
+  DATA_DIR: z.string().min(1).default('./data'),
+  /** 32 bytes, standard base64. Without it the embedded mode keeps a generated key in DATA_DIR. */
+  MASTER_KEY: z.string().optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Which key environments this deployment accepts: a key of another one answers api_key_invalid. */
+  ACCEPTED_MODES: z.string().default('test,live'),
+  API_ENABLED: booleanText.default(true),
+  WORKER_ENABLED: booleanText.default(true),
+  DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+  WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(25_000),
+  NODE_ENV: z.string().default('development'),
+});
+
+export interface Config {
+  port: number;
+  host: string;
+  /** The address the service advertises in URLs it returns; no trailing slash. */
+  public_base_url: string | null;
+  database_url: string | null;
+  data_dir: string;
+  master_key_base64: string | null;
+  log_level: z.infer<typeof environmentSchema>['LOG_LEVEL'];
+  accepts_test_mode: boolean;
+  accepts_live_mode: boolean;
+  api_enabled: boolean;
+  worker_enabled: boolean;
+  db_pool_size: number;
+  worker_concurrency: number;
+  shutdown_timeout_ms: number;
+  production: boolean;
+}
+
+export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = environmentSchema.safeParse(environment);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+    throw new Error(`invalid configuration: ${problems.join('; ')}`);
+  }
+  const values = parsed.data;
+  const modes = new Set(values.ACCEPTED_MODES.split(',').map((mode) => mode.trim()));
+  for (const mode of modes) {
+    if (mode !== 'test' && mode !== 'live') throw new Error(`invalid configuration: ACCEPTED_MODES has unknown mode "${mode}"`);
+  }
+  return {
+    port: values.PORT,
+    host: values.HOST,
+    public_base_url: values.PUBLIC_BASE_URL ? values.PUBLIC_BASE_URL.replace(/\/+$/, '') : null,
+    database_url: values.DATABASE_URL ?? null,
+    data_dir: values.DATA_DIR,
+    master_key_base64: values.MASTER_KEY ?? null,
+    log_level: values.LOG_LEVEL,
+    accepts_test_mode: modes.has('test'),
+    accepts_live_mode: modes.has('live'),
+    api_enabled: values.API_ENABLED,
+    worker_enabled: values.WORKER_ENABLED,
+    db_pool_size: values.DB_POOL_SIZE,
+    worker_concurrency: values.WORKER_CONCURRENCY,
+    shutdown_timeout_ms: values.SHUTDOWN_TIMEOUT_MS,
+    production: values.NODE_ENV === 'production',
+  };
+}

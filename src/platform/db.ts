@@ -1,0 +1,221 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { PGlite } from '@electric-sql/pglite';
+
+/**
+ * One database interface for both engines. The SQL is PostgreSQL's dialect and identical on both:
+ * PGlite (embedded, one connection, serialised by PGlite itself) and a `pg` pool (real server).
+ */
+export interface QueryResult<Row> {
+  rows: Row[];
+  rowCount: number;
+}
+
+export interface Queryable {
+  query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>>;
+  /** Runs a script of several statements without parameters (migrations only). */
+  exec(sql: string): Promise<void>;
+}
+
+export interface Database extends Queryable {
+  readonly engine: 'pglite' | 'postgres';
+  /** Runs `work` in one transaction; a thrown error rolls it back and is rethrown. */
+  transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Thrown by `transaction` callers that want to roll back without treating it as a failure. */
+export class Rollback<T> extends Error {
+  constructor(readonly value: T) {
+    super('rollback');
+  }
+}
+
+// Money and sequences are bigint columns; they are read as numbers and must stay safe integers.
+pg.types.setTypeParser(20, (text: string) => {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) throw new Error('bigint value outside the safe integer range');
+  return value;
+});
+
+class PostgresDatabase implements Database {
+  readonly engine = 'postgres' as const;
+  constructor(private readonly pool: pg.Pool) {}
+
+  async query<Row>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
+    const result = await this.pool.query(sql, params as unknown[]);
+    return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
+  }
+
+  async exec(sql: string): Promise<void> {
+    await this.pool.query(sql);
+  }
+
+  async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      await client.query('BEGIN');
+      const tx: Queryable = {
+        async query<Row>(sql: string, params: readonly unknown[] = []) {
+          const result = await client.query(sql, params as unknown[]);
+          return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
+        },
+        async exec(sql: string) {
+          await client.query(sql);
+        },
+      };
+      const value = await work(tx);
+      await client.query('COMMIT');
+      return value;
+    } catch (error) {
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        // A connection that cannot even roll back is discarded instead of going back to the pool.
+        broken = true;
+      }
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+class PgliteDatabase implements Database {
+  readonly engine = 'pglite' as const;
+  constructor(
+    private readonly pglite: PGlite,
+    private readonly releaseLock: () => void,
+  ) {}
+
+  async query<Row>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
+    const result = await this.pglite.query<Row>(sql, params as unknown[]);
+    return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+  }
+
+  async exec(sql: string): Promise<void> {
+    await this.pglite.exec(sql);
+  }
+
+  async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
+    return this.pglite.transaction(async (transaction) => {
+      const tx: Queryable = {
+        async query<Row>(sql: string, params: readonly unknown[] = []) {
+          const result = await transaction.query<Row>(sql, params as unknown[]);
+          return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+        },
+        async exec(sql: string) {
+          await transaction.exec(sql);
+        },
+      };
+      return work(tx);
+    });
+  }
+
+  async close(): Promise<void> {
+    try {
+      await this.pglite.close();
+    } finally {
+      this.releaseLock();
+    }
+  }
+}
+
+export class DataDirectoryLocked extends Error {
+  constructor(
+    readonly lock_path: string,
+    readonly holder_pid: number | null,
+  ) {
+    super(
+      `the data directory is in use by another process${holder_pid ? ` (pid ${holder_pid})` : ''}: ${lock_path}. ` +
+        'PGlite can be opened by one process only; stop that process or use its API.',
+    );
+    this.name = 'DataDirectoryLocked';
+  }
+}
+
+function processIsAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Reads the pid in a lock file; null when absent or unreadable. */
+export function readLockHolder(dataDirectory: string): number | null {
+  try {
+    const pid = Number(fs.readFileSync(path.join(dataDirectory, 'service.lock'), 'utf8').trim());
+    return Number.isSafeInteger(pid) && pid > 0 && processIsAlive(pid) ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Takes an exclusive lock on the data directory with an O_EXCL lock file holding our pid. A lock left
+ * by a dead process is taken over; a live holder gets a clear error instead of a corrupted directory.
+ */
+function lockDataDirectory(dataDirectory: string): () => void {
+  fs.mkdirSync(dataDirectory, { recursive: true });
+  const lockPath = path.join(dataDirectory, 'service.lock');
+  for (let attempt = 0; attempt < 2; attempt += 1) {
+    try {
+      const descriptor = fs.openSync(lockPath, 'wx', 0o600);
+      fs.writeSync(descriptor, String(process.pid));
+      fs.closeSync(descriptor);
+      return () => fs.rmSync(lockPath, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = readLockHolder(dataDirectory);
+      if (holder !== null && holder !== process.pid) throw new DataDirectoryLocked(lockPath, holder);
+      fs.rmSync(lockPath, { force: true });
+    }
+  }
+  throw new DataDirectoryLocked(lockPath, null);
+}
+
+export interface OpenDatabaseOptions {
+  database_url: string | null;
+  /** PGlite data directory; `null` keeps the embedded database in memory (tests). */
+  data_dir: string | null;
+  pool_size?: number;
+}
+
+export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
+  if (options.database_url) {
+    const pool = new pg.Pool({
+      connectionString: options.database_url,
+      max: options.pool_size ?? 10,
+      // Every session runs in UTC so that date arithmetic in SQL never depends on the server's zone.
+      options: '-c TimeZone=UTC',
+    });
+    pool.on('error', () => {
+      // An idle client that dies is dropped by the pool; the next query opens a new one.
+    });
+    return new PostgresDatabase(pool);
+  }
+  let releaseLock = () => {};
+  let pglite: PGlite;
+  if (options.data_dir) {
+    const directory = path.resolve(options.data_dir);
+    releaseLock = lockDataDirectory(directory);
+    try {
+      pglite = await PGlite.create(path.join(directory, 'pgdata'));
+    } catch (error) {
+      releaseLock();
+      throw error;
+    }
+  } else {
+    pglite = await PGlite.create();
+  }
+  await pglite.query("SET TimeZone = 'UTC'");
+  return new PgliteDatabase(pglite, releaseLock);
+}

@@ -1,0 +1,307 @@
+/**
+ * The closed catalogue of error codes. Every non-2xx response of every route is rendered from here by
+ * `renderError`, and `codeToStatus` is the one place that maps a code to its HTTP status. Codes named
+ * by the spec keep the spec's status and retryability; the few added here are recorded in
+ * docs/decisions.md ("Error codes the spec does not name").
+ */
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'idempotency_error'
+  | 'rate_limit_error'
+  | 'api_error';
+
+interface CatalogueEntry {
+  readonly status: number;
+  readonly type: ErrorType;
+  readonly retryable: boolean;
+  readonly message: string;
+  readonly message_th: string;
+}
+
+const catalogue = {
+  signature_invalid: {
+    status: 401, type: 'authentication_error', retryable: false,
+    message: 'The request signature does not match the canonical string.',
+    message_th: 'ลายเซ็นของคำขอไม่ตรงกับข้อความมาตรฐาน',
+  },
+  timestamp_out_of_window: {
+    status: 401, type: 'authentication_error', retryable: true,
+    message: 'PG-Timestamp is more than 300 seconds away from the server time; synchronise the clock and sign again.',
+    message_th: 'PG-Timestamp ต่างจากเวลาของระบบเกิน 300 วินาที กรุณาตั้งเวลาให้ตรงแล้วลงลายเซ็นใหม่',
+  },
+  nonce_replayed: {
+    status: 401, type: 'authentication_error', retryable: false,
+    message: 'PG-Nonce was already used within the last 10 minutes.',
+    message_th: 'PG-Nonce นี้ถูกใช้ไปแล้วภายใน 10 นาทีที่ผ่านมา',
+  },
+  api_key_invalid: {
+    status: 401, type: 'authentication_error', retryable: false,
+    message: 'The API key does not exist or belongs to another environment.',
+    message_th: 'ไม่พบคีย์ API หรือคีย์นี้เป็นของสภาพแวดล้อมอื่น',
+  },
+  api_key_revoked: {
+    status: 401, type: 'authentication_error', retryable: false,
+    message: 'The API key has been revoked.',
+    message_th: 'คีย์ API ถูกเพิกถอนแล้ว',
+  },
+  tenant_suspended: {
+    status: 403, type: 'permission_error', retryable: false,
+    message: 'An account in the chain brand, merchant, key is suspended.',
+    message_th: 'บัญชีในลำดับแบรนด์ ร้านค้า หรือคีย์ ถูกระงับการใช้งาน',
+  },
+  scope_denied: {
+    status: 403, type: 'permission_error', retryable: false,
+    message: 'The credential lacks the scope for this endpoint.',
+    message_th: 'ข้อมูลรับรองนี้ไม่มีสิทธิ์เรียกใช้ปลายทางนี้',
+  },
+  idempotency_key_required: {
+    status: 400, type: 'invalid_request_error', retryable: false,
+    message: 'Every POST needs an Idempotency-Key header.',
+    message_th: 'คำขอ POST ทุกครั้งต้องมีส่วนหัว Idempotency-Key',
+  },
+  malformed_json: {
+    status: 400, type: 'invalid_request_error', retryable: false,
+    message: 'The request body is not valid JSON.',
+    message_th: 'เนื้อหาคำขอไม่ใช่ JSON ที่ถูกต้อง',
+  },
+  unsupported_media_type: {
+    status: 400, type: 'invalid_request_error', retryable: false,
+    message: 'The Content-Type is not accepted by this endpoint.',
+    message_th: 'ปลายทางนี้ไม่รองรับ Content-Type ที่ส่งมา',
+  },
+  cursor_filter_mismatch: {
+    status: 400, type: 'invalid_request_error', retryable: false,
+    message: 'Filters changed while paging with a cursor; only limit may change between pages.',
+    message_th: 'ตัวกรองเปลี่ยนไประหว่างการแบ่งหน้า เปลี่ยนได้เฉพาะ limit เท่านั้น',
+  },
+  api_version_unsupported: {
+    status: 400, type: 'invalid_request_error', retryable: false,
+    message: 'PG-Version names an API version this service does not support.',
+    message_th: 'PG-Version ระบุเวอร์ชัน API ที่ระบบไม่รองรับ',
+  },
+  validation_error: {
+    status: 422, type: 'invalid_request_error', retryable: false,
+    message: 'One or more fields are malformed.',
+    message_th: 'ข้อมูลบางช่องไม่ถูกต้อง',
+  },
+  sender_required: {
+    status: 422, type: 'invalid_request_error', retryable: false,
+    message: 'Either sender or sender_id is required.',
+    message_th: 'ต้องระบุ sender หรือ sender_id อย่างใดอย่างหนึ่ง',
+  },
+  amount_not_supported: {
+    status: 422, type: 'invalid_request_error', retryable: false,
+    message: 'The amount is outside the policy range or is not a whole baht.',
+    message_th: 'จำนวนเงินอยู่นอกช่วงที่กำหนดหรือไม่เป็นจำนวนบาทเต็ม',
+  },
+  review_note_required: {
+    status: 422, type: 'invalid_request_error', retryable: false,
+    message: 'A reviewer note of at least 20 characters is required.',
+    message_th: 'ต้องมีบันทึกของผู้ตรวจสอบอย่างน้อย 20 ตัวอักษร',
+  },
+  insufficient_balance: {
+    status: 402, type: 'invalid_request_error', retryable: true,
+    message: 'The available balance is below the amount plus fee; nothing was created or locked.',
+    message_th: 'ยอดเงินที่ใช้ได้ต่ำกว่าจำนวนเงินรวมค่าธรรมเนียม ไม่มีการสร้างรายการหรือกันเงิน',
+  },
+  resource_not_found: {
+    status: 404, type: 'invalid_request_error', retryable: false,
+    message: 'No such resource in the scope of this account.',
+    message_th: 'ไม่พบข้อมูลในขอบเขตของบัญชีนี้',
+  },
+  method_not_allowed: {
+    status: 405, type: 'invalid_request_error', retryable: false,
+    message: 'This path does not accept the HTTP method used.',
+    message_th: 'เส้นทางนี้ไม่รองรับเมธอด HTTP ที่ใช้',
+  },
+  idempotency_key_reused: {
+    status: 409, type: 'idempotency_error', retryable: false,
+    message: 'This Idempotency-Key was already used with a different request body.',
+    message_th: 'Idempotency-Key นี้ถูกใช้แล้วกับเนื้อหาคำขอที่ต่างกัน',
+  },
+  idempotency_in_flight: {
+    status: 409, type: 'idempotency_error', retryable: true,
+    message: 'The first request with this Idempotency-Key is still running.',
+    message_th: 'คำขอแรกที่ใช้ Idempotency-Key นี้ยังดำเนินการอยู่',
+  },
+  sender_bank_unavailable: {
+    status: 409, type: 'invalid_request_error', retryable: true,
+    message: "The sender's bank is not accepting new orders.",
+    message_th: 'ธนาคารของผู้โอนไม่รับรายการใหม่ในขณะนี้',
+  },
+  duplicate_open_deposit: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'An open deposit with the same amount and sender exists.',
+    message_th: 'มีรายการฝากที่ยังเปิดอยู่ด้วยจำนวนเงินและผู้โอนเดียวกัน',
+  },
+  too_many_open_deposits: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'The open-order cap for this user is reached.',
+    message_th: 'ผู้ใช้นี้มีรายการฝากที่เปิดอยู่ครบจำนวนสูงสุดแล้ว',
+  },
+  deposit_not_cancelable: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'The deposit cannot be canceled in its current status.',
+    message_th: 'ไม่สามารถยกเลิกรายการฝากในสถานะปัจจุบันได้',
+  },
+  deposit_not_reviewable: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'The deposit is not under review for another reason.',
+    message_th: 'รายการฝากนี้ไม่ได้อยู่ระหว่างการตรวจสอบด้วยเหตุผลอื่น',
+  },
+  withdrawal_has_pending_fill: {
+    status: 409, type: 'invalid_request_error', retryable: true,
+    message: 'Part of the withdrawal is being transferred; retry after the time given.',
+    message_th: 'มีบางส่วนของรายการถอนกำลังโอนอยู่ กรุณาลองใหม่ตามเวลาที่ระบุ',
+  },
+  withdrawal_not_cancelable: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'The withdrawal is already settled, expired or canceled.',
+    message_th: 'รายการถอนสำเร็จ หมดอายุ หรือถูกยกเลิกไปแล้ว',
+  },
+  beneficiary_not_verified: {
+    status: 409, type: 'invalid_request_error', retryable: true,
+    message: 'The beneficiary account is not verified yet; no order was created.',
+    message_th: 'บัญชีผู้รับเงินยังไม่ผ่านการตรวจสอบ ไม่มีการสร้างรายการ',
+  },
+  alloc_state_conflict: {
+    status: 409, type: 'invalid_request_error', retryable: true,
+    message: 'The fill changed state during the request; re-read and retry.',
+    message_th: 'สถานะการจับคู่เปลี่ยนไประหว่างคำขอ กรุณาอ่านใหม่แล้วลองอีกครั้ง',
+  },
+  withdrawal_state_conflict: {
+    status: 409, type: 'invalid_request_error', retryable: true,
+    message: 'The withdrawal changed state during the request; re-read and retry.',
+    message_th: 'สถานะรายการถอนเปลี่ยนไประหว่างคำขอ กรุณาอ่านใหม่แล้วลองอีกครั้ง',
+  },
+  late_slip_window_closed: {
+    status: 410, type: 'invalid_request_error', retryable: false,
+    message: 'The 24-hour late-slip window has closed; open a claim instead.',
+    message_th: 'หมดเวลารับสลิปล่าช้า 24 ชั่วโมงแล้ว กรุณาเปิดคำร้องแทน',
+  },
+  request_too_large: {
+    status: 413, type: 'invalid_request_error', retryable: false,
+    message: 'The request body is larger than this endpoint accepts.',
+    message_th: 'เนื้อหาคำขอมีขนาดใหญ่เกินกว่าที่ปลายทางนี้รับได้',
+  },
+  rate_limited: {
+    status: 429, type: 'rate_limit_error', retryable: true,
+    message: 'The quota bucket is exhausted; honour Retry-After with about 20 percent jitter.',
+    message_th: 'เกินโควตาคำขอ กรุณารอตาม Retry-After โดยสุ่มเวลาเพิ่มประมาณร้อยละ 20',
+  },
+  internal_error: {
+    status: 500, type: 'api_error', retryable: true,
+    message: 'The service failed to handle the request.',
+    message_th: 'ระบบขัดข้องระหว่างดำเนินการคำขอ',
+  },
+  route_unavailable: {
+    status: 503, type: 'api_error', retryable: true,
+    message: 'No route is available to open a new deposit right now.',
+    message_th: 'ขณะนี้ไม่มีช่องทางเปิดรายการฝากใหม่',
+  },
+  service_unavailable: {
+    status: 503, type: 'api_error', retryable: true,
+    message: 'The service is shedding load or shutting down.',
+    message_th: 'ระบบกำลังลดภาระหรือกำลังปิดให้บริการชั่วคราว',
+  },
+  slip_intake_unavailable: {
+    status: 503, type: 'api_error', retryable: true,
+    message: 'Durable slip intake could not be confirmed; retry the same evidence with the same key.',
+    message_th: 'ไม่สามารถยืนยันการรับสลิปได้ กรุณาส่งหลักฐานเดิมด้วยคีย์เดิมอีกครั้ง',
+  },
+} as const satisfies Record<string, CatalogueEntry>;
+
+export type ErrorCode = keyof typeof catalogue;
+
+export const ERROR_CODES = Object.keys(catalogue) as ErrorCode[];
+
+export function codeToStatus(code: ErrorCode): number {
+  return catalogue[code].status;
+}
+
+export function isErrorCode(text: string): text is ErrorCode {
+  return Object.hasOwn(catalogue, text);
+}
+
+/** One field problem inside `validation_error.details.fields[]`. */
+export interface FieldProblem {
+  path: string;
+  reason: string;
+  hint?: string;
+}
+
+export interface ErrorOptions {
+  details?: Record<string, unknown>;
+  retry_after_seconds?: number | null;
+  /** Overrides the English message where a more specific one helps; never carries secrets. */
+  message?: string;
+}
+
+/**
+ * An expected failure with a catalogue code. Business code returns these as values where it can
+ * (`Result`), and throws them only to unwind an HTTP request.
+ */
+export class ApiError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+  readonly retry_after_seconds: number | null;
+
+  constructor(code: ErrorCode, options: ErrorOptions = {}) {
+    super(options.message ?? catalogue[code].message);
+    this.name = 'ApiError';
+    this.code = code;
+    this.details = options.details ?? {};
+    this.retry_after_seconds = options.retry_after_seconds ?? null;
+  }
+
+  get status(): number {
+    return codeToStatus(this.code);
+  }
+}
+
+export function validationError(fields: FieldProblem[]): ApiError {
+  return new ApiError('validation_error', { details: { fields } });
+}
+
+export interface ErrorBody {
+  error: {
+    code: ErrorCode;
+    type: ErrorType;
+    message: string;
+    message_th: string;
+    retryable: boolean;
+    retry_after_seconds: number | null;
+    request_id: string;
+    details: Record<string, unknown>;
+  };
+}
+
+/** The one error renderer: every non-2xx body of the service has this shape. */
+export function renderError(error: ApiError, request_id: string): ErrorBody {
+  const entry: CatalogueEntry = catalogue[error.code];
+  return {
+    error: {
+      code: error.code,
+      type: entry.type,
+      message: error.message,
+      message_th: entry.message_th,
+      retryable: entry.retryable,
+      retry_after_seconds: error.retry_after_seconds,
+      request_id,
+      details: error.details,
+    },
+  };
+}
+
+/** A business outcome: either a value or a catalogue error, returned rather than thrown. */
+export type Result<T> = { ok: true; value: T } | { ok: false; error: ApiError };
+
+export function ok<T>(value: T): Result<T> {
+  return { ok: true, value };
+}
+
+export function fail<T = never>(code: ErrorCode, options?: ErrorOptions): Result<T> {
+  return { ok: false, error: new ApiError(code, options) };
+}

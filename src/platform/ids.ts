@@ -1,0 +1,39 @@
+import { monotonicFactory } from 'ulidx';
+
+/**
+ * Every identifier is a type prefix plus a ULID (spec, "Identifiers"). The prefixes are a closed list
+ * here so a typo cannot mint an id of an unknown kind.
+ */
+export const ID_PREFIXES = {
+  deposit: 'dep_',
+  withdrawal: 'wdr_',
+  balance_transaction: 'btxn_',
+  event: 'evt_',
+  request: 'req_',
+  merchant: 'mch_',
+  brand: 'wl_',
+  slip_receipt: 'rcpt_',
+  sender: 'snd_',
+  beneficiary: 'ben_',
+  claim: 'clm_',
+  api_key: 'key_',
+  backoffice_credential: 'boc_',
+  job: 'job_',
+  audit: 'aud_',
+} as const;
+
+export type IdKind = keyof typeof ID_PREFIXES;
+
+const nextUlid = monotonicFactory();
+
+export function newId(kind: IdKind): string {
+  return ID_PREFIXES[kind] + nextUlid();
+}
+
+const ULID_PATTERN = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** True when the text is an id of the given kind; used to answer 404 early without a query. */
+export function isIdOfKind(text: string, kind: IdKind): boolean {
+  const prefix = ID_PREFIXES[kind];
+  return text.startsWith(prefix) && ULID_PATTERN.test(text.slice(prefix.length));
+}

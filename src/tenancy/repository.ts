@@ -1,0 +1,280 @@
+import type { Queryable } from '../platform/db.ts';
+import type { AccountStatus, ApiKeyRow, BackofficeCredentialRow, BrandRow, KeyStatus, MerchantRow } from './types.ts';
+
+/** All SQL of the tenancy module: brands, merchants, API keys, back-office credentials, nonces, rate counters. */
+
+export async function insertBrand(db: Queryable, brand: BrandRow): Promise<void> {
+  await db.query(
+    `INSERT INTO brands (white_label_id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)`,
+    [brand.white_label_id, brand.name, brand.status, brand.created_at, brand.updated_at],
+  );
+}
+
+export async function findBrand(db: Queryable, white_label_id: string): Promise<BrandRow | null> {
+  const { rows } = await db.query<BrandRow>('SELECT * FROM brands WHERE white_label_id = $1', [white_label_id]);
+  return rows[0] ?? null;
+}
+
+export async function listBrands(db: Queryable, limit: number): Promise<BrandRow[]> {
+  const { rows } = await db.query<BrandRow>('SELECT * FROM brands ORDER BY created_at, white_label_id LIMIT $1', [limit]);
+  return rows;
+}
+
+export async function countBrands(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ count: number }>('SELECT count(*)::int AS count FROM brands');
+  return rows[0]?.count ?? 0;
+}
+
+export async function setBrandStatus(db: Queryable, white_label_id: string, status: AccountStatus, now: Date): Promise<BrandRow | null> {
+  const { rows } = await db.query<BrandRow>(
+    'UPDATE brands SET status = $2, updated_at = $3 WHERE white_label_id = $1 RETURNING *',
+    [white_label_id, status, now],
+  );
+  return rows[0] ?? null;
+}
+
+export async function insertMerchant(db: Queryable, merchant: MerchantRow): Promise<void> {
+  await db.query(
+    `INSERT INTO merchants (white_label_id, merchant_id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+    [merchant.white_label_id, merchant.merchant_id, merchant.name, merchant.status, merchant.created_at, merchant.updated_at],
+  );
+}
+
+/** Finds a merchant; with a brand given, a merchant of another brand is not found. */
+export async function findMerchant(db: Queryable, merchant_id: string, white_label_id: string | null): Promise<MerchantRow | null> {
+  const { rows } = await db.query<MerchantRow>(
+    'SELECT * FROM merchants WHERE merchant_id = $1 AND ($2::text IS NULL OR white_label_id = $2)',
+    [merchant_id, white_label_id],
+  );
+  return rows[0] ?? null;
+}
+
+export async function listMerchants(db: Queryable, white_label_id: string, limit: number): Promise<MerchantRow[]> {
+  const { rows } = await db.query<MerchantRow>(
+    'SELECT * FROM merchants WHERE white_label_id = $1 ORDER BY created_at, merchant_id LIMIT $2',
+    [white_label_id, limit],
+  );
+  return rows;
+}
+
+export async function setMerchantStatus(
+  db: Queryable,
+  white_label_id: string,
+  merchant_id: string,
+  status: AccountStatus,
+  now: Date,
+): Promise<MerchantRow | null> {
+  const { rows } = await db.query<MerchantRow>(
+    'UPDATE merchants SET status = $3, updated_at = $4 WHERE white_label_id = $1 AND merchant_id = $2 RETURNING *',
+    [white_label_id, merchant_id, status, now],
+  );
+  return rows[0] ?? null;
+}
+
+export async function insertApiKey(db: Queryable, key: ApiKeyRow): Promise<void> {
+  await db.query(
+    `INSERT INTO api_keys (white_label_id, merchant_id, api_key_id, livemode, key_hash, key_last4, signing_secret_sealed,
+       scopes, status, created_at, updated_at, revoked_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+    [
+      key.white_label_id, key.merchant_id, key.api_key_id, key.livemode, key.key_hash, key.key_last4,
+      key.signing_secret_sealed, key.scopes, key.status, key.created_at, key.updated_at, key.revoked_at,
+    ],
+  );
+}
+
+export async function findApiKeyByHash(db: Queryable, key_hash: string): Promise<ApiKeyRow | null> {
+  const { rows } = await db.query<ApiKeyRow>('SELECT * FROM api_keys WHERE key_hash = $1', [key_hash]);
+  return rows[0] ?? null;
+}
+
+export async function findApiKey(db: Queryable, api_key_id: string, white_label_id: string | null): Promise<ApiKeyRow | null> {
+  const { rows } = await db.query<ApiKeyRow>(
+    'SELECT * FROM api_keys WHERE api_key_id = $1 AND ($2::text IS NULL OR white_label_id = $2)',
+    [api_key_id, white_label_id],
+  );
+  return rows[0] ?? null;
+}
+
+export async function listApiKeys(db: Queryable, white_label_id: string, merchant_id: string): Promise<ApiKeyRow[]> {
+  const { rows } = await db.query<ApiKeyRow>(
+    'SELECT * FROM api_keys WHERE white_label_id = $1 AND merchant_id = $2 ORDER BY created_at, api_key_id LIMIT 1000',
+    [white_label_id, merchant_id],
+  );
+  return rows;
+}
+
+/** Changes a key's status; a revoked key never changes again (the WHERE clause keeps revocation final). */
+export async function setApiKeyStatus(
+  db: Queryable,
+  white_label_id: string,
+  api_key_id: string,
+  status: KeyStatus,
+  now: Date,
+): Promise<ApiKeyRow | null> {
+  const { rows } = await db.query<ApiKeyRow>(
+    `UPDATE api_keys SET status = $3::text, updated_at = $4::timestamptz,
+       revoked_at = CASE WHEN $3::text = 'revoked' THEN $4::timestamptz ELSE NULL END
+     WHERE white_label_id = $1 AND api_key_id = $2 AND status <> 'revoked'
+     RETURNING *`,
+    [white_label_id, api_key_id, status, now],
+  );
+  return rows[0] ?? null;
+}
+
+export async function insertBackofficeCredential(db: Queryable, credential: BackofficeCredentialRow): Promise<void> {
+  await db.query(
+    `INSERT INTO backoffice_credentials (white_label_id, credential_id, name, role, token_hash, status, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [
+      credential.white_label_id, credential.credential_id, credential.name, credential.role, credential.token_hash,
+      credential.status, credential.created_at, credential.updated_at,
+    ],
+  );
+}
+
+export interface BackofficeCredentialWithBrand extends BackofficeCredentialRow {
+  brand_status: AccountStatus | null;
+}
+
+export async function findBackofficeCredentialByHash(db: Queryable, token_hash: string): Promise<BackofficeCredentialWithBrand | null> {
+  const { rows } = await db.query<BackofficeCredentialWithBrand>(
+    `SELECT c.*, b.status AS brand_status
+       FROM backoffice_credentials c LEFT JOIN brands b ON b.white_label_id = c.white_label_id
+      WHERE c.token_hash = $1`,
+    [token_hash],
+  );
+  return rows[0] ?? null;
+}
+
+export async function setBackofficeCredentialStatus(
+  db: Queryable,
+  credential_id: string,
+  white_label_id: string | null,
+  status: KeyStatus,
+  now: Date,
+): Promise<BackofficeCredentialRow | null> {
+  const { rows } = await db.query<BackofficeCredentialRow>(
+    `UPDATE backoffice_credentials SET status = $3, updated_at = $4
+      WHERE credential_id = $1 AND ($2::text IS NULL OR white_label_id = $2) AND status <> 'revoked'
+      RETURNING *`,
+    [credential_id, white_label_id, status, now],
+  );
+  return rows[0] ?? null;
+}
+
+export interface AuditRow {
+  white_label_id: string | null;
+  audit_id: string;
+  actor_type: string;
+  actor_id: string;
+  action: string;
+  target_type: string;
+  target_id: string;
+  request_id: string | null;
+  details: Record<string, unknown>;
+  created_at: Date;
+}
+
+export async function insertAudit(db: Queryable, row: AuditRow): Promise<void> {
+  await db.query(
+    `INSERT INTO audit_log (white_label_id, audit_id, actor_type, actor_id, action, target_type, target_id, request_id, details, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+    [
+      row.white_label_id, row.audit_id, row.actor_type, row.actor_id, row.action, row.target_type, row.target_id,
+      row.request_id, JSON.stringify(row.details), row.created_at,
+    ],
+  );
+}
+
+/** What one merchant request learns about its key chain, its nonce and its rate bucket in one round trip. */
+export interface RequestAdmission {
+  key_status: KeyStatus;
+  merchant_status: AccountStatus;
+  brand_status: AccountStatus;
+  nonce_fresh: boolean;
+  request_count: number;
+  window_started_at: Date;
+}
+
+/**
+ * The hot path of every signed request, in one statement and one round trip: records the nonce
+ * (reusable only after its 10-minute expiry), counts the request in its fixed-window rate bucket, and
+ * reads the current status of the key, merchant and brand so that a revocation or suspension applies
+ * to the very next request. Data-modifying CTEs all run even when the outer SELECT does not read them.
+ */
+export async function admitSignedRequest(
+  db: Queryable,
+  input: {
+    white_label_id: string;
+    merchant_id: string;
+    api_key_id: string;
+    nonce: string;
+    nonce_expires_at: Date;
+    now: Date;
+    bucket: string;
+    subject: string;
+    window_started_at: Date;
+  },
+): Promise<RequestAdmission | null> {
+  const { rows } = await db.query<RequestAdmission>(
+    `WITH nonce AS (
+       INSERT INTO request_nonces AS n (white_label_id, api_key_id, nonce, expires_at)
+       VALUES ($1, $3, $4, $5)
+       ON CONFLICT (white_label_id, api_key_id, nonce) DO UPDATE SET expires_at = EXCLUDED.expires_at
+         WHERE n.expires_at <= $6
+       RETURNING 1
+     ), counter AS (
+       INSERT INTO rate_limit_counters AS c (white_label_id, bucket, subject, window_started_at, request_count)
+       VALUES ($1, $7, $8, $9, 1)
+       ON CONFLICT (white_label_id, bucket, subject) DO UPDATE SET
+         request_count = CASE WHEN c.window_started_at = EXCLUDED.window_started_at THEN c.request_count + 1 ELSE 1 END,
+         window_started_at = EXCLUDED.window_started_at
+       RETURNING request_count, window_started_at
+     )
+     SELECT k.status AS key_status, m.status AS merchant_status, b.status AS brand_status,
+            EXISTS (SELECT 1 FROM nonce) AS nonce_fresh, counter.request_count, counter.window_started_at
+       FROM api_keys k
+       JOIN merchants m ON m.white_label_id = k.white_label_id AND m.merchant_id = k.merchant_id
+       JOIN brands b ON b.white_label_id = k.white_label_id
+       CROSS JOIN counter
+      WHERE k.white_label_id = $1 AND k.merchant_id = $2 AND k.api_key_id = $3`,
+    [
+      input.white_label_id, input.merchant_id, input.api_key_id, input.nonce, input.nonce_expires_at, input.now,
+      input.bucket, input.subject, input.window_started_at,
+    ],
+  );
+  return rows[0] ?? null;
+}
+
+/** Counts one request in a fixed-window bucket and returns the count in the current window. */
+export async function countInBucket(
+  db: Queryable,
+  input: { white_label_id: string; bucket: string; subject: string; window_started_at: Date },
+): Promise<{ request_count: number; window_started_at: Date }> {
+  const { rows } = await db.query<{ request_count: number; window_started_at: Date }>(
+    `INSERT INTO rate_limit_counters AS c (white_label_id, bucket, subject, window_started_at, request_count)
+     VALUES ($1, $2, $3, $4, 1)
+     ON CONFLICT (white_label_id, bucket, subject) DO UPDATE SET
+       request_count = CASE WHEN c.window_started_at = EXCLUDED.window_started_at THEN c.request_count + 1 ELSE 1 END,
+       window_started_at = EXCLUDED.window_started_at
+     RETURNING request_count, window_started_at`,
+    [input.white_label_id, input.bucket, input.subject, input.window_started_at],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('rate counter upsert returned no row');
+  return row;
+}
+
+/** Housekeeping: expired nonces and counters of windows long past. Bounded per call. */
+export async function purgeExpiredAccessState(db: Queryable, now: Date, stale_window_before: Date, limit: number): Promise<number> {
+  const nonces = await db.query(
+    `DELETE FROM request_nonces WHERE ctid IN (SELECT ctid FROM request_nonces WHERE expires_at <= $1 LIMIT $2)`,
+    [now, limit],
+  );
+  const counters = await db.query(
+    `DELETE FROM rate_limit_counters WHERE ctid IN (SELECT ctid FROM rate_limit_counters WHERE window_started_at < $1 LIMIT $2)`,
+    [stale_window_before, limit],
+  );
+  return nonces.rowCount + counters.rowCount;
+}

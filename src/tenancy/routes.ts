@@ -1,0 +1,204 @@
+import { z } from 'zod';
+import { ApiError } from '../platform/errors.ts';
+import type { BackofficeContext, RouteRegistrar, Services } from '../http/context.ts';
+import type { Actor } from './types.ts';
+import { API_KEY_SCOPES } from './types.ts';
+
+/**
+ * Back-office administration of tenants and credentials (`/v1/bo/*`). The platform administrator
+ * manages every brand; a brand operator manages the merchants and keys of their own brand only, and
+ * another brand's ids answer 404. The CLI calls these same service functions, directly or through
+ * these routes when the service holds the embedded database.
+ */
+const nameSchema = z.string().trim().min(1).max(200);
+const idText = z.string().min(1).max(100);
+
+function actorOf(context: BackofficeContext): Actor {
+  return { actor_type: 'backoffice_credential', actor_id: context.credential_id, request_id: context.request_id };
+}
+
+/** The brand a credential may act on: its own, or any for the platform administrator. */
+function scopeOf(context: BackofficeContext): string | null {
+  return context.role === 'platform_admin' ? null : context.white_label_id;
+}
+
+function requireOwnBrand(context: BackofficeContext, white_label_id: string): void {
+  const scope = scopeOf(context);
+  if (scope !== null && scope !== white_label_id) throw new ApiError('resource_not_found');
+}
+
+export function registerTenancyRoutes(registrar: RouteRegistrar, services: Services): void {
+  const tenancy = services.tenancy;
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/brands',
+    roles: ['platform_admin'],
+    body: z.object({ name: nameSchema }).strict(),
+    async handler({ context, body }) {
+      return { status: 201, body: await tenancy.createBrand(actorOf(context), body) };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/brands',
+    roles: ['platform_admin'],
+    async handler() {
+      return { status: 200, body: { object: 'list', data: await tenancy.listBrands() } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/brands/:brand_id',
+    roles: ['platform_admin', 'operator'],
+    async handler({ context, params }) {
+      requireOwnBrand(context, params.brand_id ?? '');
+      const brand = await tenancy.getBrand(params.brand_id ?? '');
+      if (!brand) throw new ApiError('resource_not_found');
+      return { status: 200, body: brand };
+    },
+  });
+
+  for (const [action, status] of [['suspend', 'suspended'], ['resume', 'active']] as const) {
+    registrar.backoffice({
+      method: 'POST',
+      url: `/v1/bo/brands/:brand_id/${action}`,
+      roles: ['platform_admin'],
+      async handler({ context, params }) {
+        return { status: 200, body: await tenancy.setBrandStatus(actorOf(context), params.brand_id ?? '', status) };
+      },
+    });
+    registrar.backoffice({
+      method: 'POST',
+      url: `/v1/bo/merchants/:merchant_id/${action}`,
+      roles: ['platform_admin', 'operator'],
+      async handler({ context, params }) {
+        return { status: 200, body: await tenancy.setMerchantStatus(actorOf(context), params.merchant_id ?? '', scopeOf(context), status) };
+      },
+    });
+    registrar.backoffice({
+      method: 'POST',
+      url: `/v1/bo/api-keys/:api_key_id/${action}`,
+      roles: ['platform_admin', 'operator'],
+      async handler({ context, params }) {
+        return {
+          status: 200,
+          body: await tenancy.setApiKeyStatus(actorOf(context), params.api_key_id ?? '', scopeOf(context), status === 'active' ? 'active' : 'suspended'),
+        };
+      },
+    });
+  }
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/api-keys/:api_key_id/revoke',
+    roles: ['platform_admin', 'operator'],
+    async handler({ context, params }) {
+      return { status: 200, body: await tenancy.setApiKeyStatus(actorOf(context), params.api_key_id ?? '', scopeOf(context), 'revoked') };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/merchants',
+    roles: ['platform_admin', 'operator'],
+    body: z.object({ name: nameSchema, white_label_id: idText.optional() }).strict(),
+    async handler({ context, body }) {
+      const brand = body.white_label_id ?? context.white_label_id;
+      if (!brand) {
+        throw new ApiError('validation_error', { details: { fields: [{ path: 'white_label_id', reason: 'required' }] } });
+      }
+      requireOwnBrand(context, brand);
+      return { status: 201, body: await tenancy.createMerchant(actorOf(context), { white_label_id: brand, name: body.name }) };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/merchants',
+    roles: ['platform_admin', 'operator'],
+    query: z.object({ white_label_id: idText.optional() }).strict(),
+    async handler({ context, query }) {
+      const brand = query.white_label_id ?? context.white_label_id;
+      if (!brand) {
+        throw new ApiError('validation_error', { details: { fields: [{ path: 'white_label_id', reason: 'required' }] } });
+      }
+      requireOwnBrand(context, brand);
+      return { status: 200, body: { object: 'list', data: await tenancy.listMerchants(brand) } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/merchants/:merchant_id',
+    roles: ['platform_admin', 'operator', 'reviewer'],
+    async handler({ context, params }) {
+      const merchant = await tenancy.getMerchant(params.merchant_id ?? '', scopeOf(context));
+      if (!merchant) throw new ApiError('resource_not_found');
+      return { status: 200, body: merchant };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/merchants/:merchant_id/api-keys',
+    roles: ['platform_admin', 'operator'],
+    body: z
+      .object({
+        mode: z.enum(['test', 'live']),
+        scopes: z.array(z.enum(API_KEY_SCOPES)).min(1).max(API_KEY_SCOPES.length).optional(),
+      })
+      .strict(),
+    async handler({ context, params, body }) {
+      const created = await tenancy.createApiKey(actorOf(context), {
+        merchant_id: params.merchant_id ?? '',
+        scope_white_label_id: scopeOf(context),
+        livemode: body.mode === 'live',
+        scopes: body.scopes,
+      });
+      // The secrets appear in this one answer only; it must never be cached by anything in between.
+      return { status: 201, body: created, headers: { 'Cache-Control': 'no-store' } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/merchants/:merchant_id/api-keys',
+    roles: ['platform_admin', 'operator'],
+    async handler({ context, params }) {
+      return { status: 200, body: { object: 'list', data: await tenancy.listApiKeys(params.merchant_id ?? '', scopeOf(context)) } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/credentials',
+    roles: ['platform_admin', 'operator'],
+    body: z
+      .object({ name: nameSchema, role: z.enum(['operator', 'reviewer']), white_label_id: idText.optional() })
+      .strict(),
+    async handler({ context, body }) {
+      const brand = body.white_label_id ?? context.white_label_id;
+      if (!brand) {
+        throw new ApiError('validation_error', { details: { fields: [{ path: 'white_label_id', reason: 'required' }] } });
+      }
+      requireOwnBrand(context, brand);
+      const created = await tenancy.createBackofficeCredential(actorOf(context), { white_label_id: brand, role: body.role, name: body.name });
+      return { status: 201, body: created, headers: { 'Cache-Control': 'no-store' } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/credentials/:credential_id/revoke',
+    roles: ['platform_admin', 'operator'],
+    async handler({ context, params }) {
+      return {
+        status: 200,
+        body: await tenancy.setBackofficeCredentialStatus(actorOf(context), params.credential_id ?? '', scopeOf(context), 'revoked'),
+      };
+    },
+  });
+}

@@ -1,0 +1,450 @@
+import type { Clock } from '../platform/clock.ts';
+import type { Database, Queryable } from '../platform/db.ts';
+import { ApiError } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { randomToken, sha256Hex, type SecretBox } from '../platform/crypto.ts';
+import { formatTimestamp } from '../platform/time.ts';
+import * as repository from './repository.ts';
+import {
+  API_KEY_SCOPES,
+  type AccountStatus,
+  type Actor,
+  type ApiKeyRow,
+  type ApiKeyScope,
+  type BackofficeCredentialRow,
+  type BackofficeRole,
+  type BrandRow,
+  type KeyStatus,
+  type MerchantRow,
+} from './types.ts';
+
+/**
+ * Tenancy: brands, merchants, integration keys and back-office credentials. Every administrative
+ * change writes its audit row in the same transaction. Secrets are returned once, at creation, and
+ * stored only as a hash (keys, tokens) or sealed under the master key (HMAC signing secrets, which
+ * the service must be able to read back to verify signatures).
+ */
+const SIGNING_SECRET_PURPOSE = 'api_key.signing_secret';
+const KEY_CACHE_LIMIT = 10_000;
+
+export interface BrandView {
+  object: 'brand';
+  id: string;
+  name: string;
+  status: AccountStatus;
+  created_at: string;
+}
+
+export interface MerchantView {
+  object: 'merchant';
+  id: string;
+  white_label_id: string;
+  name: string;
+  status: AccountStatus;
+  created_at: string;
+}
+
+export interface ApiKeyView {
+  object: 'api_key';
+  id: string;
+  white_label_id: string;
+  merchant_id: string;
+  livemode: boolean;
+  key_last4: string;
+  scopes: string[];
+  status: KeyStatus;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+export interface BackofficeCredentialView {
+  object: 'backoffice_credential';
+  id: string;
+  white_label_id: string | null;
+  name: string;
+  role: BackofficeRole;
+  status: KeyStatus;
+  created_at: string;
+}
+
+/** The immutable part of an API key that signature checks need; status is read per request. */
+export interface ResolvedApiKey {
+  white_label_id: string;
+  merchant_id: string;
+  api_key_id: string;
+  livemode: boolean;
+  scopes: ReadonlySet<string>;
+  signing_secret: string;
+}
+
+export interface ResolvedBackofficeCredential {
+  credential_id: string;
+  white_label_id: string | null;
+  role: BackofficeRole;
+  status: KeyStatus;
+  brand_status: AccountStatus | null;
+}
+
+export function brandView(row: BrandRow): BrandView {
+  return { object: 'brand', id: row.white_label_id, name: row.name, status: row.status, created_at: formatTimestamp(row.created_at) };
+}
+
+export function merchantView(row: MerchantRow): MerchantView {
+  return {
+    object: 'merchant',
+    id: row.merchant_id,
+    white_label_id: row.white_label_id,
+    name: row.name,
+    status: row.status,
+    created_at: formatTimestamp(row.created_at),
+  };
+}
+
+export function apiKeyView(row: ApiKeyRow): ApiKeyView {
+  return {
+    object: 'api_key',
+    id: row.api_key_id,
+    white_label_id: row.white_label_id,
+    merchant_id: row.merchant_id,
+    livemode: row.livemode,
+    key_last4: row.key_last4,
+    scopes: [...row.scopes],
+    status: row.status,
+    created_at: formatTimestamp(row.created_at),
+    revoked_at: row.revoked_at ? formatTimestamp(row.revoked_at) : null,
+  };
+}
+
+export function backofficeCredentialView(row: BackofficeCredentialRow): BackofficeCredentialView {
+  return {
+    object: 'backoffice_credential',
+    id: row.credential_id,
+    white_label_id: row.white_label_id,
+    name: row.name,
+    role: row.role,
+    status: row.status,
+    created_at: formatTimestamp(row.created_at),
+  };
+}
+
+export class TenancyService {
+  private readonly keyCache = new Map<string, ResolvedApiKey>();
+
+  constructor(
+    private readonly database: Database,
+    private readonly clock: Clock,
+    private readonly secretBox: SecretBox,
+  ) {}
+
+  private async audit(
+    tx: Queryable,
+    actor: Actor,
+    white_label_id: string | null,
+    action: string,
+    target_type: string,
+    target_id: string,
+    details: Record<string, unknown> = {},
+  ): Promise<void> {
+    await repository.insertAudit(tx, {
+      white_label_id,
+      audit_id: newId('audit'),
+      actor_type: actor.actor_type,
+      actor_id: actor.actor_id,
+      action,
+      target_type,
+      target_id,
+      request_id: actor.request_id,
+      details,
+      created_at: this.clock.now(),
+    });
+  }
+
+  async createBrand(actor: Actor, input: { name: string }): Promise<BrandView> {
+    const now = this.clock.now();
+    const row: BrandRow = { white_label_id: newId('brand'), name: input.name, status: 'active', created_at: now, updated_at: now };
+    await this.database.transaction(async (tx) => {
+      await repository.insertBrand(tx, row);
+      await this.audit(tx, actor, row.white_label_id, 'brand.created', 'brand', row.white_label_id, { name: row.name });
+    });
+    return brandView(row);
+  }
+
+  async getBrand(white_label_id: string): Promise<BrandView | null> {
+    const row = await repository.findBrand(this.database, white_label_id);
+    return row ? brandView(row) : null;
+  }
+
+  async listBrands(): Promise<BrandView[]> {
+    return (await repository.listBrands(this.database, 1000)).map(brandView);
+  }
+
+  async hasAnyBrand(): Promise<boolean> {
+    return (await repository.countBrands(this.database)) > 0;
+  }
+
+  async setBrandStatus(actor: Actor, white_label_id: string, status: AccountStatus): Promise<BrandView> {
+    const row = await this.database.transaction(async (tx) => {
+      const updated = await repository.setBrandStatus(tx, white_label_id, status, this.clock.now());
+      if (!updated) return null;
+      await this.audit(tx, actor, white_label_id, status === 'suspended' ? 'brand.suspended' : 'brand.resumed', 'brand', white_label_id);
+      return updated;
+    });
+    if (!row) throw new ApiError('resource_not_found');
+    return brandView(row);
+  }
+
+  async createMerchant(actor: Actor, input: { white_label_id: string; name: string }): Promise<MerchantView> {
+    const now = this.clock.now();
+    const row: MerchantRow = {
+      white_label_id: input.white_label_id,
+      merchant_id: newId('merchant'),
+      name: input.name,
+      status: 'active',
+      created_at: now,
+      updated_at: now,
+    };
+    const created = await this.database.transaction(async (tx) => {
+      if (!(await repository.findBrand(tx, input.white_label_id))) return false;
+      await repository.insertMerchant(tx, row);
+      await this.audit(tx, actor, row.white_label_id, 'merchant.created', 'merchant', row.merchant_id, { name: row.name });
+      return true;
+    });
+    if (!created) throw new ApiError('resource_not_found');
+    return merchantView(row);
+  }
+
+  async getMerchant(merchant_id: string, white_label_id: string | null): Promise<MerchantView | null> {
+    const row = await repository.findMerchant(this.database, merchant_id, white_label_id);
+    return row ? merchantView(row) : null;
+  }
+
+  async listMerchants(white_label_id: string): Promise<MerchantView[]> {
+    return (await repository.listMerchants(this.database, white_label_id, 1000)).map(merchantView);
+  }
+
+  async setMerchantStatus(actor: Actor, merchant_id: string, scope_white_label_id: string | null, status: AccountStatus): Promise<MerchantView> {
+    const row = await this.database.transaction(async (tx) => {
+      const merchant = await repository.findMerchant(tx, merchant_id, scope_white_label_id);
+      if (!merchant) return null;
+      const updated = await repository.setMerchantStatus(tx, merchant.white_label_id, merchant_id, status, this.clock.now());
+      if (!updated) return null;
+      await this.audit(tx, actor, merchant.white_label_id, status === 'suspended' ? 'merchant.suspended' : 'merchant.resumed', 'merchant', merchant_id);
+      return updated;
+    });
+    if (!row) throw new ApiError('resource_not_found');
+    return merchantView(row);
+  }
+
+  /** Creates a key; the API key and signing secret are in this answer and never again. */
+  async createApiKey(
+    actor: Actor,
+    input: { merchant_id: string; scope_white_label_id: string | null; livemode: boolean; scopes?: readonly string[] },
+  ): Promise<ApiKeyView & { api_key: string; signing_secret: string }> {
+    const scopes = [...new Set(input.scopes ?? API_KEY_SCOPES)];
+    for (const scope of scopes) {
+      if (!(API_KEY_SCOPES as readonly string[]).includes(scope)) {
+        throw new ApiError('validation_error', { details: { fields: [{ path: 'scopes', reason: 'unknown_scope' }] } });
+      }
+    }
+    const environment = input.livemode ? 'live' : 'test';
+    const apiKey = `sk_${environment}_${randomToken(32)}`;
+    const signingSecret = `sig_${environment}_${randomToken(32)}`;
+    const now = this.clock.now();
+    const result = await this.database.transaction(async (tx) => {
+      const merchant = await repository.findMerchant(tx, input.merchant_id, input.scope_white_label_id);
+      if (!merchant) return null;
+      const row: ApiKeyRow = {
+        white_label_id: merchant.white_label_id,
+        merchant_id: merchant.merchant_id,
+        api_key_id: newId('api_key'),
+        livemode: input.livemode,
+        key_hash: sha256Hex(apiKey),
+        key_last4: apiKey.slice(-4),
+        signing_secret_sealed: this.secretBox.seal(signingSecret, SIGNING_SECRET_PURPOSE),
+        scopes: scopes as ApiKeyScope[],
+        status: 'active',
+        created_at: now,
+        updated_at: now,
+        revoked_at: null,
+      };
+      await repository.insertApiKey(tx, row);
+      await this.audit(tx, actor, row.white_label_id, 'api_key.created', 'api_key', row.api_key_id, {
+        livemode: row.livemode,
+        scopes: row.scopes,
+      });
+      return row;
+    });
+    if (!result) throw new ApiError('resource_not_found');
+    return { ...apiKeyView(result), api_key: apiKey, signing_secret: signingSecret };
+  }
+
+  async listApiKeys(merchant_id: string, scope_white_label_id: string | null): Promise<ApiKeyView[]> {
+    const merchant = await repository.findMerchant(this.database, merchant_id, scope_white_label_id);
+    if (!merchant) throw new ApiError('resource_not_found');
+    return (await repository.listApiKeys(this.database, merchant.white_label_id, merchant_id)).map(apiKeyView);
+  }
+
+  /** Revokes, suspends or resumes a key. Revocation is final; the change applies to the next request. */
+  async setApiKeyStatus(actor: Actor, api_key_id: string, scope_white_label_id: string | null, status: KeyStatus): Promise<ApiKeyView> {
+    const row = await this.database.transaction(async (tx) => {
+      const key = await repository.findApiKey(tx, api_key_id, scope_white_label_id);
+      if (!key) return { found: false as const };
+      if (key.status === 'revoked') return { found: true as const, row: key };
+      const updated = await repository.setApiKeyStatus(tx, key.white_label_id, api_key_id, status, this.clock.now());
+      if (!updated) return { found: true as const, row: key };
+      const action = status === 'revoked' ? 'api_key.revoked' : status === 'suspended' ? 'api_key.suspended' : 'api_key.resumed';
+      await this.audit(tx, actor, key.white_label_id, action, 'api_key', api_key_id);
+      return { found: true as const, row: updated };
+    });
+    if (!row.found) throw new ApiError('resource_not_found');
+    return apiKeyView(row.row);
+  }
+
+  async createBackofficeCredential(
+    actor: Actor,
+    input: { white_label_id: string | null; role: BackofficeRole; name: string },
+  ): Promise<BackofficeCredentialView & { token: string }> {
+    const token = `bo_${randomToken(32)}`;
+    const now = this.clock.now();
+    const row: BackofficeCredentialRow = {
+      white_label_id: input.white_label_id,
+      credential_id: newId('backoffice_credential'),
+      name: input.name,
+      role: input.role,
+      token_hash: sha256Hex(token),
+      status: 'active',
+      created_at: now,
+      updated_at: now,
+    };
+    const created = await this.database.transaction(async (tx) => {
+      if (input.white_label_id && !(await repository.findBrand(tx, input.white_label_id))) return false;
+      await repository.insertBackofficeCredential(tx, row);
+      await this.audit(tx, actor, row.white_label_id, 'backoffice_credential.created', 'backoffice_credential', row.credential_id, {
+        role: row.role,
+      });
+      return true;
+    });
+    if (!created) throw new ApiError('resource_not_found');
+    return { ...backofficeCredentialView(row), token };
+  }
+
+  async setBackofficeCredentialStatus(
+    actor: Actor,
+    credential_id: string,
+    scope_white_label_id: string | null,
+    status: KeyStatus,
+  ): Promise<BackofficeCredentialView> {
+    const row = await this.database.transaction(async (tx) => {
+      const updated = await repository.setBackofficeCredentialStatus(tx, credential_id, scope_white_label_id, status, this.clock.now());
+      if (!updated) return null;
+      await this.audit(tx, actor, updated.white_label_id, `backoffice_credential.${status}`, 'backoffice_credential', credential_id);
+      return updated;
+    });
+    if (!row) throw new ApiError('resource_not_found');
+    return backofficeCredentialView(row);
+  }
+
+  /**
+   * Creates the sandbox brand, merchant, test key and the platform administrator credential when the
+   * database has no brand yet; returns null when it already had one. One transaction, under an
+   * advisory lock on PostgreSQL, so that two processes starting together create one sandbox.
+   */
+  async bootstrapSandbox(): Promise<{
+    white_label_id: string;
+    merchant_id: string;
+    api_key: string;
+    signing_secret: string;
+    operator_token: string;
+    operator_credential_id: string;
+  } | null> {
+    const actor: Actor = { actor_type: 'system', actor_id: 'first-start', request_id: null };
+    const apiKey = `sk_test_${randomToken(32)}`;
+    const signingSecret = `sig_test_${randomToken(32)}`;
+    const operatorToken = `bo_${randomToken(32)}`;
+    const now = this.clock.now();
+    return this.database.transaction(async (tx) => {
+      if (this.database.engine === 'postgres') await tx.query('SELECT pg_advisory_xact_lock(7413902002)');
+      if ((await repository.countBrands(tx)) > 0) return null;
+      const brand: BrandRow = { white_label_id: newId('brand'), name: 'Sandbox Brand', status: 'active', created_at: now, updated_at: now };
+      const merchant: MerchantRow = {
+        white_label_id: brand.white_label_id, merchant_id: newId('merchant'), name: 'Sandbox Merchant', status: 'active',
+        created_at: now, updated_at: now,
+      };
+      const key: ApiKeyRow = {
+        white_label_id: brand.white_label_id, merchant_id: merchant.merchant_id, api_key_id: newId('api_key'), livemode: false,
+        key_hash: sha256Hex(apiKey), key_last4: apiKey.slice(-4),
+        signing_secret_sealed: this.secretBox.seal(signingSecret, SIGNING_SECRET_PURPOSE),
+        scopes: [...API_KEY_SCOPES], status: 'active', created_at: now, updated_at: now, revoked_at: null,
+      };
+      const operator: BackofficeCredentialRow = {
+        white_label_id: null, credential_id: newId('backoffice_credential'), name: 'First-start platform administrator',
+        role: 'platform_admin', token_hash: sha256Hex(operatorToken), status: 'active', created_at: now, updated_at: now,
+      };
+      await repository.insertBrand(tx, brand);
+      await repository.insertMerchant(tx, merchant);
+      await repository.insertApiKey(tx, key);
+      await repository.insertBackofficeCredential(tx, operator);
+      await this.audit(tx, actor, brand.white_label_id, 'sandbox.bootstrapped', 'brand', brand.white_label_id, {
+        merchant_id: merchant.merchant_id, api_key_id: key.api_key_id, credential_id: operator.credential_id,
+      });
+      return {
+        white_label_id: brand.white_label_id,
+        merchant_id: merchant.merchant_id,
+        api_key: apiKey,
+        signing_secret: signingSecret,
+        operator_token: operatorToken,
+        operator_credential_id: operator.credential_id,
+      };
+    });
+  }
+
+  /**
+   * Finds the immutable facts of an API key by its text. Cached by hash in a bounded map: the
+   * mapping from key text to key id and secret never changes, while status is read on every request.
+   */
+  async resolveApiKey(apiKey: string): Promise<ResolvedApiKey | null> {
+    const keyHash = sha256Hex(apiKey);
+    const cached = this.keyCache.get(keyHash);
+    if (cached) return cached;
+    const row = await repository.findApiKeyByHash(this.database, keyHash);
+    if (!row) return null;
+    const resolved: ResolvedApiKey = {
+      white_label_id: row.white_label_id,
+      merchant_id: row.merchant_id,
+      api_key_id: row.api_key_id,
+      livemode: row.livemode,
+      scopes: new Set(row.scopes),
+      signing_secret: this.secretBox.open(row.signing_secret_sealed, SIGNING_SECRET_PURPOSE),
+    };
+    if (this.keyCache.size >= KEY_CACHE_LIMIT) {
+      const oldest = this.keyCache.keys().next().value;
+      if (oldest !== undefined) this.keyCache.delete(oldest);
+    }
+    this.keyCache.set(keyHash, resolved);
+    return resolved;
+  }
+
+  async resolveBackofficeToken(token: string): Promise<ResolvedBackofficeCredential | null> {
+    const row = await repository.findBackofficeCredentialByHash(this.database, sha256Hex(token));
+    if (!row) return null;
+    return {
+      credential_id: row.credential_id,
+      white_label_id: row.white_label_id,
+      role: row.role,
+      status: row.status,
+      brand_status: row.brand_status,
+    };
+  }
+
+  admitSignedRequest(input: Parameters<typeof repository.admitSignedRequest>[1]): Promise<repository.RequestAdmission | null> {
+    return repository.admitSignedRequest(this.database, input);
+  }
+
+  countInBucket(input: Parameters<typeof repository.countInBucket>[1]) {
+    return repository.countInBucket(this.database, input);
+  }
+
+  purgeExpiredAccessState(now: Date, stale_window_before: Date, limit: number): Promise<number> {
+    return repository.purgeExpiredAccessState(this.database, now, stale_window_before, limit);
+  }
+}

@@ -1,0 +1,58 @@
+/** Row and view types of the tenancy module. Each column of the tables is described in 0001. */
+export type AccountStatus = 'active' | 'suspended';
+export type KeyStatus = 'active' | 'suspended' | 'revoked';
+export type BackofficeRole = 'platform_admin' | 'operator' | 'reviewer';
+
+/** Scope names granted to integration keys (the spec leaves them unnamed; see docs/decisions.md). */
+export const API_KEY_SCOPES = ['pay:read', 'pay:write', 'events:read'] as const;
+export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
+
+export interface BrandRow {
+  white_label_id: string;
+  name: string;
+  status: AccountStatus;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface MerchantRow {
+  white_label_id: string;
+  merchant_id: string;
+  name: string;
+  status: AccountStatus;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface ApiKeyRow {
+  white_label_id: string;
+  merchant_id: string;
+  api_key_id: string;
+  livemode: boolean;
+  key_hash: string;
+  key_last4: string;
+  signing_secret_sealed: string;
+  scopes: string[];
+  status: KeyStatus;
+  created_at: Date;
+  updated_at: Date;
+  revoked_at: Date | null;
+}
+
+export interface BackofficeCredentialRow {
+  white_label_id: string | null;
+  credential_id: string;
+  name: string;
+  role: BackofficeRole;
+  token_hash: string;
+  status: KeyStatus;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** Who performed an administrative change; written to the audit log with it. */
+export interface Actor {
+  actor_type: 'backoffice_credential' | 'cli' | 'system';
+  actor_id: string;
+  request_id: string | null;
+}
