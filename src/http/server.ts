@@ -119,9 +119,13 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('Request-Id', request.id);
-    if (shuttingDown && !request.url.startsWith('/healthz')) {
-      reply.header('Connection', 'close');
-    }
+  });
+
+  // A response finished while stopping closes its connection, so that a keep-alive client does not
+  // hold the graceful stop open until its idle timeout.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (shuttingDown) reply.header('Connection', 'close');
+    return payload;
   });
 
   app.addHook('onResponse', async (request, reply) => {

@@ -6,6 +6,14 @@ import pino from 'pino';
  * token, capability token or long digit run (account numbers) in free text such as error messages.
  */
 export const REDACTED_PATHS = [
+  'api_key',
+  'signing_secret',
+  'token',
+  'secret',
+  'password',
+  'account_number',
+  'qr_payload',
+  'operator_token',
   'req.headers.authorization',
   'req.headers["pg-signature"]',
   'req.headers.cookie',

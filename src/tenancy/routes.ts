@@ -3,6 +3,7 @@ import { ApiError } from '../platform/errors.ts';
 import type { BackofficeContext, RouteRegistrar, Services } from '../http/context.ts';
 import type { Actor } from './types.ts';
 import { API_KEY_SCOPES } from './types.ts';
+import { idText, nameSchema } from './schemas.ts';
 
 /**
  * Back-office administration of tenants and credentials (`/v1/bo/*`). The platform administrator
@@ -10,8 +11,6 @@ import { API_KEY_SCOPES } from './types.ts';
  * another brand's ids answer 404. The CLI calls these same service functions, directly or through
  * these routes when the service holds the embedded database.
  */
-const nameSchema = z.string().trim().min(1).max(200);
-const idText = z.string().min(1).max(100);
 
 function actorOf(context: BackofficeContext): Actor {
   return { actor_type: 'backoffice_credential', actor_id: context.credential_id, request_id: context.request_id };

@@ -3,7 +3,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { createServiceInstance, type ServiceInstance } from '../../src/app.ts';
 import { TestClock } from '../../src/platform/clock.ts';
 import { loadConfig, type Config } from '../../src/platform/config.ts';
-import { createLogger } from '../../src/platform/logger.ts';
+import { createLogger, type Logger } from '../../src/platform/logger.ts';
 import type { RouteModule } from '../../src/http/server.ts';
 import type { JobHandler } from '../../src/jobs/index.ts';
 import { signedHeaders } from '../../src/http/canonical.ts';
@@ -57,6 +57,7 @@ export interface TestAppOptions {
   extra_modules?: RouteModule[];
   job_handlers?: Record<string, JobHandler>;
   testDatabase?: TestDatabase;
+  logger?: Logger;
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -67,7 +68,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     config,
     database: testDatabase.database,
     clock,
-    logger: createLogger('silent'),
+    logger: options.logger ?? createLogger('silent'),
     master_key: TEST_MASTER_KEY,
     extra_modules: options.extra_modules,
     job_handlers: options.job_handlers,
