@@ -26,6 +26,17 @@ function requireOwnBrand(context: BackofficeContext, white_label_id: string): vo
   if (scope !== null && scope !== white_label_id) throw new ApiError('resource_not_found');
 }
 
+/**
+ * The brand a request acts on: the one named, or the credential's own. A platform administrator must
+ * name one; an operator naming another brand gets 404 like any id outside its scope.
+ */
+function brandToActOn(context: BackofficeContext, requested: string | undefined): string {
+  const brand = requested ?? context.white_label_id;
+  if (!brand) throw new ApiError('validation_error', { details: { fields: [{ path: 'white_label_id', reason: 'required' }] } });
+  requireOwnBrand(context, brand);
+  return brand;
+}
+
 export function registerTenancyRoutes(registrar: RouteRegistrar, services: Services): void {
   const tenancy = services.tenancy;
 
@@ -105,11 +116,7 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
     roles: ['platform_admin', 'operator'],
     body: z.object({ name: nameSchema, white_label_id: idText.optional() }).strict(),
     async handler({ context, body }) {
-      const brand = body.white_label_id ?? context.white_label_id;
-      if (!brand) {
-        throw new ApiError('validation_error', { details: { fields: [{ path: 'white_label_id', reason: 'required' }] } });
-      }
-      requireOwnBrand(context, brand);
+      const brand = brandToActOn(context, body.white_label_id);
       return { status: 201, body: await tenancy.createMerchant(actorOf(context), { white_label_id: brand, name: body.name }) };
     },
   });
@@ -120,11 +127,7 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
     roles: ['platform_admin', 'operator'],
     query: z.object({ white_label_id: idText.optional() }).strict(),
     async handler({ context, query }) {
-      const brand = query.white_label_id ?? context.white_label_id;
-      if (!brand) {
-        throw new ApiError('validation_error', { details: { fields: [{ path: 'white_label_id', reason: 'required' }] } });
-      }
-      requireOwnBrand(context, brand);
+      const brand = brandToActOn(context, query.white_label_id);
       return { status: 200, body: { object: 'list', data: await tenancy.listMerchants(brand) } };
     },
   });
@@ -179,11 +182,7 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
       .object({ name: nameSchema, role: z.enum(['operator', 'reviewer']), white_label_id: idText.optional() })
       .strict(),
     async handler({ context, body }) {
-      const brand = body.white_label_id ?? context.white_label_id;
-      if (!brand) {
-        throw new ApiError('validation_error', { details: { fields: [{ path: 'white_label_id', reason: 'required' }] } });
-      }
-      requireOwnBrand(context, brand);
+      const brand = brandToActOn(context, body.white_label_id);
       const created = await tenancy.createBackofficeCredential(actorOf(context), { white_label_id: brand, role: body.role, name: body.name });
       return { status: 201, body: created, headers: { 'Cache-Control': 'no-store' } };
     },
