@@ -84,6 +84,7 @@ CREATE TABLE idempotency_records (
   request_id       text NOT NULL,                                           -- req_ id of the request that stored it
   response_status  integer NOT NULL CHECK (response_status BETWEEN 200 AND 299), -- only successes are kept
   response_body    text NOT NULL,                                           -- exact bytes returned, replayed verbatim
+  response_headers json NOT NULL,                                           -- headers the route set (e.g. Location), replayed too
   created_at       timestamptz NOT NULL,
   expires_at       timestamptz NOT NULL,                                    -- created_at + 7 days
   PRIMARY KEY (white_label_id, merchant_id, livemode, idempotency_key)

@@ -97,8 +97,10 @@ describe('validation_error', () => {
     expect(errorOf(response).details.fields).toContainEqual({ path: 'amount_minor', reason: 'required' });
   });
 
-  it('ignores a GET body (so a signature over one fails) and refuses a repeated query parameter', async () => {
-    expectErrorShape(await app.signed({ url: '/v1/pay/banks', body: { a: 1 } }), 'signature_invalid');
+  it('refuses a body on a GET and a repeated query parameter', async () => {
+    const withBody = await app.signed({ url: '/v1/pay/banks', body: { a: 1 } });
+    expectErrorShape(withBody, 'validation_error');
+    expect(errorOf(withBody).details.fields).toEqual([{ path: '$', reason: 'body_not_allowed' }]);
     const repeated = await app.signed({ url: '/v1/pay/events?limit=1&limit=2' });
     expect(errorOf(repeated).details.fields).toEqual([{ path: 'limit', reason: 'repeated_parameter' }]);
   });

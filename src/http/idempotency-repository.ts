@@ -15,6 +15,7 @@ export interface IdempotencyRecordRow extends IdempotencyScope {
   request_id: string;
   response_status: number;
   response_body: string;
+  response_headers: Record<string, string>;
   created_at: Date;
   expires_at: Date;
 }
@@ -42,16 +43,17 @@ export async function findLiveRecord(db: Queryable, scope: IdempotencyScope, now
 export async function insertRecord(db: Queryable, row: IdempotencyRecordRow): Promise<boolean> {
   const result = await db.query(
     `INSERT INTO idempotency_records AS r (white_label_id, merchant_id, livemode, idempotency_key, request_fingerprint, request_id,
-       response_status, response_body, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+       response_status, response_body, response_headers, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
      ON CONFLICT (white_label_id, merchant_id, livemode, idempotency_key) DO UPDATE SET
        request_fingerprint = EXCLUDED.request_fingerprint, request_id = EXCLUDED.request_id,
        response_status = EXCLUDED.response_status, response_body = EXCLUDED.response_body,
+       response_headers = EXCLUDED.response_headers,
        created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
      WHERE r.expires_at <= EXCLUDED.created_at`,
     [
       row.white_label_id, row.merchant_id, row.livemode, row.idempotency_key, row.request_fingerprint, row.request_id,
-      row.response_status, row.response_body, row.created_at, row.expires_at,
+      row.response_status, row.response_body, JSON.stringify(row.response_headers), row.created_at, row.expires_at,
     ],
   );
   return result.rowCount === 1;

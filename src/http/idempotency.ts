@@ -24,6 +24,8 @@ export interface StoredResponse {
   status: number;
   /** Exact JSON text sent to the client and replayed byte for byte. */
   body_text: string;
+  /** Headers the route set on the first answer (Location, Cache-Control, …), replayed with it. */
+  headers: Record<string, string>;
   replayed: boolean;
 }
 
@@ -51,7 +53,7 @@ export class IdempotencyService {
   async execute(
     scope: repository.IdempotencyScope,
     input: { fingerprint: string; request_id: string },
-    handler: (tx: Queryable) => Promise<{ status: number; body: unknown }>,
+    handler: (tx: Queryable) => Promise<{ status: number; body: unknown; headers?: Record<string, string> }>,
   ): Promise<StoredResponse> {
     const lockText = `${scope.white_label_id}|${scope.merchant_id}|${scope.livemode}|${scope.idempotency_key}`;
     if (this.inFlight.has(lockText)) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
@@ -67,10 +69,11 @@ export class IdempotencyService {
           if (existing.request_fingerprint !== input.fingerprint) {
             throw new ApiError('idempotency_key_reused', { details: { original_request_id: existing.request_id } });
           }
-          return { status: existing.response_status, body_text: existing.response_body, replayed: true };
+          return { status: existing.response_status, body_text: existing.response_body, headers: existing.response_headers, replayed: true };
         }
         const outcome = await handler(tx);
         const bodyText = JSON.stringify(outcome.body);
+        const headers = outcome.headers ?? {};
         if (outcome.status >= 200 && outcome.status < 300) {
           const stored = await repository.insertRecord(tx, {
             ...scope,
@@ -78,6 +81,7 @@ export class IdempotencyService {
             request_id: input.request_id,
             response_status: outcome.status,
             response_body: bodyText,
+            response_headers: headers,
             created_at: now,
             expires_at: new Date(now.getTime() + IDEMPOTENCY_RETENTION_MS),
           });
@@ -85,7 +89,7 @@ export class IdempotencyService {
           // transaction must not commit a second execution.
           if (!stored) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
         }
-        return { status: outcome.status, body_text: bodyText, replayed: false };
+        return { status: outcome.status, body_text: bodyText, headers, replayed: false };
       });
     } finally {
       this.inFlight.delete(lockText);

@@ -22,6 +22,9 @@ const TIMESTAMP_PATTERN = /^[0-9]{1,12}$/;
 const NONCE_PATTERN = /^[\x21-\x7e]{1,128}$/;
 const SIGNATURE_PATTERN = /^v1=[0-9a-f]{64}$/;
 const VERSION_PATTERN = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/;
+// Longer keys are checked for their format after authentication (validation_error); this bound only
+// keeps an absurd header from being hashed.
+const MAX_SIGNED_IDEMPOTENCY_KEY_LENGTH = 4096;
 
 function headerText(request: FastifyRequest, name: string): string | null {
   const value = request.headers[name];
@@ -68,7 +71,7 @@ export async function authenticateMerchant(
     !nonce || !NONCE_PATTERN.test(nonce) ||
     !version || !VERSION_PATTERN.test(version) ||
     !signature || !SIGNATURE_PATTERN.test(signature) ||
-    (idempotencyKey !== null && idempotencyKey.length > 255)
+    (idempotencyKey !== null && idempotencyKey.length > MAX_SIGNED_IDEMPOTENCY_KEY_LENGTH)
   ) {
     throw new ApiError('signature_invalid');
   }

@@ -25,7 +25,7 @@ import {
   rateLimitedError,
   windowStart,
 } from './rate-limit.ts';
-import { parseOrThrow } from './validation.ts';
+import { isStorableText, parseOrThrow, unstorableTextPaths } from './validation.ts';
 
 /**
  * Assembles the HTTP server. Routes are thin: a module registers specs through the registrar, and the
@@ -40,20 +40,24 @@ type RateAwareRequest = FastifyRequest & { rateState?: BucketState };
 const noBodySchema = z.object({}).strict();
 /** Routes without declared query parameters accept none. */
 const noQuerySchema = z.object({}).strict();
+/** Idempotency keys: 1 to 255 printable ASCII characters. */
+const IDEMPOTENCY_KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
 
 export type RouteModule = (registrar: RouteRegistrar, services: Services) => void;
 
+/** A registered path, segment by segment (`:name` matches any non-empty segment), with its methods. */
 interface RoutePattern {
-  pattern: RegExp;
+  url: string;
+  segments: string[];
   methods: Set<string>;
 }
 
-function patternOf(url: string): RegExp {
-  const escaped = url
-    .split('/')
-    .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
-    .join('/');
-  return new RegExp(`^${escaped}$`);
+/** Matches decoded path segments against a route, as the router does (a `%2F` stays in its segment). */
+function matchesSegments(route: RoutePattern, decoded: readonly string[]): boolean {
+  return (
+    route.segments.length === decoded.length &&
+    route.segments.every((segment, index) => (segment.startsWith(':') ? (decoded[index] ?? '') !== '' : segment === decoded[index]))
+  );
 }
 
 function isJsonContentType(value: string | undefined): boolean {
@@ -66,23 +70,52 @@ function isJsonContentType(value: string | undefined): boolean {
 function parseJsonBody(request: FastifyRequest, rawBody: Buffer): unknown {
   if (rawBody.length === 0) return undefined;
   if (!isJsonContentType(request.headers['content-type'])) throw new ApiError('unsupported_media_type');
+  let decoded: unknown;
   try {
-    return secureJsonParse.parse(rawBody.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' });
+    decoded = secureJsonParse.parse(rawBody.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch {
     throw new ApiError('malformed_json');
   }
+  const problems = unstorableTextPaths(decoded);
+  if (problems.length > 0) throw new ApiError('validation_error', { details: { fields: problems } });
+  return decoded;
+}
+
+/** A GET carries no body (the signature covers none): one that does is refused before anything else. */
+function refuseGetBody(request: FastifyRequest): void {
+  if (request.method !== 'GET' && request.method !== 'HEAD') return;
+  const length = Number(request.headers['content-length'] ?? 0);
+  if (length > 0 || request.headers['transfer-encoding'] !== undefined) {
+    throw new ApiError('validation_error', { details: { fields: [{ path: '$', reason: 'body_not_allowed' }] } });
+  }
+}
+
+/**
+ * Path parameters name ids: an empty one (a trailing slash) or one that is not storable text can
+ * name nothing, so it is not found, like any other unknown id.
+ */
+function checkedParams(request: FastifyRequest): Record<string, string> {
+  const params = request.params as Record<string, string>;
+  for (const value of Object.values(params)) {
+    if (value.length === 0 || !isStorableText(value)) throw new ApiError('resource_not_found');
+  }
+  return params;
 }
 
 /** Parses the query string; a repeated name is refused rather than silently picking one value. */
 function parseQuery(rawUrl: string): Record<string, string> {
   const index = rawUrl.indexOf('?');
-  const result: Record<string, string> = {};
+  // A null prototype keeps `__proto__` an ordinary (and therefore unknown, refused) name.
+  const result: Record<string, string> = Object.create(null) as Record<string, string>;
   if (index === -1) return result;
   const params = new URLSearchParams(rawUrl.slice(index + 1));
   let count = 0;
   for (const [name, value] of params) {
     count += 1;
     if (count > 50) throw new ApiError('validation_error', { details: { fields: [{ path: 'query', reason: 'too_many_parameters' }] } });
+    if (!isStorableText(name) || !isStorableText(value)) {
+      throw new ApiError('validation_error', { details: { fields: [{ path: isStorableText(name) ? name : 'query', reason: 'invalid_characters' }] } });
+    }
     if (Object.hasOwn(result, name)) {
       throw new ApiError('validation_error', { details: { fields: [{ path: name, reason: 'repeated_parameter' }] } });
     }
@@ -108,6 +141,10 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     bodyLimit: JSON_BODY_LIMIT_BYTES,
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+    // A path that cannot be decoded, or an id longer than any id, names no resource.
+    frameworkErrors: (_error, request, reply) => {
+      void sendError(request, reply, new ApiError('resource_not_found'));
+    },
   });
   const patterns: RoutePattern[] = [];
   let shuttingDown = false;
@@ -165,8 +202,17 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     return { policy, count: counted.request_count, window_started_at: counted.window_started_at, now };
   }
 
-  async function sendError(request: RateAwareRequest, reply: FastifyReply, error: ApiError): Promise<FastifyReply> {
+  async function sendError(request: RateAwareRequest, reply: FastifyReply, failure: ApiError): Promise<FastifyReply> {
+    let error = failure;
+    // Set here too because answers to undecodable URLs bypass the onRequest hook.
+    reply.header('Request-Id', request.id);
+    const counted = request.rateState !== undefined;
     await ensureRateHeaders(request, reply);
+    // Answers given before a caller is identified count in the client IP's bucket; past its limit
+    // they become 429, so that guessing keys or probing paths is throttled too.
+    if (!counted && request.rateState && isExceeded(request.rateState) && error.code !== 'rate_limited') {
+      error = rateLimitedError(request.rateState);
+    }
     if (error.code === 'method_not_allowed' && Array.isArray(error.details.allow)) {
       reply.header('Allow', (error.details.allow as string[]).join(', '));
     }
@@ -203,8 +249,15 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
   });
 
   app.setNotFoundHandler(async (request, reply) => {
-    const path = (request.raw.url ?? request.url).split('?')[0] ?? '';
-    const allowed = patterns.filter((route) => route.pattern.test(path)).flatMap((route) => [...route.methods]);
+    const rawPath = (request.raw.url ?? request.url).split('?')[0] ?? '';
+    let decoded: string[];
+    try {
+      // Routing matched decoded segments, so the method check must look at them too.
+      decoded = rawPath.split('/').map((segment) => decodeURIComponent(segment));
+    } catch {
+      return sendError(request, reply, new ApiError('resource_not_found'));
+    }
+    const allowed = patterns.filter((route) => matchesSegments(route, decoded)).flatMap((route) => [...route.methods]);
     if (allowed.length > 0) {
       const allow = [...new Set(allowed)].sort();
       return sendError(request, reply, new ApiError('method_not_allowed', { details: { allow } }));
@@ -213,10 +266,10 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
   });
 
   function remember(method: string, url: string): void {
-    const existing = patterns.find((route) => route.pattern.source === patternOf(url).source);
+    const existing = patterns.find((route) => route.url === url);
     const methods = method === 'GET' ? [method, 'HEAD'] : [method];
     if (existing) methods.forEach((item) => existing.methods.add(item));
-    else patterns.push({ pattern: patternOf(url), methods: new Set(methods) });
+    else patterns.push({ url, segments: url.split('/'), methods: new Set(methods) });
   }
 
   const registrar: RouteRegistrar = {
@@ -239,17 +292,22 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     request: RateAwareRequest,
     reply: FastifyReply,
   ): Promise<FastifyReply> {
+    refuseGetBody(request);
+    const params = checkedParams(request);
     const rawBody = rawBodyOf(request);
     const bucket = spec.method === 'POST' ? BUCKETS.pay_write : BUCKETS.pay_read;
     const { context, bucket: keyBucket } = await authenticateMerchant(services, request, rawBody, spec.scope, bucket);
     if (isExceeded(keyBucket)) throw rateLimitedError(keyBucket);
     if (spec.method === 'POST' && !context.idempotency_key) throw new ApiError('idempotency_key_required');
+    if (context.idempotency_key !== null && !IDEMPOTENCY_KEY_PATTERN.test(context.idempotency_key)) {
+      throw new ApiError('validation_error', {
+        details: { fields: [{ path: 'Idempotency-Key', reason: 'invalid_format', hint: '1 to 255 printable ASCII characters' }] },
+      });
+    }
 
-    // Fastify reads no body on GET, so a GET body is never part of the signed bytes either.
     const decoded = parseJsonBody(request, rawBody);
     const body = (spec.body ? parseOrThrow(spec.body, decoded) : decoded === undefined ? undefined : parseOrThrow(noBodySchema, decoded)) as never;
     const query = (spec.query ? parseOrThrow(spec.query, parseQuery(request.raw.url ?? '')) : parseOrThrow(noQuerySchema, parseQuery(request.raw.url ?? ''))) as never;
-    const params = request.params as Record<string, string>;
 
     const states: BucketState[] = [keyBucket];
     for (const extra of spec.extraBuckets?.(body, context) ?? []) {
@@ -268,22 +326,17 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
     if (spec.method === 'GET') {
       const outcome = await spec.handler({ context, db: services.database, body, query, params });
-      return sendOutcome(request, reply, outcome, false);
+      return sendOutcome(request, reply, outcome);
     }
     const idempotencyKey = context.idempotency_key as string;
     const path = (request.raw.url ?? '').split('?')[0] ?? '';
-    let headers: Record<string, string> | undefined;
     const stored = await services.idempotency.execute(
       { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode, idempotency_key: idempotencyKey },
       { fingerprint: requestFingerprint(request.method, path, decoded), request_id: request.id },
-      async (tx: Queryable) => {
-        const outcome = await spec.handler({ context, db: tx, body, query, params });
-        headers = outcome.headers;
-        return outcome;
-      },
+      (tx: Queryable) => spec.handler({ context, db: tx, body, query, params }),
     );
     await ensureRateHeaders(request, reply);
-    if (headers) for (const [name, value] of Object.entries(headers)) reply.header(name, value);
+    for (const [name, value] of Object.entries(stored.headers)) reply.header(name, value);
     if (stored.replayed) reply.header('Idempotent-Replay', 'true');
     return sendJson(reply, stored.status, stored.body_text);
   }
@@ -317,6 +370,8 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     request: RateAwareRequest,
     reply: FastifyReply,
   ): Promise<FastifyReply> {
+    refuseGetBody(request);
+    const params = checkedParams(request);
     const context = await authenticateBackoffice(request, spec.roles);
     const now = services.clock.now();
     const policy = BUCKETS.backoffice;
@@ -329,24 +384,24 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     request.rateState = { policy, count: counted.request_count, window_started_at: counted.window_started_at, now };
     if (isExceeded(request.rateState)) throw rateLimitedError(request.rateState);
     const decoded = parseJsonBody(request, rawBodyOf(request));
-    const body = (spec.body ? parseOrThrow(spec.body, decoded ?? {}) : undefined) as never;
-    const query = (spec.query ? parseOrThrow(spec.query, parseQuery(request.raw.url ?? '')) : {}) as never;
-    const outcome = await spec.handler({ context, body, query, params: request.params as Record<string, string> });
-    return sendOutcome(request, reply, outcome, false);
+    const body = (spec.body ? parseOrThrow(spec.body, decoded ?? {}) : decoded === undefined ? undefined : parseOrThrow(noBodySchema, decoded)) as never;
+    const query = parseOrThrow(spec.query ?? noQuerySchema, parseQuery(request.raw.url ?? '')) as never;
+    const outcome = await spec.handler({ context, body, query, params });
+    return sendOutcome(request, reply, outcome);
   }
 
   async function runPublic<Q extends z.ZodType | undefined>(spec: PublicRouteSpec<Q>, request: RateAwareRequest, reply: FastifyReply) {
+    refuseGetBody(request);
     request.rateState = await countPublic(request);
     if (isExceeded(request.rateState)) throw rateLimitedError(request.rateState);
-    const query = (spec.query ? parseOrThrow(spec.query, parseQuery(request.raw.url ?? '')) : {}) as never;
+    const query = parseOrThrow(spec.query ?? noQuerySchema, parseQuery(request.raw.url ?? '')) as never;
     const outcome = await spec.handler({ request_id: request.id, query });
-    return sendOutcome(request, reply, outcome, false);
+    return sendOutcome(request, reply, outcome);
   }
 
-  async function sendOutcome(request: RateAwareRequest, reply: FastifyReply, outcome: RouteOutcome, replayed: boolean) {
+  async function sendOutcome(request: RateAwareRequest, reply: FastifyReply, outcome: RouteOutcome) {
     await ensureRateHeaders(request, reply);
     if (outcome.headers) for (const [name, value] of Object.entries(outcome.headers)) reply.header(name, value);
-    if (replayed) reply.header('Idempotent-Replay', 'true');
     return sendJson(reply, outcome.status, JSON.stringify(outcome.body));
   }
 

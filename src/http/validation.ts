@@ -43,7 +43,52 @@ export function problemsOf(error: z.ZodError): FieldProblem[] {
 }
 
 export function parseOrThrow<Schema extends z.ZodType>(schema: Schema, input: unknown): z.infer<Schema> {
-  const result = schema.safeParse(input);
+  // reportInput lets `reasonOf` tell a missing field (`required`) from a wrong-typed one.
+  const result = schema.safeParse(input, { reportInput: true });
   if (!result.success) throw new ApiError('validation_error', { details: { fields: problemsOf(result.error) } });
   return result.data;
+}
+
+/**
+ * PostgreSQL text cannot hold U+0000, and a lone UTF-16 surrogate cannot be encoded as UTF-8, so
+ * such text can never be stored or match anything stored: it is refused at the edge.
+ */
+export function isStorableText(text: string): boolean {
+  return !text.includes('\u0000') && text.isWellFormed();
+}
+
+const MAX_BODY_DEPTH = 32;
+const MAX_BODY_NODES = 10_000;
+
+/** Paths of decoded JSON whose keys or strings are not storable text (bounded walk). */
+export function unstorableTextPaths(value: unknown): FieldProblem[] {
+  const problems: FieldProblem[] = [];
+  let visited = 0;
+  const walk = (node: unknown, path: string[], depth: number): void => {
+    visited += 1;
+    if (visited > MAX_BODY_NODES || problems.length >= 20) return;
+    if (depth > MAX_BODY_DEPTH) {
+      problems.push({ path: path.join('.') || '$', reason: 'too_deeply_nested' });
+      return;
+    }
+    if (typeof node === 'string') {
+      if (!isStorableText(node)) problems.push({ path: path.join('.') || '$', reason: 'invalid_characters' });
+      return;
+    }
+    if (Array.isArray(node)) {
+      node.forEach((item, index) => walk(item, [...path, String(index)], depth + 1));
+      return;
+    }
+    if (node !== null && typeof node === 'object') {
+      for (const [key, item] of Object.entries(node)) {
+        if (!isStorableText(key)) {
+          problems.push({ path: [...path, '(key)'].join('.'), reason: 'invalid_characters' });
+          continue;
+        }
+        walk(item, [...path, key], depth + 1);
+      }
+    }
+  };
+  walk(value, [], 0);
+  return problems;
 }

@@ -17,11 +17,19 @@ export function formatNullableTimestamp(instant: Date | null | undefined): strin
   return instant == null ? null : formatTimestamp(instant);
 }
 
-/** Accepts only the exact wire shape; anything else (offsets, missing millis) is refused. */
+/**
+ * Accepts only the exact wire shape of a real instant between 1970 and 9999. Offsets, missing
+ * milliseconds and impossible dates (02-30, 24:00, which `Date` would roll over) are refused by the
+ * round trip. Years before 1970 are refused because no instant of this service precedes it, and
+ * because PGlite's driver misreads early years (0001 arrives as 2001).
+ */
 export function parseTimestamp(text: string): Date | null {
   if (!TIMESTAMP_PATTERN.test(text)) return null;
+  const year = Number(text.slice(0, 4));
+  if (year < 1970) return null;
   const instant = new Date(text);
-  return Number.isNaN(instant.getTime()) ? null : instant;
+  if (Number.isNaN(instant.getTime()) || instant.toISOString() !== text) return null;
+  return instant;
 }
 
 export function addMilliseconds(instant: Date, milliseconds: number): Date {

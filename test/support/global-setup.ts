@@ -20,7 +20,10 @@ export async function setup(): Promise<() => Promise<void>> {
   const stale = await admin.query<{ datname: string }>(
     "SELECT datname FROM pg_database WHERE datname LIKE 'pgtest\\_file\\_%'",
   );
-  for (const row of stale.rows) await admin.query(`DROP DATABASE IF EXISTS ${row.datname} WITH (FORCE)`);
+  // Databases left by a crashed run are dropped; one still in use (another run) is left alone.
+  for (const row of stale.rows) {
+    await admin.query(`DROP DATABASE IF EXISTS ${row.datname}`).catch(() => undefined);
+  }
   await admin.end();
   return async () => {
     const client = new pg.Client({ connectionString: url });
