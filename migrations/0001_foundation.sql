@@ -56,7 +56,11 @@ CREATE TABLE backoffice_credentials (
   CHECK ((role = 'platform_admin') = (white_label_id IS NULL))
 );
 
-CREATE TABLE request_nonces (
+-- Nonces and rate counters are UNLOGGED: they are written by every request, and without WAL their
+-- commits do not wait for the disk, so the hot row of a key's bucket is locked only briefly. After a
+-- crash PostgreSQL empties them: counters restart their window, and nonces of the last 10 minutes are
+-- forgotten (the 300-second timestamp window still bounds any replay; writes stay idempotent).
+CREATE UNLOGGED TABLE request_nonces (
   white_label_id   text NOT NULL,                                           -- brand of the key
   api_key_id       text NOT NULL,                                           -- key that signed the request
   nonce            text NOT NULL CHECK (length(nonce) BETWEEN 1 AND 128),   -- PG-Nonce as sent
@@ -65,7 +69,7 @@ CREATE TABLE request_nonces (
 );
 CREATE INDEX request_nonces_expires_at ON request_nonces (expires_at);
 
-CREATE TABLE rate_limit_counters (
+CREATE UNLOGGED TABLE rate_limit_counters (
   white_label_id   text NOT NULL,                                           -- brand, or '' for pre-auth buckets
   bucket           text NOT NULL,                                           -- bucket name, e.g. pay_write
   subject          text NOT NULL,                                           -- what the bucket counts (key id, user, ip)

@@ -21,22 +21,27 @@ export interface IdempotencyRecordRow extends IdempotencyScope {
 }
 
 /**
- * Takes a transaction-scoped advisory lock on the key. A second transaction for the same key while
- * the first still runs gets `false` at once instead of waiting, which is the `idempotency_in_flight`
- * answer; the lock ends with the first transaction, whose record is then visible to later requests.
+ * Takes a transaction-scoped advisory lock on the key and reads the live record, in one round trip.
+ * A second transaction for the same key while the first still runs gets `locked: false` at once
+ * instead of waiting: that is the `idempotency_in_flight` answer. The record is read in the same
+ * statement, whose snapshot may predate a first transaction that commits in between; such a request
+ * runs its handler, then fails to store its record against the primary key and rolls back (see
+ * `insertRecord`), so the work is still never done twice.
  */
-export async function tryLockKey(db: Queryable, lock_text: string): Promise<boolean> {
-  const { rows } = await db.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked', [lock_text]);
-  return rows[0]?.locked === true;
-}
-
-export async function findLiveRecord(db: Queryable, scope: IdempotencyScope, now: Date): Promise<IdempotencyRecordRow | null> {
-  const { rows } = await db.query<IdempotencyRecordRow>(
-    `SELECT * FROM idempotency_records
-      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND idempotency_key = $4 AND expires_at > $5`,
-    [scope.white_label_id, scope.merchant_id, scope.livemode, scope.idempotency_key, now],
+export async function lockAndFindRecord(
+  db: Queryable,
+  lock_text: string,
+  scope: IdempotencyScope,
+  now: Date,
+): Promise<{ locked: boolean; record: IdempotencyRecordRow | null }> {
+  const { rows } = await db.query<{ locked: boolean; record: IdempotencyRecordRow | null }>(
+    `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked,
+            (SELECT row_to_json(r) FROM idempotency_records r
+              WHERE white_label_id = $2 AND merchant_id = $3 AND livemode = $4 AND idempotency_key = $5 AND expires_at > $6) AS record`,
+    [lock_text, scope.white_label_id, scope.merchant_id, scope.livemode, scope.idempotency_key, now],
   );
-  return rows[0] ?? null;
+  const row = rows[0];
+  return { locked: row?.locked === true, record: row?.record ?? null };
 }
 
 /** Stores a response; an expired record under the same key is replaced, a live one never is. */

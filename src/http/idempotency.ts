@@ -60,11 +60,9 @@ export class IdempotencyService {
     this.inFlight.add(lockText);
     try {
       return await this.database.transaction(async (tx) => {
-        if (!(await repository.tryLockKey(tx, lockText))) {
-          throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
-        }
         const now = this.clock.now();
-        const existing = await repository.findLiveRecord(tx, scope, now);
+        const { locked, record: existing } = await repository.lockAndFindRecord(tx, lockText, scope, now);
+        if (!locked) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
         if (existing) {
           if (existing.request_fingerprint !== input.fingerprint) {
             throw new ApiError('idempotency_key_reused', { details: { original_request_id: existing.request_id } });
@@ -85,8 +83,8 @@ export class IdempotencyService {
             created_at: now,
             expires_at: new Date(now.getTime() + IDEMPOTENCY_RETENTION_MS),
           });
-          // The advisory lock makes a live record under this key impossible here; if one appears the
-          // transaction must not commit a second execution.
+          // A first request that committed between this statement's snapshot and its lock leaves a
+          // live record here: this execution must not commit, and a retry will replay the first.
           if (!stored) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
         }
         return { status: outcome.status, body_text: bodyText, headers, replayed: false };

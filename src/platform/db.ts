@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
@@ -39,12 +40,28 @@ pg.types.setTypeParser(20, (text: string) => {
   return value;
 });
 
+/**
+ * On PostgreSQL every statement is sent as a named prepared statement, so that each connection
+ * parses and plans it once instead of on every call. The name is derived from the SQL text.
+ */
+const statementNames = new Map<string, string>();
+const STATEMENT_NAME_CACHE_LIMIT = 5000;
+
+function preparedQuery(sql: string, params: readonly unknown[]): pg.QueryConfig {
+  let name = statementNames.get(sql);
+  if (!name) {
+    name = `s_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
+    if (statementNames.size < STATEMENT_NAME_CACHE_LIMIT) statementNames.set(sql, name);
+  }
+  return { name, text: sql, values: params as unknown[] };
+}
+
 class PostgresDatabase implements Database {
   readonly engine = 'postgres' as const;
   constructor(private readonly pool: pg.Pool) {}
 
   async query<Row>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
-    const result = await this.pool.query(sql, params as unknown[]);
+    const result = await this.pool.query(preparedQuery(sql, params));
     return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
   }
 
@@ -59,7 +76,7 @@ class PostgresDatabase implements Database {
       await client.query('BEGIN');
       const tx: Queryable = {
         async query<Row>(sql: string, params: readonly unknown[] = []) {
-          const result = await client.query(sql, params as unknown[]);
+          const result = await client.query(preparedQuery(sql, params));
           return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
         },
         async exec(sql: string) {
