@@ -20,6 +20,15 @@ export interface IdempotencyRecordRow extends IdempotencyScope {
   expires_at: Date;
 }
 
+/** What a replay needs of a stored record (read back as JSON, so only plain values). */
+export interface StoredIdempotentResponse {
+  request_fingerprint: string;
+  request_id: string;
+  response_status: number;
+  response_body: string;
+  response_headers: Record<string, string>;
+}
+
 /**
  * Takes a transaction-scoped advisory lock on the key and reads the live record, in one round trip.
  * A second transaction for the same key while the first still runs gets `locked: false` at once
@@ -33,10 +42,13 @@ export async function lockAndFindRecord(
   lock_text: string,
   scope: IdempotencyScope,
   now: Date,
-): Promise<{ locked: boolean; record: IdempotencyRecordRow | null }> {
-  const { rows } = await db.query<{ locked: boolean; record: IdempotencyRecordRow | null }>(
+): Promise<{ locked: boolean; record: StoredIdempotentResponse | null }> {
+  const { rows } = await db.query<{ locked: boolean; record: StoredIdempotentResponse | null }>(
     `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked,
-            (SELECT row_to_json(r) FROM idempotency_records r
+            (SELECT json_build_object('request_fingerprint', r.request_fingerprint, 'request_id', r.request_id,
+                      'response_status', r.response_status, 'response_body', r.response_body,
+                      'response_headers', r.response_headers)
+               FROM idempotency_records r
               WHERE white_label_id = $2 AND merchant_id = $3 AND livemode = $4 AND idempotency_key = $5 AND expires_at > $6) AS record`,
     [lock_text, scope.white_label_id, scope.merchant_id, scope.livemode, scope.idempotency_key, now],
   );

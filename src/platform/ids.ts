@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import { monotonicFactory } from 'ulidx';
 
 /**
@@ -24,7 +25,25 @@ export const ID_PREFIXES = {
 
 export type IdKind = keyof typeof ID_PREFIXES;
 
-const nextUlid = monotonicFactory();
+/**
+ * ulidx draws its 16 random characters one `randomFillSync` call each, which costs a system call
+ * per character on every id; this source hands out the same cryptographic randomness from a pooled
+ * buffer refilled 4 KiB at a time.
+ */
+const randomPool = Buffer.alloc(4096);
+let randomOffset = randomPool.length;
+
+function pooledRandom(): number {
+  if (randomOffset + 4 > randomPool.length) {
+    crypto.randomFillSync(randomPool);
+    randomOffset = 0;
+  }
+  const value = randomPool.readUInt32BE(randomOffset);
+  randomOffset += 4;
+  return value / 0x1_0000_0000;
+}
+
+const nextUlid = monotonicFactory(pooledRandom);
 
 export function newId(kind: IdKind): string {
   return ID_PREFIXES[kind] + nextUlid();
