@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, errorOf, type TestApp } from './support/app.ts';
+import { createTestApp, errorOf, openSecondInstance, type TestApp } from './support/app.ts';
 import { gatedControls, testWriteRoutes, type TestRouteControls } from './support/test-routes.ts';
 import { usingPostgres } from './support/database.ts';
+import { signedHeaders } from '../src/http/canonical.ts';
 
 const URL = '/v1/pay/test-writes';
 let app: TestApp;
@@ -148,26 +149,11 @@ describe.skipIf(!usingPostgres)('idempotency across processes (PostgreSQL)', () 
   it('a second process answers idempotency_in_flight while the first holds the key', async () => {
     const gated = gatedControls();
     const first = await createTestApp({ extra_modules: [testWriteRoutes(gated)] });
-    const secondDatabase = await first.testDatabase.openAnother();
-    const { createServiceInstance } = await import('../src/app.ts');
-    const { loadConfig } = await import('../src/platform/config.ts');
-    const { createLogger } = await import('../src/platform/logger.ts');
-    const { TEST_MASTER_KEY } = await import('./support/app.ts');
     const secondControls = { gate: null, entered: () => {}, executions: 0 };
-    const second = createServiceInstance({
-      config: loadConfig({ LOG_LEVEL: 'silent' }),
-      database: secondDatabase,
-      clock: first.clock,
-      logger: createLogger('silent'),
-      master_key: TEST_MASTER_KEY,
-      extra_modules: [testWriteRoutes(secondControls)],
-      owns_database: false,
-    });
-    await second.app.ready();
+    const second = await openSecondInstance(first, [testWriteRoutes(secondControls)]);
     try {
       const pending = first.signed({ method: 'POST', url: URL, body: { amount_minor: 30 }, idempotency_key: 'cross-1' });
       await gated.waitEntered();
-      const { signedHeaders } = await import('../src/http/canonical.ts');
       const payload = JSON.stringify({ amount_minor: 30 });
       const inject = () =>
         second.app.inject({

@@ -1,12 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, errorOf, type TestApp } from './support/app.ts';
+import { createTestApp, errorOf, openSecondInstance, type TestApp } from './support/app.ts';
 import { testWriteRoutes } from './support/test-routes.ts';
 import { usingPostgres } from './support/database.ts';
-import { createServiceInstance } from '../src/app.ts';
-import { loadConfig } from '../src/platform/config.ts';
-import { createLogger } from '../src/platform/logger.ts';
 import { signedHeaders } from '../src/http/canonical.ts';
-import { TEST_MASTER_KEY } from './support/app.ts';
 
 const URL = '/v1/pay/test-writes';
 const RATE_HEADERS = ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit-policy', 'x-ratelimit-scope', 'retry-after'];
@@ -108,16 +104,7 @@ describe('per-user creation buckets', () => {
 describe.skipIf(!usingPostgres)('buckets are shared across processes (PostgreSQL)', () => {
   it('two instances on two pools count into one bucket', async () => {
     startOfNextWindow();
-    const secondDatabase = await app.testDatabase.openAnother();
-    const second = createServiceInstance({
-      config: loadConfig({ LOG_LEVEL: 'silent' }),
-      database: secondDatabase,
-      clock: app.clock,
-      logger: createLogger('silent'),
-      master_key: TEST_MASTER_KEY,
-      owns_database: false,
-    });
-    await second.app.ready();
+    const second = await openSecondInstance(app);
     try {
       const merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
       const timestamp = Math.floor(app.clock.now().getTime() / 1000);

@@ -19,6 +19,7 @@ import { requestFingerprint } from './idempotency.ts';
 import {
   applyRateHeaders,
   BUCKETS,
+  type BucketPolicy,
   type BucketState,
   decisiveBucket,
   isExceeded,
@@ -190,16 +191,20 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     applyRateHeaders(reply, request.rateState);
   }
 
-  async function countPublic(request: FastifyRequest): Promise<BucketState> {
+  /** Counts one request in a bucket's current window (shared by every process through PostgreSQL). */
+  async function countBucket(policy: BucketPolicy, white_label_id: string, subject: string): Promise<BucketState> {
     const now = services.clock.now();
-    const policy = BUCKETS.public;
     const counted = await services.tenancy.countInBucket({
-      white_label_id: '',
+      white_label_id,
       bucket: policy.name,
-      subject: request.ip,
+      subject,
       window_started_at: windowStart(now, policy),
     });
     return { policy, count: counted.request_count, window_started_at: counted.window_started_at, now };
+  }
+
+  function countPublic(request: FastifyRequest): Promise<BucketState> {
+    return countBucket(BUCKETS.public, '', request.ip);
   }
 
   async function sendError(request: RateAwareRequest, reply: FastifyReply, failure: ApiError): Promise<FastifyReply> {
@@ -311,14 +316,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
     const states: BucketState[] = [keyBucket];
     for (const extra of spec.extraBuckets?.(body, context) ?? []) {
-      const now = services.clock.now();
-      const counted = await services.tenancy.countInBucket({
-        white_label_id: context.white_label_id,
-        bucket: extra.policy.name,
-        subject: extra.subject,
-        window_started_at: windowStart(now, extra.policy),
-      });
-      states.push({ policy: extra.policy, count: counted.request_count, window_started_at: counted.window_started_at, now });
+      states.push(await countBucket(extra.policy, context.white_label_id, extra.subject));
     }
     const decisive = decisiveBucket(states) ?? keyBucket;
     request.rateState = decisive;
@@ -373,15 +371,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     refuseGetBody(request);
     const params = checkedParams(request);
     const context = await authenticateBackoffice(request, spec.roles);
-    const now = services.clock.now();
-    const policy = BUCKETS.backoffice;
-    const counted = await services.tenancy.countInBucket({
-      white_label_id: context.white_label_id ?? '',
-      bucket: policy.name,
-      subject: context.credential_id,
-      window_started_at: windowStart(now, policy),
-    });
-    request.rateState = { policy, count: counted.request_count, window_started_at: counted.window_started_at, now };
+    request.rateState = await countBucket(BUCKETS.backoffice, context.white_label_id ?? '', context.credential_id);
     if (isExceeded(request.rateState)) throw rateLimitedError(request.rateState);
     const decoded = parseJsonBody(request, rawBodyOf(request));
     const body = (spec.body ? parseOrThrow(spec.body, decoded ?? {}) : decoded === undefined ? undefined : parseOrThrow(noBodySchema, decoded)) as never;

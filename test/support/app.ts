@@ -148,6 +148,25 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
   };
 }
 
+/**
+ * A second service instance on its own pool over the same PostgreSQL database and clock: another
+ * process, as far as the database can tell.
+ */
+export async function openSecondInstance(app: TestApp, extra_modules: RouteModule[] = []): Promise<ServiceInstance> {
+  const database = await app.testDatabase.openAnother();
+  const second = createServiceInstance({
+    config: loadConfig({ LOG_LEVEL: 'silent' }),
+    database,
+    clock: app.clock,
+    logger: createLogger('silent'),
+    master_key: TEST_MASTER_KEY,
+    extra_modules,
+    owns_database: false,
+  });
+  await second.app.ready();
+  return second;
+}
+
 export function errorOf(response: LightMyRequestResponse): { code: string; details: Record<string, unknown>; [key: string]: unknown } {
   return (response.json() as { error: { code: string; details: Record<string, unknown> } }).error;
 }
