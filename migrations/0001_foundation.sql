@@ -140,6 +140,7 @@ CREATE TABLE jobs (
 );
 CREATE INDEX jobs_runnable ON jobs (run_at) WHERE status = 'pending';
 CREATE INDEX jobs_leases ON jobs (locked_until) WHERE status = 'running';
+CREATE INDEX jobs_finished ON jobs (updated_at) WHERE status = 'succeeded';
 CREATE UNIQUE INDEX jobs_job_key ON jobs (job_key) WHERE job_key IS NOT NULL AND status IN ('pending', 'running');
 
 CREATE TABLE banks (
