@@ -17,6 +17,10 @@ import { TenancyService } from './tenancy/service.ts';
 import { registerTenancyRoutes } from './tenancy/routes.ts';
 import { registerBankRoutes } from './banks/routes.ts';
 import { registerTestVectorRoutes } from './test-vectors/routes.ts';
+import { registerFeeRoutes } from './fees/routes.ts';
+import { registerSandboxBankRoutes } from './bank-directory/routes.ts';
+import { LedgerService, RELEASE_CLEARING_TASK } from './ledger/service.ts';
+import { registerLedgerRoutes } from './ledger/routes.ts';
 import { IdempotencyService } from './http/idempotency.ts';
 import { buildServer, type RouteModule } from './http/server.ts';
 import type { Services } from './http/context.ts';
@@ -31,6 +35,9 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   registerEventRoutes,
   registerBankRoutes,
   registerTestVectorRoutes,
+  registerLedgerRoutes,
+  registerFeeRoutes,
+  registerSandboxBankRoutes,
 ];
 
 export interface ServiceInstance {
@@ -78,6 +85,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     tenancy: new TenancyService(database, clock, secretBox),
     events,
     idempotency: new IdempotencyService(database, clock),
+    ledger: new LedgerService(events, clock),
     publicBaseUrl: () => options.config.public_base_url ?? boundAddress ?? `http://localhost:${options.config.port}`,
   };
   const state = { ready: false, stopping: false };
@@ -86,7 +94,20 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   const worker = new Worker({
     database,
     clock,
-    handlers: { ...(options.job_handlers ?? {}) },
+    handlers: {
+      // Clearing: a settled deposit's credit moves to available 72 hours on (a no-op when held).
+      [RELEASE_CLEARING_TASK]: async (job) => {
+        const payload = job.payload as { white_label_id: string; merchant_id: string; livemode: boolean; credit_balance_transaction_id: string };
+        await database.transaction((tx) =>
+          services.ledger.releaseClearing(
+            tx,
+            { white_label_id: payload.white_label_id, merchant_id: payload.merchant_id, livemode: payload.livemode },
+            payload.credit_balance_transaction_id,
+          ),
+        );
+      },
+      ...(options.job_handlers ?? {}),
+    },
     logger,
     metrics,
     concurrency: options.config.worker_concurrency,

@@ -7,6 +7,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { EventCause, EventsService } from '../events/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
+import type { LedgerService } from '../ledger/service.ts';
 import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
 import type { IdempotencyService } from './idempotency.ts';
 import type { BucketPolicy } from './rate-limit.ts';
@@ -22,6 +23,8 @@ export interface Services {
   tenancy: TenancyService;
   events: EventsService;
   idempotency: IdempotencyService;
+  /** The wallet ledger: the only way money moves. */
+  ledger: LedgerService;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
   publicBaseUrl(): string;
 }

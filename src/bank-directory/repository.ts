@@ -1,0 +1,124 @@
+import type { Queryable } from '../platform/db.ts';
+import type { AccountStatus } from './port.ts';
+
+/** All SQL of the sandbox bank's directory. Every query is scoped by the brand (white_label_id). */
+
+export type AccountType = 'personal' | 'business';
+
+export interface SandboxAccountRow {
+  white_label_id: string;
+  bank_code: string;
+  account_number: string;
+  holder_name_th: string;
+  holder_name_en: string | null;
+  account_type: AccountType;
+  status: AccountStatus;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface NewSandboxAccount {
+  white_label_id: string;
+  bank_code: string;
+  account_number: string;
+  holder_name_th: string;
+  holder_name_en: string | null;
+  account_type: AccountType;
+  status: AccountStatus;
+}
+
+export interface BankAvailabilityRow {
+  bank_code: string;
+  available: boolean;
+  sides: string[];
+  message_th: string | null;
+}
+
+const COLUMNS = 'white_label_id, bank_code, account_number, holder_name_th, holder_name_en, account_type, status, created_at, updated_at';
+
+export async function findAccount(
+  db: Queryable,
+  key: { white_label_id: string; bank_code: string; account_number: string },
+): Promise<SandboxAccountRow | null> {
+  const { rows } = await db.query<SandboxAccountRow>(
+    `SELECT ${COLUMNS} FROM sandbox_bank_accounts WHERE white_label_id = $1 AND bank_code = $2 AND account_number = $3`,
+    [key.white_label_id, key.bank_code, key.account_number],
+  );
+  return rows[0] ?? null;
+}
+
+/** Whether the brand's directory has any account yet (the seed runs before any other write). */
+export async function directoryExists(db: Queryable, white_label_id: string): Promise<boolean> {
+  const { rows } = await db.query('SELECT 1 FROM sandbox_bank_accounts WHERE white_label_id = $1 LIMIT 1', [white_label_id]);
+  return rows.length > 0;
+}
+
+export async function countAccounts(db: Queryable, white_label_id: string): Promise<number> {
+  const { rows } = await db.query<{ count: number }>(
+    'SELECT count(*)::integer AS count FROM sandbox_bank_accounts WHERE white_label_id = $1',
+    [white_label_id],
+  );
+  return rows[0]?.count ?? 0;
+}
+
+/** Inserts the accounts that are not there yet, in one statement; returns how many were inserted. */
+export async function insertMissingAccounts(db: Queryable, accounts: readonly NewSandboxAccount[], now: Date): Promise<number> {
+  if (accounts.length === 0) return 0;
+  // $1 is the instant shared by every row; each row then takes seven parameters.
+  const values: unknown[] = [now];
+  const tuples = accounts.map((account) => {
+    const base = values.length;
+    values.push(
+      account.white_label_id,
+      account.bank_code,
+      account.account_number,
+      account.holder_name_th,
+      account.holder_name_en,
+      account.account_type,
+      account.status,
+    );
+    const placeholders = Array.from({ length: 7 }, (_, offset) => `$${base + offset + 1}`);
+    return `(${placeholders.join(', ')}, $1, $1)`;
+  });
+  const result = await db.query(
+    `INSERT INTO sandbox_bank_accounts (${COLUMNS}) VALUES ${tuples.join(', ')}
+     ON CONFLICT (white_label_id, bank_code, account_number) DO NOTHING`,
+    values,
+  );
+  return result.rowCount;
+}
+
+/** Creates the account, or replaces its holder, type and status; `created` tells which happened. */
+export async function upsertAccount(db: Queryable, account: NewSandboxAccount, now: Date): Promise<{ row: SandboxAccountRow; created: boolean }> {
+  const { rows } = await db.query<SandboxAccountRow & { created: boolean }>(
+    `INSERT INTO sandbox_bank_accounts (${COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+     ON CONFLICT (white_label_id, bank_code, account_number) DO UPDATE SET
+       holder_name_th = EXCLUDED.holder_name_th,
+       holder_name_en = EXCLUDED.holder_name_en,
+       account_type = EXCLUDED.account_type,
+       status = EXCLUDED.status,
+       updated_at = EXCLUDED.updated_at
+     RETURNING ${COLUMNS}, (xmax = 0) AS created`,
+    [
+      account.white_label_id,
+      account.bank_code,
+      account.account_number,
+      account.holder_name_th,
+      account.holder_name_en,
+      account.account_type,
+      account.status,
+      now,
+    ],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('upsert returned no row');
+  const { created, ...rest } = row;
+  return { row: rest, created };
+}
+
+export async function findBank(db: Queryable, bank_code: string): Promise<BankAvailabilityRow | null> {
+  const { rows } = await db.query<BankAvailabilityRow>('SELECT bank_code, available, sides, message_th FROM banks WHERE bank_code = $1', [
+    bank_code,
+  ]);
+  return rows[0] ?? null;
+}

@@ -1,0 +1,138 @@
+import type { Queryable } from '../platform/db.ts';
+import type { BalanceTransactionRow, Balances, ClearingRow, ClearingStatus, WalletAccount, WalletRow } from './types.ts';
+
+/** All SQL of the ledger: wallets, balance transactions and clearings. */
+
+/** Creates the wallet when missing, then locks it for the rest of the transaction. */
+export async function lockWallet(db: Queryable, account: WalletAccount, now: Date): Promise<WalletRow> {
+  await db.query(
+    `INSERT INTO wallets (white_label_id, merchant_id, livemode, available_minor, pending_clearing_minor, reserved_minor,
+       last_sequence, created_at, updated_at)
+     VALUES ($1, $2, $3, 0, 0, 0, 0, $4, $4)
+     ON CONFLICT (white_label_id, merchant_id, livemode) DO NOTHING`,
+    [account.white_label_id, account.merchant_id, account.livemode, now],
+  );
+  const { rows } = await db.query<WalletRow>(
+    'SELECT * FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 FOR UPDATE',
+    [account.white_label_id, account.merchant_id, account.livemode],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('wallet row missing after upsert');
+  return row;
+}
+
+export async function findWallet(db: Queryable, account: WalletAccount): Promise<WalletRow | null> {
+  const { rows } = await db.query<WalletRow>('SELECT * FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3', [
+    account.white_label_id,
+    account.merchant_id,
+    account.livemode,
+  ]);
+  return rows[0] ?? null;
+}
+
+export async function updateWallet(db: Queryable, account: WalletAccount, balances: Balances, sequence: number, now: Date): Promise<void> {
+  const result = await db.query(
+    `UPDATE wallets SET available_minor = $4, pending_clearing_minor = $5, reserved_minor = $6, last_sequence = $7, updated_at = $8
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND last_sequence = $7 - 1`,
+    [account.white_label_id, account.merchant_id, account.livemode, balances.available_minor, balances.pending_clearing_minor,
+      balances.reserved_minor, sequence, now],
+  );
+  if (result.rowCount !== 1) throw new Error('wallet sequence moved under a held lock');
+}
+
+export async function findByMovementKey(db: Queryable, account: WalletAccount, movement_key: string): Promise<BalanceTransactionRow | null> {
+  const { rows } = await db.query<BalanceTransactionRow>(
+    'SELECT * FROM balance_transactions WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND movement_key = $4',
+    [account.white_label_id, account.merchant_id, account.livemode, movement_key],
+  );
+  return rows[0] ?? null;
+}
+
+export async function findBalanceTransaction(db: Queryable, account: WalletAccount, id: string): Promise<BalanceTransactionRow | null> {
+  const { rows } = await db.query<BalanceTransactionRow>(
+    'SELECT * FROM balance_transactions WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND balance_transaction_id = $4',
+    [account.white_label_id, account.merchant_id, account.livemode, id],
+  );
+  return rows[0] ?? null;
+}
+
+export async function insertBalanceTransaction(db: Queryable, row: BalanceTransactionRow): Promise<void> {
+  await db.query(
+    `INSERT INTO balance_transactions (white_label_id, merchant_id, livemode, balance_transaction_id, sequence, movement_key, type,
+       direction, amount_minor, currency, bucket_from, bucket_to, available_at, available_after, pending_clearing_after,
+       reserved_after, source_type, source_id, reverses_balance_transaction_id, reason_code, reason_display_th,
+       cleared_from_balance_transaction_id, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`,
+    [
+      row.white_label_id, row.merchant_id, row.livemode, row.balance_transaction_id, row.sequence, row.movement_key, row.type,
+      row.direction, row.amount_minor, row.currency, row.bucket_from, row.bucket_to, row.available_at, row.available_after,
+      row.pending_clearing_after, row.reserved_after, row.source_type, row.source_id, row.reverses_balance_transaction_id,
+      row.reason_code, row.reason_display_th, row.cleared_from_balance_transaction_id, row.created_at,
+    ],
+  );
+}
+
+/** The balances re-derived from the movements alone, and the count of movements. */
+export async function foldMovements(db: Queryable, account: WalletAccount): Promise<Balances & { movements: number; last_sequence: number }> {
+  const { rows } = await db.query<Balances & { movements: number; last_sequence: number }>(
+    `SELECT coalesce(sum(CASE WHEN bucket_to = 'available' THEN amount_minor ELSE 0 END)
+                   - sum(CASE WHEN bucket_from = 'available' THEN amount_minor ELSE 0 END), 0)::bigint AS available_minor,
+            coalesce(sum(CASE WHEN bucket_to = 'pending_clearing' THEN amount_minor ELSE 0 END)
+                   - sum(CASE WHEN bucket_from = 'pending_clearing' THEN amount_minor ELSE 0 END), 0)::bigint AS pending_clearing_minor,
+            coalesce(sum(CASE WHEN bucket_to = 'reserved' THEN amount_minor ELSE 0 END)
+                   - sum(CASE WHEN bucket_from = 'reserved' THEN amount_minor ELSE 0 END), 0)::bigint AS reserved_minor,
+            count(*)::int AS movements,
+            coalesce(max(sequence), 0)::bigint AS last_sequence
+       FROM balance_transactions WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3`,
+    [account.white_label_id, account.merchant_id, account.livemode],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('fold returned no row');
+  return row;
+}
+
+export async function insertClearing(db: Queryable, row: ClearingRow): Promise<void> {
+  await db.query(
+    `INSERT INTO clearings (white_label_id, merchant_id, livemode, credit_balance_transaction_id, amount_minor, available_at, status,
+       hold_reason, released_balance_transaction_id, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+    [
+      row.white_label_id, row.merchant_id, row.livemode, row.credit_balance_transaction_id, row.amount_minor, row.available_at,
+      row.status, row.hold_reason, row.released_balance_transaction_id, row.created_at, row.updated_at,
+    ],
+  );
+}
+
+/** Locks a clearing row; the wallet lock is always taken first by callers, so locks never cross. */
+export async function lockClearing(db: Queryable, white_label_id: string, credit_balance_transaction_id: string): Promise<ClearingRow | null> {
+  const { rows } = await db.query<ClearingRow>(
+    'SELECT * FROM clearings WHERE white_label_id = $1 AND credit_balance_transaction_id = $2 FOR UPDATE',
+    [white_label_id, credit_balance_transaction_id],
+  );
+  return rows[0] ?? null;
+}
+
+export async function updateClearing(
+  db: Queryable,
+  white_label_id: string,
+  credit_balance_transaction_id: string,
+  change: { status: ClearingStatus; available_at: Date | null; hold_reason: string | null; released_balance_transaction_id: string | null },
+  now: Date,
+): Promise<void> {
+  await db.query(
+    `UPDATE clearings SET status = $3, available_at = $4, hold_reason = $5, released_balance_transaction_id = $6, updated_at = $7
+      WHERE white_label_id = $1 AND credit_balance_transaction_id = $2`,
+    [white_label_id, credit_balance_transaction_id, change.status, change.available_at, change.hold_reason,
+      change.released_balance_transaction_id, now],
+  );
+}
+
+/** The earliest time pending money becomes available (null when nothing pending has a time). */
+export async function nextClearingAt(db: Queryable, account: WalletAccount): Promise<Date | null> {
+  const { rows } = await db.query<{ next_at: Date | null }>(
+    `SELECT min(available_at) AS next_at FROM clearings
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND status = 'pending'`,
+    [account.white_label_id, account.merchant_id, account.livemode],
+  );
+  return rows[0]?.next_at ?? null;
+}

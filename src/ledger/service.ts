@@ -1,0 +1,401 @@
+import type { Clock } from '../platform/clock.ts';
+import type { Queryable } from '../platform/db.ts';
+import { invariant } from '../platform/assert.ts';
+import { fail, ok, type Result } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { assertPositiveMinor } from '../platform/money.ts';
+import { formatNullableTimestamp, formatTimestamp, HOUR_MS } from '../platform/time.ts';
+import type { EventCause, EventsService } from '../events/service.ts';
+import { cancelJobsByKey, enqueueJob } from '../jobs/index.ts';
+import * as repository from './repository.ts';
+import {
+  MAY_OVERDRAW_AVAILABLE,
+  MOVEMENT_RULES,
+  type Balances,
+  type BalanceTransactionRow,
+  type BalanceTransactionType,
+  type Bucket,
+  type WalletAccount,
+} from './types.ts';
+
+/**
+ * The wallet ledger. `post` is the only function that moves money: every other function here, and
+ * every other module, moves money by calling it. It is atomic in the caller's transaction and
+ * idempotent by `movement_key`: posting the same key twice returns the first movement and changes
+ * nothing. Each movement writes exactly one event.
+ */
+export const CLEARING_PERIOD_MS = 72 * HOUR_MS;
+export const RELEASE_CLEARING_TASK = 'ledger.release_clearing';
+
+export interface BalanceTransactionView {
+  id: string;
+  object: 'balance_transaction';
+  type: BalanceTransactionType;
+  direction: 'credit' | 'debit';
+  amount_minor: number;
+  currency: 'THB';
+  bucket_from: Bucket | null;
+  bucket_to: Bucket | null;
+  available_at?: string;
+  balance_after: Balances;
+  source: { type: string; id: string };
+  reverses_balance_transaction_id?: string;
+  reason_code?: string;
+  reason_display_th?: string;
+  cleared_from_balance_transaction_id?: string;
+  livemode: boolean;
+  created_at: string;
+}
+
+export interface BalanceView extends Balances {
+  object: 'balance';
+  currency: 'THB';
+  livemode: boolean;
+  as_of: string;
+}
+
+export interface PostInput {
+  account: WalletAccount;
+  type: BalanceTransactionType;
+  amount_minor: number;
+  bucket_from: Bucket | null;
+  bucket_to: Bucket | null;
+  /** Makes the movement happen once: the same key returns the first movement. */
+  movement_key: string;
+  source: { type: string; id: string };
+  available_at?: Date | null;
+  reverses_balance_transaction_id?: string | null;
+  reason_code?: string | null;
+  reason_display_th?: string | null;
+  cleared_from_balance_transaction_id?: string | null;
+  cause: EventCause;
+}
+
+export function balanceTransactionView(row: BalanceTransactionRow): BalanceTransactionView {
+  const view: BalanceTransactionView = {
+    id: row.balance_transaction_id,
+    object: 'balance_transaction',
+    type: row.type,
+    direction: row.direction,
+    amount_minor: row.amount_minor,
+    currency: 'THB',
+    bucket_from: row.bucket_from,
+    bucket_to: row.bucket_to,
+    balance_after: {
+      available_minor: row.available_after,
+      pending_clearing_minor: row.pending_clearing_after,
+      reserved_minor: row.reserved_after,
+    },
+    source: { type: row.source_type, id: row.source_id },
+    livemode: row.livemode,
+    created_at: formatTimestamp(row.created_at),
+  };
+  if (row.available_at) view.available_at = formatTimestamp(row.available_at);
+  if (row.reverses_balance_transaction_id) view.reverses_balance_transaction_id = row.reverses_balance_transaction_id;
+  if (row.reason_code) view.reason_code = row.reason_code;
+  if (row.reason_display_th) view.reason_display_th = row.reason_display_th;
+  if (row.cleared_from_balance_transaction_id) view.cleared_from_balance_transaction_id = row.cleared_from_balance_transaction_id;
+  return view;
+}
+
+/** Which event a movement writes: one per movement, so that a merchant can fold them all. */
+function eventTypeOf(type: BalanceTransactionType, direction: 'credit' | 'debit'): string {
+  if (type === 'clearing_released') return 'balance.cleared';
+  return direction === 'credit' ? 'balance.credited' : 'balance.debited';
+}
+
+function applyMovement(balances: Balances, bucket: Bucket | null, delta: number): Balances {
+  if (bucket === null) return balances;
+  const next = { ...balances };
+  if (bucket === 'available') next.available_minor += delta;
+  if (bucket === 'pending_clearing') next.pending_clearing_minor += delta;
+  if (bucket === 'reserved') next.reserved_minor += delta;
+  return next;
+}
+
+export class LedgerService {
+  constructor(
+    private readonly events: EventsService,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Moves money. Returns `insufficient_balance` when a debit would take `available` below zero. */
+  async post(tx: Queryable, input: PostInput): Promise<Result<BalanceTransactionView>> {
+    assertPositiveMinor(input.amount_minor, 'amount_minor');
+    const rule = MOVEMENT_RULES[input.type].find((candidate) => candidate.from === input.bucket_from && candidate.to === input.bucket_to);
+    invariant(rule, `a ${input.type} movement cannot go from ${String(input.bucket_from)} to ${String(input.bucket_to)}`);
+
+    const now = this.clock.now();
+    const wallet = await repository.lockWallet(tx, input.account, now);
+    const existing = await repository.findByMovementKey(tx, input.account, input.movement_key);
+    if (existing) {
+      invariant(existing.type === input.type && existing.amount_minor === input.amount_minor, `movement ${input.movement_key} was posted with other terms`);
+      return ok(balanceTransactionView(existing));
+    }
+
+    const before: Balances = {
+      available_minor: wallet.available_minor,
+      pending_clearing_minor: wallet.pending_clearing_minor,
+      reserved_minor: wallet.reserved_minor,
+    };
+    const after = applyMovement(applyMovement(before, input.bucket_from, -input.amount_minor), input.bucket_to, input.amount_minor);
+    invariant(after.pending_clearing_minor >= 0, 'pending_clearing cannot go below zero');
+    invariant(after.reserved_minor >= 0, 'reserved cannot go below zero');
+    if (after.available_minor < 0 && after.available_minor < before.available_minor && !MAY_OVERDRAW_AVAILABLE.has(input.type)) {
+      const pendingAt = await repository.nextClearingAt(tx, input.account);
+      return fail('insufficient_balance', {
+        details: {
+          available_minor: before.available_minor,
+          required_minor: input.amount_minor,
+          pending_clearing_minor: before.pending_clearing_minor,
+          pending_clearing_available_at: formatNullableTimestamp(pendingAt),
+        },
+      });
+    }
+    // Double entry: what left one bucket entered another, or crossed the wallet's edge.
+    const totalBefore = before.available_minor + before.pending_clearing_minor + before.reserved_minor;
+    const totalAfter = after.available_minor + after.pending_clearing_minor + after.reserved_minor;
+    const edgeDelta = (input.bucket_to === null ? -input.amount_minor : 0) + (input.bucket_from === null ? input.amount_minor : 0);
+    invariant(totalAfter - totalBefore === edgeDelta, 'a movement changes the wallet total only across its edge');
+
+    const row: BalanceTransactionRow = {
+      ...input.account,
+      balance_transaction_id: newId('balance_transaction'),
+      sequence: wallet.last_sequence + 1,
+      movement_key: input.movement_key,
+      type: input.type,
+      direction: rule.direction,
+      amount_minor: input.amount_minor,
+      currency: 'THB',
+      bucket_from: input.bucket_from,
+      bucket_to: input.bucket_to,
+      available_at: input.available_at ?? null,
+      available_after: after.available_minor,
+      pending_clearing_after: after.pending_clearing_minor,
+      reserved_after: after.reserved_minor,
+      source_type: input.source.type,
+      source_id: input.source.id,
+      reverses_balance_transaction_id: input.reverses_balance_transaction_id ?? null,
+      reason_code: input.reason_code ?? null,
+      reason_display_th: input.reason_display_th ?? null,
+      cleared_from_balance_transaction_id: input.cleared_from_balance_transaction_id ?? null,
+      created_at: now,
+    };
+    await repository.insertBalanceTransaction(tx, row);
+    await repository.updateWallet(tx, input.account, after, row.sequence, now);
+    const view = balanceTransactionView(row);
+    await this.events.emitEvent(tx, {
+      ...input.account,
+      type: eventTypeOf(row.type, row.direction),
+      object: view as unknown as Record<string, unknown>,
+      previous_attributes: undefined,
+      cause: input.cause,
+    });
+    return ok(view);
+  }
+
+  /**
+   * Credits a settled deposit into pending_clearing with `available_at` 72 hours on, and schedules
+   * the durable job that releases it then.
+   */
+  async creditSettledDeposit(
+    tx: Queryable,
+    input: { account: WalletAccount; deposit_id: string; amount_minor: number; cause: EventCause },
+  ): Promise<BalanceTransactionView> {
+    const availableAt = new Date(this.clock.now().getTime() + CLEARING_PERIOD_MS);
+    const posted = await this.post(tx, {
+      account: input.account,
+      type: 'deposit_settled',
+      amount_minor: input.amount_minor,
+      bucket_from: null,
+      bucket_to: 'pending_clearing',
+      movement_key: `deposit_settled:${input.deposit_id}`,
+      source: { type: 'deposit_order', id: input.deposit_id },
+      available_at: availableAt,
+      cause: input.cause,
+    });
+    invariant(posted.ok, 'a credit into pending_clearing cannot be refused');
+    const view = posted.value;
+    const existingClearing = await repository.lockClearing(tx, input.account.white_label_id, view.id);
+    if (!existingClearing) {
+      const now = this.clock.now();
+      const when = new Date(view.available_at ?? availableAt);
+      await repository.insertClearing(tx, {
+        ...input.account,
+        credit_balance_transaction_id: view.id,
+        amount_minor: view.amount_minor,
+        available_at: when,
+        status: 'pending',
+        hold_reason: null,
+        released_balance_transaction_id: null,
+        created_at: now,
+        updated_at: now,
+      });
+      await this.scheduleRelease(tx, input.account, view.id, when);
+    }
+    return view;
+  }
+
+  private async scheduleRelease(tx: Queryable, account: WalletAccount, creditId: string, when: Date): Promise<void> {
+    await enqueueJob(tx, this.clock, {
+      task: RELEASE_CLEARING_TASK,
+      payload: { ...account, credit_balance_transaction_id: creditId },
+      run_at: when,
+      job_key: `clearing:${account.white_label_id}:${creditId}`,
+      white_label_id: account.white_label_id,
+    });
+  }
+
+  /**
+   * The clearing job: moves a pending credit to available once its time has come. A held, reversed
+   * or already released credit is left as it is, so a late or repeated job does nothing.
+   */
+  async releaseClearing(tx: Queryable, account: WalletAccount, creditId: string): Promise<BalanceTransactionView | null> {
+    await repository.lockWallet(tx, account, this.clock.now());
+    const clearing = await repository.lockClearing(tx, account.white_label_id, creditId);
+    if (!clearing || clearing.status !== 'pending' || !clearing.available_at) return null;
+    if (clearing.available_at.getTime() > this.clock.now().getTime()) return null;
+    const posted = await this.post(tx, {
+      account,
+      type: 'clearing_released',
+      amount_minor: clearing.amount_minor,
+      bucket_from: 'pending_clearing',
+      bucket_to: 'available',
+      movement_key: `clearing_released:${creditId}`,
+      source: { type: 'balance_transaction', id: creditId },
+      cleared_from_balance_transaction_id: creditId,
+      cause: { request_id: null, idempotency_key: null, api_version: '2026-08-01' },
+    });
+    invariant(posted.ok, 'a release into available cannot be refused');
+    await repository.updateClearing(
+      tx,
+      account.white_label_id,
+      creditId,
+      { status: 'released', available_at: clearing.available_at, hold_reason: null, released_balance_transaction_id: posted.value.id },
+      this.clock.now(),
+    );
+    return posted.value;
+  }
+
+  /** Holds a pending credit (a dispute): it stays in pending_clearing with no release time. */
+  async holdClearing(tx: Queryable, account: WalletAccount, creditId: string, reason: string): Promise<boolean> {
+    await repository.lockWallet(tx, account, this.clock.now());
+    const clearing = await repository.lockClearing(tx, account.white_label_id, creditId);
+    if (!clearing || (clearing.status !== 'pending' && clearing.status !== 'held')) return false;
+    await repository.updateClearing(
+      tx,
+      account.white_label_id,
+      creditId,
+      { status: 'held', available_at: null, hold_reason: reason, released_balance_transaction_id: null },
+      this.clock.now(),
+    );
+    await cancelJobsByKey(tx, `clearing:${account.white_label_id}:${creditId}`);
+    return true;
+  }
+
+  /**
+   * Lifts a hold. The credit clears at its original time if that is still ahead, else at once (the
+   * job runs as soon as a worker is free).
+   */
+  async releaseHold(tx: Queryable, account: WalletAccount, creditId: string): Promise<boolean> {
+    await repository.lockWallet(tx, account, this.clock.now());
+    const clearing = await repository.lockClearing(tx, account.white_label_id, creditId);
+    if (!clearing || clearing.status !== 'held') return false;
+    const credit = await repository.findBalanceTransaction(tx, account, creditId);
+    invariant(credit?.available_at, 'a clearing belongs to a deposit credit with available_at');
+    const now = this.clock.now();
+    const when = credit.available_at.getTime() > now.getTime() ? credit.available_at : now;
+    await repository.updateClearing(
+      tx,
+      account.white_label_id,
+      creditId,
+      { status: 'pending', available_at: when, hold_reason: null, released_balance_transaction_id: null },
+      now,
+    );
+    await this.scheduleRelease(tx, account, creditId, when);
+    return true;
+  }
+
+  /**
+   * Reverses a deposit credit. Inside the clearing window (pending or held) the amount leaves
+   * pending_clearing; after clearing it leaves available, which may then go below zero: the debt
+   * stays visible and blocks withdrawals until new money covers it (docs/decisions.md).
+   */
+  async reverseDepositCredit(
+    tx: Queryable,
+    input: { account: WalletAccount; deposit_id: string; credit_balance_transaction_id: string; reason_code: string; reason_display_th?: string; cause: EventCause },
+  ): Promise<BalanceTransactionView> {
+    await repository.lockWallet(tx, input.account, this.clock.now());
+    const credit = await repository.findBalanceTransaction(tx, input.account, input.credit_balance_transaction_id);
+    invariant(credit && credit.type === 'deposit_settled', 'only a deposit credit of this wallet can be reversed');
+    const clearing = await repository.lockClearing(tx, input.account.white_label_id, credit.balance_transaction_id);
+    invariant(clearing, 'a deposit credit has its clearing row');
+    const fromBucket: Bucket = clearing.status === 'released' ? 'available' : 'pending_clearing';
+    const amount = clearing.status === 'reversed' ? credit.amount_minor : fromBucket === 'pending_clearing' ? clearing.amount_minor : credit.amount_minor;
+    const posted = await this.post(tx, {
+      account: input.account,
+      type: 'reversal',
+      amount_minor: amount,
+      bucket_from: fromBucket,
+      bucket_to: null,
+      movement_key: `reversal:${credit.balance_transaction_id}`,
+      source: { type: 'deposit_order', id: input.deposit_id },
+      reverses_balance_transaction_id: credit.balance_transaction_id,
+      reason_code: input.reason_code,
+      reason_display_th: input.reason_display_th ?? null,
+      cause: input.cause,
+    });
+    invariant(posted.ok, 'a reversal may overdraw available and is never refused');
+    if (clearing.status === 'pending' || clearing.status === 'held') {
+      await repository.updateClearing(
+        tx,
+        input.account.white_label_id,
+        credit.balance_transaction_id,
+        { status: 'reversed', available_at: clearing.available_at ?? credit.available_at, hold_reason: clearing.hold_reason, released_balance_transaction_id: null },
+        this.clock.now(),
+      );
+      await cancelJobsByKey(tx, `clearing:${input.account.white_label_id}:${credit.balance_transaction_id}`);
+    }
+    return posted.value;
+  }
+
+  async balance(db: Queryable, account: WalletAccount): Promise<BalanceView> {
+    const wallet = await repository.findWallet(db, account);
+    return {
+      object: 'balance',
+      available_minor: wallet?.available_minor ?? 0,
+      pending_clearing_minor: wallet?.pending_clearing_minor ?? 0,
+      reserved_minor: wallet?.reserved_minor ?? 0,
+      currency: 'THB',
+      livemode: account.livemode,
+      as_of: formatTimestamp(this.clock.now()),
+    };
+  }
+
+  nextClearingAt(db: Queryable, account: WalletAccount): Promise<Date | null> {
+    return repository.nextClearingAt(db, account);
+  }
+
+  /** Re-derives the balances from the movements and compares them with the wallet row. */
+  async verify(db: Queryable, account: WalletAccount): Promise<{ consistent: boolean; wallet: Balances; folded: Balances; movements: number }> {
+    const wallet = await repository.findWallet(db, account);
+    const folded = await repository.foldMovements(db, account);
+    const stored: Balances = {
+      available_minor: wallet?.available_minor ?? 0,
+      pending_clearing_minor: wallet?.pending_clearing_minor ?? 0,
+      reserved_minor: wallet?.reserved_minor ?? 0,
+    };
+    const consistent =
+      stored.available_minor === folded.available_minor &&
+      stored.pending_clearing_minor === folded.pending_clearing_minor &&
+      stored.reserved_minor === folded.reserved_minor &&
+      (wallet?.last_sequence ?? 0) === folded.last_sequence &&
+      folded.movements === folded.last_sequence;
+    return {
+      consistent,
+      wallet: stored,
+      folded: { available_minor: folded.available_minor, pending_clearing_minor: folded.pending_clearing_minor, reserved_minor: folded.reserved_minor },
+      movements: folded.movements,
+    };
+  }
+}

@@ -1,0 +1,331 @@
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, errorOf, type TestApp } from './support/app.ts';
+import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { InvariantViolation } from '../src/platform/assert.ts';
+import type { WalletAccount } from '../src/ledger/types.ts';
+import type { LedgerService } from '../src/ledger/service.ts';
+
+let app: TestApp;
+let ledger: LedgerService;
+let depositCounter = 0;
+
+const HOUR = 3600 * 1000;
+
+beforeAll(async () => {
+  app = await createTestApp();
+  ledger = app.instance.services.ledger;
+});
+afterAll(async () => {
+  await app.close();
+});
+
+function tx<T>(work: (db: Parameters<Parameters<TestApp['testDatabase']['database']['transaction']>[0]>[0]) => Promise<T>): Promise<T> {
+  return app.testDatabase.database.transaction(work);
+}
+
+async function newMerchantAccount(): Promise<WalletAccount> {
+  const merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+  return { white_label_id: merchant.white_label_id, merchant_id: merchant.merchant_id, livemode: false };
+}
+
+async function credit(target: WalletAccount, amount_minor: number) {
+  depositCounter += 1;
+  const depositId = `dep_01K0LEDGERTEST${String(depositCounter).padStart(12, '0')}`;
+  return tx((db) => ledger.creditSettledDeposit(db, { account: target, deposit_id: depositId, amount_minor, cause: SYSTEM_CAUSE }));
+}
+
+async function balanceEvents(target: WalletAccount) {
+  const { rows } = await app.testDatabase.database.query<{ type: string; envelope: { data: Record<string, unknown> } }>(
+    "SELECT type, envelope FROM events WHERE merchant_id = $1 AND type LIKE 'balance.%' ORDER BY sequence",
+    [target.merchant_id],
+  );
+  return rows;
+}
+
+describe('credits and clearing', () => {
+  it('credits a settled deposit into pending_clearing for 72 hours with a balance.credited event', async () => {
+    const target = await newMerchantAccount();
+    const movement = await credit(target, 98_390);
+    expect(movement).toMatchObject({
+      object: 'balance_transaction', type: 'deposit_settled', direction: 'credit', amount_minor: 98_390, currency: 'THB',
+      bucket_from: null, bucket_to: 'pending_clearing', available_at: '2026-08-04T00:00:00.000Z',
+      balance_after: { available_minor: 0, pending_clearing_minor: 98_390, reserved_minor: 0 }, livemode: false,
+    });
+    expect(movement.id).toMatch(/^btxn_/);
+    const events = await balanceEvents(target);
+    expect(events.map((event) => event.type)).toEqual(['balance.credited']);
+    expect(events[0]!.envelope.data).toEqual({ object: movement });
+    expect('previous_attributes' in events[0]!.envelope.data).toBe(false);
+  });
+
+  it('is idempotent: the same deposit credits once', async () => {
+    const target = await newMerchantAccount();
+    const depositId = 'dep_01K0LEDGERIDEMPOTENT00000';
+    const first = await tx((db) => ledger.creditSettledDeposit(db, { account: target, deposit_id: depositId, amount_minor: 500, cause: SYSTEM_CAUSE }));
+    const second = await tx((db) => ledger.creditSettledDeposit(db, { account: target, deposit_id: depositId, amount_minor: 500, cause: SYSTEM_CAUSE }));
+    expect(second).toEqual(first);
+    expect((await ledger.balance(app.testDatabase.database, target)).pending_clearing_minor).toBe(500);
+    expect(await balanceEvents(target)).toHaveLength(1);
+  });
+
+  it('releases to available at +72 h by the durable job, with balance.cleared and the credit it cleared', async () => {
+    const target = await newMerchantAccount();
+    const start = app.clock.now().getTime();
+    const movement = await credit(target, 10_000);
+    app.clock.set(new Date(start + 72 * HOUR - 1000));
+    await app.instance.worker.runDueJobs();
+    expect((await ledger.balance(app.testDatabase.database, target)).available_minor).toBe(0);
+    app.clock.set(new Date(start + 72 * HOUR));
+    await app.instance.worker.runDueJobs();
+    const balance = await ledger.balance(app.testDatabase.database, target);
+    expect(balance).toMatchObject({ available_minor: 10_000, pending_clearing_minor: 0, reserved_minor: 0 });
+    const events = await balanceEvents(target);
+    expect(events.map((event) => event.type)).toEqual(['balance.credited', 'balance.cleared']);
+    expect(events[1]!.envelope.data.object).toMatchObject({
+      type: 'clearing_released', direction: 'credit', bucket_from: 'pending_clearing', bucket_to: 'available',
+      cleared_from_balance_transaction_id: movement.id, amount_minor: 10_000,
+    });
+    // A repeated job changes nothing.
+    await tx((db) => ledger.releaseClearing(db, target, movement.id));
+    expect(await balanceEvents(target)).toHaveLength(2);
+  });
+
+  it('a hold keeps the credit back with no release time until the hold is lifted', async () => {
+    const target = await newMerchantAccount();
+    const start = app.clock.now().getTime();
+    const movement = await credit(target, 7_000);
+    expect(await tx((db) => ledger.holdClearing(db, target, movement.id, 'dispute dsp_1'))).toBe(true);
+    expect(await ledger.nextClearingAt(app.testDatabase.database, target)).toBeNull();
+    app.clock.set(new Date(start + 100 * HOUR));
+    await app.instance.worker.runDueJobs();
+    expect((await ledger.balance(app.testDatabase.database, target)).pending_clearing_minor).toBe(7_000);
+    expect(await tx((db) => ledger.releaseHold(db, target, movement.id))).toBe(true);
+    await app.instance.worker.runDueJobs();
+    expect(await ledger.balance(app.testDatabase.database, target)).toMatchObject({ available_minor: 7_000, pending_clearing_minor: 0 });
+  });
+});
+
+describe('reversals and the debt rule', () => {
+  it('inside the window a reversal is taken from pending_clearing and the release never happens', async () => {
+    const target = await newMerchantAccount();
+    const start = app.clock.now().getTime();
+    const movement = await credit(target, 4_000);
+    const reversal = await tx((db) =>
+      ledger.reverseDepositCredit(db, {
+        account: target, deposit_id: 'dep_x', credit_balance_transaction_id: movement.id, reason_code: 'BANK_RECALL', cause: SYSTEM_CAUSE,
+      }),
+    );
+    expect(reversal).toMatchObject({
+      type: 'reversal', direction: 'debit', bucket_from: 'pending_clearing', bucket_to: null, amount_minor: 4_000,
+      reverses_balance_transaction_id: movement.id, reason_code: 'BANK_RECALL',
+    });
+    app.clock.set(new Date(start + 80 * HOUR));
+    await app.instance.worker.runDueJobs();
+    expect(await ledger.balance(app.testDatabase.database, target)).toMatchObject({ available_minor: 0, pending_clearing_minor: 0 });
+    expect((await balanceEvents(target)).map((event) => event.type)).toEqual(['balance.credited', 'balance.debited']);
+  });
+
+  it('after clearing a reversal overdraws available: the debt is visible and blocks other debits', async () => {
+    const target = await newMerchantAccount();
+    const start = app.clock.now().getTime();
+    const first = await credit(target, 3_000);
+    app.clock.set(new Date(start + 73 * HOUR));
+    await app.instance.worker.runDueJobs();
+    const reserve = (amount: number, key: string) =>
+      tx((db) =>
+        ledger.post(db, {
+          account: target, type: 'withdrawal_reserved', amount_minor: amount, bucket_from: 'available', bucket_to: 'reserved',
+          movement_key: key, source: { type: 'withdrawal_order', id: 'wdr_x' }, cause: SYSTEM_CAUSE,
+        }),
+      );
+    expect((await reserve(1_000, 'reserve:1')).ok).toBe(true);
+    await tx((db) =>
+      ledger.reverseDepositCredit(db, { account: target, deposit_id: 'dep_y', credit_balance_transaction_id: first.id, reason_code: 'BANK_RECALL', cause: SYSTEM_CAUSE }),
+    );
+    const balance = await ledger.balance(app.testDatabase.database, target);
+    expect(balance).toMatchObject({ available_minor: -1_000, pending_clearing_minor: 0, reserved_minor: 1_000 });
+    const refused = await reserve(1, 'reserve:2');
+    expect(refused.ok).toBe(false);
+    if (!refused.ok) {
+      expect(refused.error.code).toBe('insufficient_balance');
+      expect(refused.error.details).toEqual({ available_minor: -1_000, required_minor: 1, pending_clearing_minor: 0, pending_clearing_available_at: null });
+    }
+    expect((await ledger.verify(app.testDatabase.database, target)).consistent).toBe(true);
+  });
+
+  it('refuses a movement outside the movement table or below a floor as a programming error', async () => {
+    const target = await newMerchantAccount();
+    await expect(
+      tx((db) =>
+        ledger.post(db, {
+          account: target, type: 'deposit_settled', amount_minor: 1, bucket_from: null, bucket_to: 'available',
+          movement_key: 'bad', source: { type: 't', id: 'x' }, cause: SYSTEM_CAUSE,
+        }),
+      ),
+    ).rejects.toBeInstanceOf(InvariantViolation);
+    await expect(
+      tx((db) =>
+        ledger.post(db, {
+          account: target, type: 'withdrawal_settled', amount_minor: 1, bucket_from: 'reserved', bucket_to: null,
+          movement_key: 'bad2', source: { type: 't', id: 'x' }, cause: SYSTEM_CAUSE,
+        }),
+      ),
+    ).rejects.toBeInstanceOf(InvariantViolation);
+    await expect(
+      tx((db) =>
+        ledger.post(db, {
+          account: target, type: 'adjustment', amount_minor: 0, bucket_from: null, bucket_to: 'available',
+          movement_key: 'bad3', source: { type: 't', id: 'x' }, cause: SYSTEM_CAUSE,
+        }),
+      ),
+    ).rejects.toThrow(/positive/);
+    expect((await ledger.verify(app.testDatabase.database, target)).movements).toBe(0);
+  });
+
+  it('the database refuses a movement that overdraws available unless it is a reversal or adjustment', async () => {
+    const target = await newMerchantAccount();
+    await credit(target, 100);
+    await expect(
+      app.testDatabase.database.query(
+        `INSERT INTO balance_transactions (white_label_id, merchant_id, livemode, balance_transaction_id, sequence, movement_key, type,
+           direction, amount_minor, currency, bucket_from, bucket_to, available_after, pending_clearing_after, reserved_after,
+           source_type, source_id, created_at)
+         VALUES ($1, $2, false, 'btxn_forged', 99, 'forged', 'withdrawal_reserved', 'debit', 50, 'THB', 'available', 'reserved',
+           -50, 0, 50, 't', 'x', now())`,
+        [target.white_label_id, target.merchant_id],
+      ),
+    ).rejects.toThrow();
+  });
+
+  it('verify detects a wallet row that disagrees with its movements', async () => {
+    const target = await newMerchantAccount();
+    await credit(target, 2_500);
+    expect((await ledger.verify(app.testDatabase.database, target)).consistent).toBe(true);
+    await app.testDatabase.database.query(
+      'UPDATE wallets SET pending_clearing_minor = pending_clearing_minor + 1 WHERE merchant_id = $1',
+      [target.merchant_id],
+    );
+    const check = await ledger.verify(app.testDatabase.database, target);
+    expect(check.consistent).toBe(false);
+    expect(check.folded.pending_clearing_minor).toBe(2_500);
+  });
+});
+
+describe('random sequences of movements', () => {
+  type Operation =
+    | { kind: 'credit'; amount: number }
+    | { kind: 'advance'; hours: number }
+    | { kind: 'hold'; pick: number }
+    | { kind: 'unhold'; pick: number }
+    | { kind: 'reverse'; pick: number }
+    | { kind: 'reserve'; amount: number }
+    | { kind: 'release_reserved'; amount: number };
+
+  const operation: fc.Arbitrary<Operation> = fc.oneof(
+    fc.record({ kind: fc.constant('credit' as const), amount: fc.integer({ min: 1, max: 50_000 }) }),
+    fc.record({ kind: fc.constant('advance' as const), hours: fc.integer({ min: 1, max: 80 }) }),
+    fc.record({ kind: fc.constant('hold' as const), pick: fc.nat() }),
+    fc.record({ kind: fc.constant('unhold' as const), pick: fc.nat() }),
+    fc.record({ kind: fc.constant('reverse' as const), pick: fc.nat() }),
+    fc.record({ kind: fc.constant('reserve' as const), amount: fc.integer({ min: 1, max: 60_000 }) }),
+    fc.record({ kind: fc.constant('release_reserved' as const), amount: fc.integer({ min: 1, max: 60_000 }) }),
+  );
+
+  it('keep the wallet equal to the fold of its movements, floors respected, one event per movement', async () => {
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(operation, { minLength: 1, maxLength: 14 }), async (operations) => {
+        run += 1;
+        const target = await newMerchantAccount();
+        const credits: string[] = [];
+        for (const [index, step] of operations.entries()) {
+          const pick = (value: number) => credits[value % Math.max(1, credits.length)];
+          if (step.kind === 'credit') credits.push((await credit(target, step.amount)).id);
+          if (step.kind === 'advance') {
+            app.clock.advance(step.hours * HOUR);
+            await app.instance.worker.runDueJobs();
+          }
+          const chosen = 'pick' in step ? pick(step.pick) : undefined;
+          if (step.kind === 'hold' && chosen) await tx((db) => ledger.holdClearing(db, target, chosen, 'dispute'));
+          if (step.kind === 'unhold' && chosen) await tx((db) => ledger.releaseHold(db, target, chosen));
+          if (step.kind === 'reverse' && chosen) {
+            await tx((db) =>
+              ledger.reverseDepositCredit(db, { account: target, deposit_id: `dep_r${run}`, credit_balance_transaction_id: chosen, reason_code: 'OPS_ERROR', cause: SYSTEM_CAUSE }),
+            );
+          }
+          if (step.kind === 'reserve' || step.kind === 'release_reserved') {
+            const before = await ledger.balance(app.testDatabase.database, target);
+            const result = await tx((db) =>
+              ledger.post(db, {
+                account: target,
+                type: step.kind === 'reserve' ? 'withdrawal_reserved' : 'withdrawal_released',
+                amount_minor: step.kind === 'reserve' ? step.amount : Math.min(step.amount, Math.max(1, before.reserved_minor)),
+                bucket_from: step.kind === 'reserve' ? 'available' : 'reserved',
+                bucket_to: step.kind === 'reserve' ? 'reserved' : 'available',
+                movement_key: `${step.kind}:${run}:${index}`,
+                source: { type: 'withdrawal_order', id: 'wdr_p' },
+                cause: SYSTEM_CAUSE,
+              }).catch((error: unknown) => {
+                // Releasing more than is reserved is a programming error the ledger refuses.
+                expect(error).toBeInstanceOf(InvariantViolation);
+                expect(before.reserved_minor).toBe(0);
+                return null;
+              }),
+            );
+            if (result && !result.ok) {
+              expect(result.error.code).toBe('insufficient_balance');
+              expect(step.amount).toBeGreaterThan(before.available_minor);
+            }
+          }
+          const check = await ledger.verify(app.testDatabase.database, target);
+          expect(check.consistent).toBe(true);
+          expect(check.wallet.pending_clearing_minor).toBeGreaterThanOrEqual(0);
+          expect(check.wallet.reserved_minor).toBeGreaterThanOrEqual(0);
+          const events = await balanceEvents(target);
+          expect(events).toHaveLength(check.movements);
+        }
+      }),
+      { numRuns: 25 },
+    );
+  }, 120_000);
+});
+
+describe('GET /v1/pay/balance and GET /v1/bo/wallet', () => {
+  it('answers the caller’s own wallet in its environment, zeros before any movement', async () => {
+    const merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+    const empty = await app.signed({ url: '/v1/pay/balance', credentials: merchant });
+    expect(empty.statusCode).toBe(200);
+    expect(empty.json()).toEqual({
+      object: 'balance', available_minor: 0, pending_clearing_minor: 0, reserved_minor: 0, currency: 'THB', livemode: false,
+      as_of: app.clock.now().toISOString(),
+    });
+    await credit({ white_label_id: merchant.white_label_id, merchant_id: merchant.merchant_id, livemode: false }, 1_234);
+    expect((await app.signed({ url: '/v1/pay/balance', credentials: merchant })).json().pending_clearing_minor).toBe(1_234);
+    // Another merchant, and the live wallet of the same merchant, see nothing of it.
+    expect((await app.signed({ url: '/v1/pay/balance' })).json().pending_clearing_minor).toBe(0);
+  });
+
+  it('gives a brand operator the same numbers, the ledger check and the next clearing time; another brand answers 404', async () => {
+    const merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+    await credit({ white_label_id: merchant.white_label_id, merchant_id: merchant.merchant_id, livemode: false }, 5_000);
+    const operator = await app.instance.services.tenancy.createBackofficeCredential(
+      { actor_type: 'system', actor_id: 'test', request_id: null },
+      { white_label_id: app.sandbox.white_label_id, role: 'operator', name: 'Ops' },
+    );
+    const response = await app.backoffice({ url: `/v1/bo/wallet?merchant_id=${merchant.merchant_id}&mode=test`, token: operator.token });
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    const balance = (await app.signed({ url: '/v1/pay/balance', credentials: merchant })).json();
+    expect([body.available_minor, body.pending_clearing_minor, body.reserved_minor]).toEqual([
+      balance.available_minor, balance.pending_clearing_minor, balance.reserved_minor,
+    ]);
+    expect(body.ledger_consistent).toBe(true);
+    expect(body.next_clearing_at).toMatch(/Z$/);
+    const foreign = await app.createMerchant();
+    const notFound = await app.backoffice({ url: `/v1/bo/wallet?merchant_id=${foreign.merchant_id}&mode=test`, token: operator.token });
+    expect(errorOf(notFound).code).toBe('resource_not_found');
+    const integration = await app.backoffice({ url: `/v1/bo/wallet?merchant_id=${merchant.merchant_id}&mode=test`, token: merchant.api_key });
+    expect(errorOf(integration).code).toBe('scope_denied');
+  });
+});
