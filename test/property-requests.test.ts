@@ -1496,7 +1496,7 @@ const ROUTE_TABLE: readonly RouteEntry[] = [
   { method: 'GET', segments: ['', 'v1', 'pay', 'balance'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'pay', 'quote'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'test', 'bank', 'accounts'], kind: 'merchant' },
-  { method: 'GET', segments: ['', 'v1', 'test', 'bank', 'accounts', ':bank_code', ':account_number'], kind: 'merchant' },
+  { method: 'POST', segments: ['', 'v1', 'test', 'bank', 'accounts', 'lookup'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'bo', 'wallet'], kind: 'backoffice' },
   { method: 'POST', segments: TEST_ROUTE.split('/'), kind: 'merchant' },
   { method: 'POST', segments: TEST_ROUTE_ALT.split('/'), kind: 'merchant' },
@@ -1538,7 +1538,7 @@ function hasUnnameableParam(rawPath: string, segments: readonly string[]): boole
 
 const LITERAL_SEGMENTS = [
   'pay', 'events', 'banks', 'bo', 'brands', 'merchants', 'api-keys', 'credentials', 'suspend', 'resume', 'revoke', 'webhooks', 'test-vectors',
-  'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts',
+  'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup',
 ];
 
 const pathSegment = fc.oneof(

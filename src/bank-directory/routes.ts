@@ -34,6 +34,8 @@ const createAccountSchema = z
   })
   .strict();
 
+const lookupSchema = z.object({ bank_code: z.string().max(10), account_number: z.string().max(40) }).strict();
+
 export function sandboxAccountView(row: repository.SandboxAccountRow) {
   return {
     object: 'sandbox_bank_account',
@@ -88,14 +90,18 @@ export function registerSandboxBankRoutes(registrar: RouteRegistrar, services: S
     },
   });
 
+  /**
+   * Reads one account of the brand's sandbox directory. A POST with the number in the body, because a
+   * full account number never goes into a URL (URLs end up in access logs and proxies).
+   */
   registrar.merchant({
-    method: 'GET',
-    url: '/v1/test/bank/accounts/:bank_code/:account_number',
+    method: 'POST',
+    url: '/v1/test/bank/accounts/lookup',
     scope: 'pay:read',
-    async handler({ context, db, params }) {
+    body: z.unknown(),
+    async handler({ context, db, body }) {
       if (context.livemode) throw new ApiError('resource_not_found');
-      const bank_code = params.bank_code ?? '';
-      const account_number = params.account_number ?? '';
+      const { bank_code, account_number } = parseOrThrow(lookupSchema, body);
       // A malformed code or number names no account.
       if (!BANK_CODE.test(bank_code) || !ACCOUNT_NUMBER.test(account_number)) throw new ApiError('resource_not_found');
       await ensureSandboxDirectory(db, context.white_label_id, services.clock.now());
