@@ -50,8 +50,9 @@ CREATE TABLE balance_transactions (
   FOREIGN KEY (white_label_id, merchant_id, livemode) REFERENCES wallets (white_label_id, merchant_id, livemode),
   CHECK (bucket_from IS DISTINCT FROM bucket_to),
   CHECK (bucket_from IS NOT NULL OR bucket_to IS NOT NULL),
-  -- Only a reversal or an adjustment may leave available below zero: everything else is refused first.
-  CHECK (available_after >= 0 OR type IN ('reversal', 'adjustment')),
+  -- Only a reversal or an adjustment may take available below zero. A movement into available while it
+  -- carries a debt (a clearing release, say) leaves it negative but smaller, and is allowed.
+  CHECK (available_after >= 0 OR type IN ('reversal', 'adjustment') OR bucket_from IS DISTINCT FROM 'available'),
   CHECK ((type = 'clearing_released') = (cleared_from_balance_transaction_id IS NOT NULL)),
   CHECK (type <> 'reversal' OR reverses_balance_transaction_id IS NOT NULL),
   CHECK ((type = 'deposit_settled') = (available_at IS NOT NULL AND bucket_to = 'pending_clearing') OR type <> 'deposit_settled')

@@ -154,6 +154,37 @@ describe('reversals and the debt rule', () => {
     expect((await ledger.verify(app.testDatabase.database, target)).consistent).toBe(true);
   });
 
+  it('new money clearing into a wallet with a debt reduces the debt', async () => {
+    const target = await newMerchantAccount();
+    const start = app.clock.now().getTime();
+    const first = await credit(target, 3_000);
+    app.clock.set(new Date(start + 73 * HOUR));
+    await app.instance.worker.runDueJobs();
+    await tx((db) =>
+      ledger.post(db, {
+        account: target, type: 'withdrawal_reserved', amount_minor: 2_000, bucket_from: 'available', bucket_to: 'reserved',
+        movement_key: 'debt:reserve', source: { type: 'withdrawal_order', id: 'wdr_d' }, cause: SYSTEM_CAUSE,
+      }),
+    );
+    await tx((db) =>
+      ledger.reverseDepositCredit(db, { account: target, deposit_id: 'dep_d', credit_balance_transaction_id: first.id, reason_code: 'BANK_RECALL', cause: SYSTEM_CAUSE }),
+    );
+    expect((await ledger.balance(app.testDatabase.database, target)).available_minor).toBe(-2_000);
+    await credit(target, 500);
+    app.clock.set(new Date(start + 150 * HOUR));
+    expect(await app.instance.worker.runDueJobs()).toBeGreaterThanOrEqual(1);
+    expect(await ledger.balance(app.testDatabase.database, target)).toMatchObject({ available_minor: -1_500, pending_clearing_minor: 0 });
+    const released = await tx((db) =>
+      ledger.post(db, {
+        account: target, type: 'withdrawal_released', amount_minor: 2_000, bucket_from: 'reserved', bucket_to: 'available',
+        movement_key: 'debt:release', source: { type: 'withdrawal_order', id: 'wdr_d' }, cause: SYSTEM_CAUSE,
+      }),
+    );
+    expect(released.ok).toBe(true);
+    expect(await ledger.balance(app.testDatabase.database, target)).toMatchObject({ available_minor: 500, reserved_minor: 0 });
+    expect((await ledger.verify(app.testDatabase.database, target)).consistent).toBe(true);
+  });
+
   it('refuses a movement outside the movement table or below a floor as a programming error', async () => {
     const target = await newMerchantAccount();
     await expect(

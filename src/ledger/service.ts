@@ -330,12 +330,12 @@ export class LedgerService {
     invariant(credit && credit.type === 'deposit_settled', 'only a deposit credit of this wallet can be reversed');
     const clearing = await repository.lockClearing(tx, input.account.white_label_id, credit.balance_transaction_id);
     invariant(clearing, 'a deposit credit has its clearing row');
+    // A credit clears whole, so whatever its state the reversal takes back the whole credit.
     const fromBucket: Bucket = clearing.status === 'released' ? 'available' : 'pending_clearing';
-    const amount = clearing.status === 'reversed' ? credit.amount_minor : fromBucket === 'pending_clearing' ? clearing.amount_minor : credit.amount_minor;
     const posted = await this.post(tx, {
       account: input.account,
       type: 'reversal',
-      amount_minor: amount,
+      amount_minor: credit.amount_minor,
       bucket_from: fromBucket,
       bucket_to: null,
       movement_key: `reversal:${credit.balance_transaction_id}`,
