@@ -3,7 +3,12 @@ import pg from 'pg';
 import { openDatabase, type Database } from '../../src/platform/db.ts';
 import { migrate } from '../../src/platform/migrate.ts';
 
-export const TEMPLATE_DATABASE = 'pgtest_template';
+/** This run's prefix, set by the global set-up (pgtest_<pid>): its template and file databases. */
+function runPrefix(): string {
+  const prefix = process.env.PGTEST_RUN_PREFIX;
+  if (!prefix) throw new Error('PGTEST_RUN_PREFIX is missing: the vitest global set-up did not run');
+  return prefix;
+}
 
 export function withDatabaseName(url: string, name: string): string {
   const parsed = new URL(url);
@@ -35,10 +40,10 @@ export async function createTestDatabase(): Promise<TestDatabase> {
       close: () => database.close(),
     };
   }
-  const name = `pgtest_file_${crypto.randomBytes(6).toString('hex')}`;
+  const name = `${runPrefix()}_file_${crypto.randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name} TEMPLATE ${TEMPLATE_DATABASE}`);
+  await admin.query(`CREATE DATABASE ${name} TEMPLATE ${runPrefix()}_template`);
   await admin.end();
   const fileUrl = withDatabaseName(url, name);
   const database = await openDatabase({ database_url: fileUrl, data_dir: null, pool_size: 20 });
