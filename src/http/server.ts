@@ -3,7 +3,6 @@ import secureJsonParse from 'secure-json-parse';
 import { z } from 'zod';
 import { ApiError, renderError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
-import { scrubText } from '../platform/logger.ts';
 import type { Queryable } from '../platform/db.ts';
 import type {
   BackofficeContext,
@@ -249,7 +248,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     if (error instanceof ApiError) return sendError(request, reply, error);
     const mapped = frameworkError(error as { code?: string; statusCode?: number });
     if (mapped) return sendError(request, reply, mapped);
-    request.log.error({ err: error, request_id: request.id }, scrubText('unhandled error'));
+    request.log.error({ err: error, request_id: request.id }, 'unhandled error');
     return sendError(request, reply, new ApiError('internal_error'));
   });
 
