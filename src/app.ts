@@ -21,6 +21,8 @@ import { registerFeeRoutes } from './fees/routes.ts';
 import { registerSandboxBankRoutes } from './bank-directory/routes.ts';
 import { LedgerService, RELEASE_CLEARING_TASK } from './ledger/service.ts';
 import { registerLedgerRoutes } from './ledger/routes.ts';
+import { beneficiaryRoutes } from './beneficiaries/routes.ts';
+import { createBeneficiaryVerifyHandler, deriveAccountLookupKey, VERIFY_BENEFICIARY_TASK } from './beneficiaries/service.ts';
 import { IdempotencyService } from './http/idempotency.ts';
 import { buildServer, type RouteModule } from './http/server.ts';
 import type { Services } from './http/context.ts';
@@ -89,7 +91,13 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     publicBaseUrl: () => options.config.public_base_url ?? boundAddress ?? `http://localhost:${options.config.port}`,
   };
   const state = { ready: false, stopping: false };
-  const app = buildServer(services, [...ROUTE_MODULES, ...(options.extra_modules ?? [])]);
+  // Beneficiary account numbers are looked up by an HMAC under a key derived from the master key.
+  const accountLookupKey = deriveAccountLookupKey(options.master_key);
+  const app = buildServer(services, [
+    ...ROUTE_MODULES,
+    beneficiaryRoutes({ account_lookup_key: accountLookupKey }),
+    ...(options.extra_modules ?? []),
+  ]);
   registerOperationsRoutes(app, services, () => state.ready && !state.stopping);
   const worker = new Worker({
     database,
@@ -106,6 +114,8 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
           ),
         );
       },
+      // Beneficiary name verification: directory lookup outside any transaction, then one transition.
+      [VERIFY_BENEFICIARY_TASK]: createBeneficiaryVerifyHandler({ events, secretBox }),
       ...(options.job_handlers ?? {}),
     },
     logger,
