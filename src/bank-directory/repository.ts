@@ -17,22 +17,8 @@ export interface SandboxAccountRow {
   updated_at: Date;
 }
 
-export interface NewSandboxAccount {
-  white_label_id: string;
-  bank_code: string;
-  account_number: string;
-  holder_name_th: string;
-  holder_name_en: string | null;
-  account_type: AccountType;
-  status: AccountStatus;
-}
-
-export interface BankAvailabilityRow {
-  bank_code: string;
-  available: boolean;
-  sides: string[];
-  message_th: string | null;
-}
+/** An account as written: its timestamps come from the clock at write time. */
+export type NewSandboxAccount = Omit<SandboxAccountRow, 'created_at' | 'updated_at'>;
 
 const COLUMNS = 'white_label_id, bank_code, account_number, holder_name_th, holder_name_en, account_type, status, created_at, updated_at';
 
@@ -116,9 +102,3 @@ export async function upsertAccount(db: Queryable, account: NewSandboxAccount, n
   return { row: rest, created };
 }
 
-export async function findBank(db: Queryable, bank_code: string): Promise<BankAvailabilityRow | null> {
-  const { rows } = await db.query<BankAvailabilityRow>('SELECT bank_code, available, sides, message_th FROM banks WHERE bank_code = $1', [
-    bank_code,
-  ]);
-  return rows[0] ?? null;
-}

@@ -4,6 +4,7 @@ import { parseOrThrow } from '../http/validation.ts';
 import { ApiError } from '../platform/errors.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import * as repository from './repository.ts';
+import { findBank } from '../banks/service.ts';
 import { ensureSandboxDirectory } from './sandbox-adapter.ts';
 
 export { seedSandboxDirectory } from './sandbox-adapter.ts';
@@ -65,7 +66,7 @@ export function registerSandboxBankRoutes(registrar: RouteRegistrar, services: S
     async handler({ context, db, body }) {
       if (context.livemode) throw new ApiError('resource_not_found');
       const input = parseOrThrow(createAccountSchema, body);
-      if (!(await repository.findBank(db, input.bank_code))) {
+      if (!(await findBank(db, input.bank_code))) {
         throw new ApiError('validation_error', {
           details: { fields: [{ path: 'bank_code', reason: 'unknown_bank', hint: 'a three-digit code from GET /v1/pay/banks' }] },
         });

@@ -3,6 +3,7 @@ import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import type { AccountLookup, AccountLookupResult, BankAvailability, BankDirectory, BankSide } from './port.ts';
 import * as repository from './repository.ts';
+import { findBank } from '../banks/service.ts';
 
 /**
  * The sandbox bank's directory: the `BankDirectory` port over our own tables, for test mode only.
@@ -81,7 +82,7 @@ export class SandboxBankDirectory implements BankDirectory {
 
   async lookupAccount(request: AccountLookup): Promise<AccountLookupResult> {
     invariant(!request.livemode, 'the sandbox bank directory serves test mode only; live lookups belong to the live adapter');
-    const bank = await repository.findBank(this.db, request.bank_code);
+    const bank = await findBank(this.db, request.bank_code);
     if (!bank || !bank.available) return { outcome: 'bank_unavailable' };
     await ensureSandboxDirectory(this.db, request.white_label_id, this.clock.now());
     const account = await repository.findAccount(this.db, request);
@@ -95,7 +96,7 @@ export class SandboxBankDirectory implements BankDirectory {
   }
 
   async bankAvailability(request: { bank_code: string; side: BankSide }): Promise<BankAvailability> {
-    const bank = await repository.findBank(this.db, request.bank_code);
+    const bank = await findBank(this.db, request.bank_code);
     if (!bank) return { available: false };
     if (bank.available && bank.sides.includes(request.side)) return { available: true };
     return bank.message_th ? { available: false, message_th: bank.message_th } : { available: false };

@@ -1,6 +1,8 @@
 import type { Queryable } from '../platform/db.ts';
 import * as repository from './repository.ts';
 
+export type { BankRow } from './repository.ts';
+
 /** The bank record of the spec (Resources, "Bank record"). `message_th` is present only when unavailable. */
 export interface BankView {
   bank_code: string;
@@ -19,4 +21,9 @@ export function bankView(row: repository.BankRow): BankView {
 
 export async function listBanks(db: Queryable): Promise<BankView[]> {
   return (await repository.listBanks(db)).map(bankView);
+}
+
+/** One bank of the list, with its availability and sides; null for a code not in the list. */
+export function findBank(db: Queryable, bank_code: string): Promise<repository.BankRow | null> {
+  return repository.findBank(db, bank_code);
 }

@@ -36,12 +36,6 @@ export interface BeneficiaryRow extends BeneficiaryAccount {
   verified_at: Date | null;
 }
 
-export interface ReceivingBankRow {
-  bank_code: string;
-  name_th: string;
-  sides: string[];
-}
-
 const COLUMNS = `white_label_id, merchant_id, livemode, beneficiary_id, version, status, bank_code, bank_name_th,
   account_number_sealed, account_number_hmac, account_number_last4, account_name_th, account_name_en,
   promptpay_id_sealed, promptpay_id_last4, end_user_ref, verification_checked_at, verification_name_match,
@@ -49,11 +43,6 @@ const COLUMNS = `white_label_id, merchant_id, livemode, beneficiary_id, version,
 
 function normalise(row: BeneficiaryRow): BeneficiaryRow {
   return { ...row, version: Number(row.version) };
-}
-
-export async function findBank(db: Queryable, bank_code: string): Promise<ReceivingBankRow | null> {
-  const { rows } = await db.query<ReceivingBankRow>('SELECT bank_code, name_th, sides FROM banks WHERE bank_code = $1', [bank_code]);
-  return rows[0] ?? null;
 }
 
 export async function findById(db: Queryable, account: BeneficiaryAccount, beneficiary_id: string): Promise<BeneficiaryRow | null> {

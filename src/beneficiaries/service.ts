@@ -11,6 +11,7 @@ import { enqueueJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { namesMatch, normaliseName, type AccountLookupResult, type BankDirectory } from '../bank-directory/port.ts';
 import { SandboxBankDirectory } from '../bank-directory/sandbox-adapter.ts';
 import * as repository from './repository.ts';
+import { findBank, type BankRow } from '../banks/service.ts';
 import type { BeneficiaryAccount, BeneficiaryRow, BeneficiaryStatus, VerificationFailureCode } from './repository.ts';
 
 /**
@@ -186,8 +187,8 @@ export class BeneficiaryService {
    * switched off for now is accepted: its verification waits (bank_unavailable is retried).
    * `path_prefix` names the field in the caller's body (`beneficiary.` inside a withdrawal).
    */
-  async checkReceivingBank(db: Queryable, bank_code: string, path_prefix = ''): Promise<repository.ReceivingBankRow> {
-    const bank = BANK_CODE_PATTERN.test(bank_code) ? await repository.findBank(db, bank_code) : null;
+  async checkReceivingBank(db: Queryable, bank_code: string, path_prefix = ''): Promise<BankRow> {
+    const bank = BANK_CODE_PATTERN.test(bank_code) ? await findBank(db, bank_code) : null;
     if (!bank) throw fieldError(`${path_prefix}bank_code`, 'unknown_bank', 'a three-digit code from GET /v1/pay/banks');
     if (!bank.sides.includes('receiver')) throw fieldError(`${path_prefix}bank_code`, 'bank_not_receiving', 'this bank cannot receive payouts');
     return bank;

@@ -35,16 +35,8 @@ export async function findApplicableSchedule(
   return rows[0] ?? null;
 }
 
-export interface UpsertScheduleInput {
-  white_label_id: string;
-  merchant_id: string | null;
-  livemode: boolean;
-  channel: FeeChannel;
-  processing_fee_bps: number;
-  fixed_fee_minor: number;
-  vat_bps: number;
-  now: Date;
-}
+/** A schedule as written, with the instant of the write. */
+export type UpsertScheduleInput = Omit<FeeScheduleRow, 'created_at' | 'updated_at'> & { now: Date };
 
 /** Creates or replaces the schedule of one scope; `created_at` is kept on replace. */
 export async function upsertSchedule(db: Queryable, input: UpsertScheduleInput): Promise<FeeScheduleRow> {

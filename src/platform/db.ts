@@ -157,7 +157,8 @@ export class DataDirectoryLocked extends Error {
   }
 }
 
-function processIsAlive(pid: number): boolean {
+/** True when a process with this pid exists (signal 0 probes without signalling). */
+export function processIsAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

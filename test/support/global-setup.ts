@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { openDatabase } from '../../src/platform/db.ts';
+import { openDatabase, processIsAlive } from '../../src/platform/db.ts';
 import { migrate } from '../../src/platform/migrate.ts';
 import { withDatabaseName } from './database.ts';
 
@@ -9,15 +9,6 @@ import { withDatabaseName } from './database.ts';
  * suites on one server (a developer's and CI's) never share or drop each other's databases; leftovers
  * of runs whose process is gone are dropped. PGlite needs no global set-up.
  */
-function processIsAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 export async function setup(): Promise<() => Promise<void>> {
   const url = process.env.DATABASE_URL;
   if (!url) return async () => {};
