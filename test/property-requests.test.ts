@@ -1498,6 +1498,8 @@ const ROUTE_TABLE: readonly RouteEntry[] = [
   { method: 'POST', segments: ['', 'v1', 'test', 'bank', 'accounts'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'test', 'bank', 'accounts', 'lookup'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'bo', 'wallet'], kind: 'backoffice' },
+  { method: 'POST', segments: ['', 'v1', 'pay', 'beneficiaries'], kind: 'merchant' },
+  { method: 'GET', segments: ['', 'v1', 'pay', 'beneficiaries', ':id'], kind: 'merchant' },
   { method: 'POST', segments: TEST_ROUTE.split('/'), kind: 'merchant' },
   { method: 'POST', segments: TEST_ROUTE_ALT.split('/'), kind: 'merchant' },
   ...BACKOFFICE_ROUTES.map((route): RouteEntry => ({ method: route.method, segments: ['', 'v1', 'bo', ...route.segments], kind: 'backoffice' })),
@@ -1538,7 +1540,7 @@ function hasUnnameableParam(rawPath: string, segments: readonly string[]): boole
 
 const LITERAL_SEGMENTS = [
   'pay', 'events', 'banks', 'bo', 'brands', 'merchants', 'api-keys', 'credentials', 'suspend', 'resume', 'revoke', 'webhooks', 'test-vectors',
-  'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup',
+  'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup', 'beneficiaries',
 ];
 
 const pathSegment = fc.oneof(
@@ -1820,7 +1822,10 @@ function wrongSignature(kind: string, target: string, nonce: string, timestampSe
     case 'idempotency_key':
       return sign({ idempotency_key: 'k' });
     case 'version':
-      return sign({ api_version: '2026-08-02' });
+      // Not a YYYY-MM-DD value, so that a PG-Version mutation can never coincide with it: a signature
+      // over a well-formed unsupported version that the header also names is valid, and answers
+      // api_version_unsupported (property 1b covers that case).
+      return sign({ api_version: 'v2026-08-02' });
     case 'secret':
       return sign({ secret: keys.live.signing_secret });
     case 'timestamp':
