@@ -91,6 +91,19 @@ describe('idempotency: errors', () => {
 
   // On PGlite every query waits for the open transaction, so a concurrent request cannot observe the
   // first one running: it waits, then replays. On PostgreSQL it answers idempotency_in_flight.
+  it('an error marked commit_writes keeps its writes, is not stored, and a retry with the key runs anew', async () => {
+    const before = await countEvents();
+    const refused = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 77, fail_with: 'committed_conflict' }, idempotency_key: 'keeps-writes' });
+    expect(refused.statusCode).toBe(409);
+    expect(errorOf(refused).code).toBe('beneficiary_not_verified');
+    expect(await countEvents()).toBe(before + 1);
+    const { rows } = await app.testDatabase.database.query("SELECT 1 FROM idempotency_records WHERE idempotency_key = 'keeps-writes'");
+    expect(rows).toHaveLength(0);
+    const again = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 77, fail_with: 'committed_conflict' }, idempotency_key: 'keeps-writes' });
+    expect(again.headers['idempotent-replay']).toBeUndefined();
+    expect(await countEvents()).toBe(before + 2);
+  });
+
   it.skipIf(usingPostgres)('PGlite: a concurrent duplicate waits for the first and replays it', async () => {
     const gated = gatedControls();
     const local = await createTestApp({ extra_modules: [testWriteRoutes(gated)] });

@@ -8,6 +8,9 @@ import * as repository from './idempotency-repository.ts';
 /**
  * Idempotent execution of a write (spec, Common request rules 2 and 4).
  *
+ * An `ApiError` with `commit_writes` is the one exception to "an error changes nothing": its writes
+ * commit (the side effect its answer announces), and it is still not stored as the key's answer.
+ *
  * The handler runs in one transaction with the record of its response, so a response is stored if
  * and only if its effects committed. Only successful (2xx) responses are stored: an error changes
  * nothing, so a retry with the same key after fixing the cause runs anew (docs/decisions.md). A 429 is
@@ -59,7 +62,7 @@ export class IdempotencyService {
     if (this.inFlight.has(lockText)) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
     this.inFlight.add(lockText);
     try {
-      return await this.database.transaction(async (tx) => {
+      const outcome = await this.database.transaction(async (tx): Promise<StoredResponse | ApiError> => {
         const now = this.clock.now();
         const { locked, record: existing } = await repository.lockAndFindRecord(tx, lockText, scope, now);
         if (!locked) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
@@ -69,7 +72,14 @@ export class IdempotencyService {
           }
           return { status: existing.response_status, body_text: existing.response_body, headers: existing.response_headers, replayed: true };
         }
-        const outcome = await handler(tx);
+        let outcome: { status: number; body: unknown; headers?: Record<string, string> };
+        try {
+          outcome = await handler(tx);
+        } catch (error) {
+          // An error that keeps its writes ends the transaction with a commit; it is thrown after.
+          if (error instanceof ApiError && error.commit_writes) return error;
+          throw error;
+        }
         const bodyText = JSON.stringify(outcome.body);
         const headers = outcome.headers ?? {};
         if (outcome.status >= 200 && outcome.status < 300) {
@@ -89,6 +99,8 @@ export class IdempotencyService {
         }
         return { status: outcome.status, body_text: bodyText, headers, replayed: false };
       });
+      if (outcome instanceof ApiError) throw outcome;
+      return outcome;
     } finally {
       this.inFlight.delete(lockText);
     }

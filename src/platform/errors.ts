@@ -237,6 +237,13 @@ export interface ErrorOptions {
   retry_after_seconds?: number | null;
   /** Overrides the English message where a more specific one helps; never carries secrets. */
   message?: string;
+  /**
+   * Keep the writes the request made before this error (normally an error rolls them back). For an
+   * answer whose side effect must survive it, such as 409 `beneficiary_not_verified` after an inline
+   * beneficiary was created and its verification enqueued. The error is still not stored as the
+   * idempotency key's answer, so a retry with the same key runs anew.
+   */
+  commit_writes?: boolean;
 }
 
 /**
@@ -247,6 +254,7 @@ export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly details: Record<string, unknown>;
   readonly retry_after_seconds: number | null;
+  readonly commit_writes: boolean;
 
   constructor(code: ErrorCode, options: ErrorOptions = {}) {
     super(options.message ?? catalogue[code].message);
@@ -254,6 +262,7 @@ export class ApiError extends Error {
     this.code = code;
     this.details = options.details ?? {};
     this.retry_after_seconds = options.retry_after_seconds ?? null;
+    this.commit_writes = options.commit_writes ?? false;
   }
 
   get status(): number {

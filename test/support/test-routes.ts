@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { RouteModule } from '../../src/http/server.ts';
 import { creationBuckets } from '../../src/http/rate-limit.ts';
 import { newId } from '../../src/platform/ids.ts';
+import { ApiError } from '../../src/platform/errors.ts';
 import { formatTimestamp } from '../../src/platform/time.ts';
 
 /**
@@ -27,7 +28,7 @@ export function testWriteRoutes(controls: TestRouteControls = { gate: null, ente
           amount_minor: z.number().int().positive(),
           end_user_ref: z.string().min(1).max(64).default('user-1'),
           client: z.object({ device_fingerprint: z.string(), ip: z.string(), user_agent: z.string() }).partial().optional(),
-          fail_with: z.enum(['plain_error']).optional(),
+          fail_with: z.enum(['plain_error', 'committed_conflict']).optional(),
         })
         .strict(),
       extraBuckets: (body, context) => creationBuckets(body, context),
@@ -53,6 +54,9 @@ export function testWriteRoutes(controls: TestRouteControls = { gate: null, ente
           cause: context.cause,
         });
         if (body.fail_with === 'plain_error') throw new Error('boom with sk_test_secretvalue1234567890 inside');
+        if (body.fail_with === 'committed_conflict') {
+          throw new ApiError('beneficiary_not_verified', { commit_writes: true, details: { written_event_for: object.id } });
+        }
         return { status: 201, body: object };
       },
     });
