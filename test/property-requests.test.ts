@@ -1,3 +1,4 @@
+import type { CursorFilters } from '../src/events/routes.ts';
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
@@ -100,13 +101,6 @@ interface SeededEvent {
   created_ms: number;
 }
 
-interface CursorFilters {
-  type: string | null;
-  status: string | null;
-  from: string | null;
-  to: string | null;
-  order: 'asc' | 'desc';
-}
 
 interface RealCursor {
   text: string;

@@ -47,6 +47,19 @@ export async function countAccounts(db: Queryable, white_label_id: string): Prom
   return rows[0]?.count ?? 0;
 }
 
+/** An account's values in the order of the first seven of COLUMNS (the timestamps follow). */
+function accountParameters(account: NewSandboxAccount): unknown[] {
+  return [
+    account.white_label_id,
+    account.bank_code,
+    account.account_number,
+    account.holder_name_th,
+    account.holder_name_en,
+    account.account_type,
+    account.status,
+  ];
+}
+
 /** Inserts the accounts that are not there yet, in one statement; returns how many were inserted. */
 export async function insertMissingAccounts(db: Queryable, accounts: readonly NewSandboxAccount[], now: Date): Promise<number> {
   if (accounts.length === 0) return 0;
@@ -54,15 +67,7 @@ export async function insertMissingAccounts(db: Queryable, accounts: readonly Ne
   const values: unknown[] = [now];
   const tuples = accounts.map((account) => {
     const base = values.length;
-    values.push(
-      account.white_label_id,
-      account.bank_code,
-      account.account_number,
-      account.holder_name_th,
-      account.holder_name_en,
-      account.account_type,
-      account.status,
-    );
+    values.push(...accountParameters(account));
     const placeholders = Array.from({ length: 7 }, (_, offset) => `$${base + offset + 1}`);
     return `(${placeholders.join(', ')}, $1, $1)`;
   });
@@ -85,16 +90,7 @@ export async function upsertAccount(db: Queryable, account: NewSandboxAccount, n
        status = EXCLUDED.status,
        updated_at = EXCLUDED.updated_at
      RETURNING ${COLUMNS}, (xmax = 0) AS created`,
-    [
-      account.white_label_id,
-      account.bank_code,
-      account.account_number,
-      account.holder_name_th,
-      account.holder_name_en,
-      account.account_type,
-      account.status,
-      now,
-    ],
+    [...accountParameters(account), now],
   );
   const row = rows[0];
   if (!row) throw new Error('upsert returned no row');

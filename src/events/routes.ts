@@ -27,7 +27,8 @@ const querySchema = z
   })
   .strict();
 
-interface CursorFilters {
+/** The filters a cursor is bound to; any change to them mid-cursor is cursor_filter_mismatch. */
+export interface CursorFilters {
   type: string | null;
   status: string | null;
   from: string | null;
