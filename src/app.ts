@@ -21,8 +21,12 @@ import { registerFeeRoutes } from './fees/routes.ts';
 import { registerSandboxBankRoutes } from './bank-directory/routes.ts';
 import { LedgerService, RELEASE_CLEARING_TASK } from './ledger/service.ts';
 import { registerLedgerRoutes } from './ledger/routes.ts';
-import { beneficiaryRoutes } from './beneficiaries/routes.ts';
-import { createBeneficiaryVerifyHandler, deriveAccountLookupKey, VERIFY_BENEFICIARY_TASK } from './beneficiaries/service.ts';
+import { registerBeneficiaryRoutes } from './beneficiaries/routes.ts';
+import { BeneficiaryService, createBeneficiaryVerifyHandler, deriveAccountLookupKey, VERIFY_BENEFICIARY_TASK } from './beneficiaries/service.ts';
+import { FeeService } from './fees/service.ts';
+import { WithdrawalPolicyService } from './withdrawals/policy.ts';
+import { registerWithdrawalRoutes } from './withdrawals/routes.ts';
+import { createWithdrawalJobHandlers, WithdrawalService } from './withdrawals/service.ts';
 import { IdempotencyService } from './http/idempotency.ts';
 import { buildServer, type RouteModule } from './http/server.ts';
 import type { Services } from './http/context.ts';
@@ -40,6 +44,8 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   registerLedgerRoutes,
   registerFeeRoutes,
   registerSandboxBankRoutes,
+  registerBeneficiaryRoutes,
+  registerWithdrawalRoutes,
 ];
 
 export interface ServiceInstance {
@@ -77,6 +83,11 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   const events = new EventsService(clock);
   events.observe((envelope) => metrics.events_written_total.inc({ type: envelope.type }));
   let boundAddress: string | null = null;
+  const ledger = new LedgerService(events, clock);
+  const fees = new FeeService(clock);
+  // Beneficiary account numbers are looked up by an HMAC under a key derived from the master key.
+  const beneficiaries = new BeneficiaryService({ events, clock, secretBox, account_lookup_key: deriveAccountLookupKey(options.master_key) });
+  const withdrawalPolicies = new WithdrawalPolicyService(clock);
   const services: Services = {
     config: options.config,
     database,
@@ -87,17 +98,15 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     tenancy: new TenancyService(database, clock, secretBox),
     events,
     idempotency: new IdempotencyService(database, clock),
-    ledger: new LedgerService(events, clock),
+    ledger,
+    fees,
+    beneficiaries,
+    withdrawals: new WithdrawalService({ events, clock, ledger, fees, beneficiaries, policies: withdrawalPolicies }),
+    withdrawalPolicies,
     publicBaseUrl: () => options.config.public_base_url ?? boundAddress ?? `http://localhost:${options.config.port}`,
   };
   const state = { ready: false, stopping: false };
-  // Beneficiary account numbers are looked up by an HMAC under a key derived from the master key.
-  const accountLookupKey = deriveAccountLookupKey(options.master_key);
-  const app = buildServer(services, [
-    ...ROUTE_MODULES,
-    beneficiaryRoutes({ account_lookup_key: accountLookupKey }),
-    ...(options.extra_modules ?? []),
-  ]);
+  const app = buildServer(services, [...ROUTE_MODULES, ...(options.extra_modules ?? [])]);
   registerOperationsRoutes(app, services, () => state.ready && !state.stopping);
   const worker = new Worker({
     database,
@@ -116,6 +125,8 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       },
       // Beneficiary name verification: directory lookup outside any transaction, then one transition.
       [VERIFY_BENEFICIARY_TASK]: createBeneficiaryVerifyHandler({ events, secretBox }),
+      // Withdrawal deadlines: expiry, approval time-to-live, fill auto-confirm.
+      ...createWithdrawalJobHandlers(database, services.withdrawals),
       ...(options.job_handlers ?? {}),
     },
     logger,

@@ -1,8 +1,7 @@
 import { z } from 'zod';
 import type { RouteRegistrar, Services } from '../http/context.ts';
-import type { RouteModule } from '../http/server.ts';
 import { ApiError } from '../platform/errors.ts';
-import { ACCOUNT_NUMBER_PATTERN, BANK_CODE_PATTERN, BeneficiaryService, PROMPTPAY_ID_PATTERN, startsWithHonorific } from './service.ts';
+import { ACCOUNT_NUMBER_PATTERN, BANK_CODE_PATTERN, PROMPTPAY_ID_PATTERN, startsWithHonorific } from './service.ts';
 
 /**
  * POST /v1/pay/beneficiaries (pay:write): 201 with a new beneficiary, pending verification; 200 with
@@ -40,19 +39,8 @@ export const createBeneficiarySchema = z
   })
   .strict();
 
-export interface BeneficiaryRouteOptions {
-  /** From `deriveAccountLookupKey(master_key)`. */
-  account_lookup_key: Buffer;
-}
-
-export function registerBeneficiaryRoutes(registrar: RouteRegistrar, services: Services, options: BeneficiaryRouteOptions): void {
-  const beneficiaries = new BeneficiaryService({
-    events: services.events,
-    clock: services.clock,
-    secretBox: services.secretBox,
-    account_lookup_key: options.account_lookup_key,
-  });
-
+export function registerBeneficiaryRoutes(registrar: RouteRegistrar, services: Services): void {
+  const beneficiaries = services.beneficiaries;
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/beneficiaries',
@@ -76,9 +64,4 @@ export function registerBeneficiaryRoutes(registrar: RouteRegistrar, services: S
       return { status: 200, body: beneficiary };
     },
   });
-}
-
-/** The route module for `buildServer`, bound to the lookup key (which `Services` does not carry). */
-export function beneficiaryRoutes(options: BeneficiaryRouteOptions): RouteModule {
-  return (registrar, services) => registerBeneficiaryRoutes(registrar, services, options);
 }

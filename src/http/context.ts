@@ -8,6 +8,10 @@ import type { Metrics } from '../ops/metrics.ts';
 import type { EventCause, EventsService } from '../events/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
+import type { FeeService } from '../fees/service.ts';
+import type { BeneficiaryService } from '../beneficiaries/service.ts';
+import type { WithdrawalService } from '../withdrawals/service.ts';
+import type { WithdrawalPolicyService } from '../withdrawals/policy.ts';
 import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
 import type { IdempotencyService } from './idempotency.ts';
 import type { BucketPolicy } from './rate-limit.ts';
@@ -25,6 +29,11 @@ export interface Services {
   idempotency: IdempotencyService;
   /** The wallet ledger: the only way money moves. */
   ledger: LedgerService;
+  fees: FeeService;
+  beneficiaries: BeneficiaryService;
+  /** Withdrawal orders and the leg functions the deposit side calls to pay them. */
+  withdrawals: WithdrawalService;
+  withdrawalPolicies: WithdrawalPolicyService;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
   publicBaseUrl(): string;
 }

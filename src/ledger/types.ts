@@ -30,9 +30,13 @@ export const MOVEMENT_RULES: Record<BalanceTransactionType, ReadonlyArray<{ from
     { from: 'reserved', to: null, direction: 'debit' },
     { from: 'available', to: null, direction: 'debit' },
   ],
+  // A reversal takes back a deposit credit (debit), or brings back a withdrawal fill that did not
+  // reach its beneficiary (credit: into reserved while its order is live, else into available).
   reversal: [
     { from: 'pending_clearing', to: null, direction: 'debit' },
     { from: 'available', to: null, direction: 'debit' },
+    { from: null, to: 'reserved', direction: 'credit' },
+    { from: null, to: 'available', direction: 'credit' },
   ],
   adjustment: [
     { from: null, to: 'available', direction: 'credit' },

@@ -161,6 +161,21 @@ const catalogue = {
     message: 'The withdrawal is already settled, expired or canceled.',
     message_th: 'รายการถอนสำเร็จ หมดอายุ หรือถูกยกเลิกไปแล้ว',
   },
+  withdrawal_not_pending_approval: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'The withdrawal is not waiting for approval.',
+    message_th: 'รายการถอนนี้ไม่ได้อยู่ระหว่างรอการอนุมัติ',
+  },
+  merchant_reference_in_use: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'Another order of this merchant already uses this merchant_reference.',
+    message_th: 'merchant_reference นี้ถูกใช้กับรายการอื่นของร้านค้าแล้ว',
+  },
+  refund_already_open: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'An open refund of this deposit already exists.',
+    message_th: 'มีรายการคืนเงินของรายการฝากนี้ที่ยังเปิดอยู่แล้ว',
+  },
   beneficiary_not_verified: {
     status: 409, type: 'invalid_request_error', retryable: true,
     message: 'The beneficiary account is not verified yet; no order was created.',

@@ -8,6 +8,7 @@ import { monotonicFactory } from 'ulidx';
 export const ID_PREFIXES = {
   deposit: 'dep_',
   withdrawal: 'wdr_',
+  withdrawal_leg: 'wleg_',
   balance_transaction: 'btxn_',
   event: 'evt_',
   request: 'req_',

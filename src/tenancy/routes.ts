@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
 import type { BackofficeContext, RouteRegistrar, Services } from '../http/context.ts';
-import type { Actor } from './types.ts';
 import { API_KEY_SCOPES } from './types.ts';
 import { idText, nameSchema } from './schemas.ts';
+import { actorOf, brandToActOn, requireOwnBrand, scopeOf } from '../http/backoffice-scope.ts';
 
 /**
  * Back-office administration of tenants and credentials (`/v1/bo/*`). The platform administrator
@@ -11,31 +11,6 @@ import { idText, nameSchema } from './schemas.ts';
  * another brand's ids answer 404. The CLI calls these same service functions, directly or through
  * these routes when the service holds the embedded database.
  */
-
-function actorOf(context: BackofficeContext): Actor {
-  return { actor_type: 'backoffice_credential', actor_id: context.credential_id, request_id: context.request_id };
-}
-
-/** The brand a credential may act on: its own, or any for the platform administrator. */
-function scopeOf(context: BackofficeContext): string | null {
-  return context.role === 'platform_admin' ? null : context.white_label_id;
-}
-
-function requireOwnBrand(context: BackofficeContext, white_label_id: string): void {
-  const scope = scopeOf(context);
-  if (scope !== null && scope !== white_label_id) throw new ApiError('resource_not_found');
-}
-
-/**
- * The brand a request acts on: the one named, or the credential's own. A platform administrator must
- * name one; an operator naming another brand gets 404 like any id outside its scope.
- */
-function brandToActOn(context: BackofficeContext, requested: string | undefined): string {
-  const brand = requested ?? context.white_label_id;
-  if (!brand) throw new ApiError('validation_error', { details: { fields: [{ path: 'white_label_id', reason: 'required' }] } });
-  requireOwnBrand(context, brand);
-  return brand;
-}
 
 export function registerTenancyRoutes(registrar: RouteRegistrar, services: Services): void {
   const tenancy = services.tenancy;

@@ -136,7 +136,8 @@ export class TenancyService {
     private readonly secretBox: SecretBox,
   ) {}
 
-  private async audit(
+  /** Writes one audit row in the caller's transaction (other modules' administrative changes too). */
+  async audit(
     tx: Queryable,
     actor: Actor,
     white_label_id: string | null,

@@ -1,0 +1,73 @@
+import type { Clock } from '../platform/clock.ts';
+import type { Queryable } from '../platform/db.ts';
+import { invariant } from '../platform/assert.ts';
+import { MAX_ORDER_AMOUNT_MINOR } from '../http/order-fields.ts';
+import * as repository from './repository.ts';
+import type { WithdrawalPolicyRow } from './types.ts';
+
+/**
+ * A brand's withdrawal rules per environment (the spec leaves them to us: "The value of max_splits
+ * for withdrawals: not shown"). A brand without a stored policy uses `DEFAULT_WITHDRAWAL_POLICY`.
+ */
+export interface WithdrawalPolicy {
+  /** Orders of at least this amount wait for an operator's approval; null means none do. */
+  approval_threshold_minor: number | null;
+  /** An order still unapproved after this long is canceled (`approval_ttl_expired`). */
+  approval_ttl_seconds: number;
+  /** How long an order stays in the matching queue once open. */
+  expires_in_seconds: number;
+  /** The most fills one order may take. */
+  max_splits: number;
+  min_amount_minor: number;
+  max_amount_minor: number;
+}
+
+export const DEFAULT_WITHDRAWAL_POLICY: Readonly<WithdrawalPolicy> = Object.freeze({
+  // 200,000 baht: large payouts get a second pair of eyes by default.
+  approval_threshold_minor: 20_000_000,
+  approval_ttl_seconds: 24 * 3600,
+  expires_in_seconds: 24 * 3600,
+  max_splits: 10,
+  min_amount_minor: 100,
+  max_amount_minor: MAX_ORDER_AMOUNT_MINOR,
+});
+
+export const POLICY_LIMITS = {
+  approval_ttl_seconds: { min: 60, max: 7 * 24 * 3600 },
+  expires_in_seconds: { min: 300, max: 30 * 24 * 3600 },
+  max_splits: { min: 1, max: 100 },
+} as const;
+
+export function assertPolicy(policy: WithdrawalPolicy): void {
+  invariant(policy.approval_threshold_minor === null || (Number.isSafeInteger(policy.approval_threshold_minor) && policy.approval_threshold_minor > 0), 'approval threshold');
+  invariant(policy.approval_ttl_seconds >= POLICY_LIMITS.approval_ttl_seconds.min && policy.approval_ttl_seconds <= POLICY_LIMITS.approval_ttl_seconds.max, 'approval ttl');
+  invariant(policy.expires_in_seconds >= POLICY_LIMITS.expires_in_seconds.min && policy.expires_in_seconds <= POLICY_LIMITS.expires_in_seconds.max, 'expiry');
+  invariant(policy.max_splits >= POLICY_LIMITS.max_splits.min && policy.max_splits <= POLICY_LIMITS.max_splits.max, 'max splits');
+  invariant(policy.min_amount_minor > 0 && policy.min_amount_minor <= policy.max_amount_minor && policy.max_amount_minor <= MAX_ORDER_AMOUNT_MINOR, 'amount range');
+}
+
+function policyOf(row: WithdrawalPolicyRow): WithdrawalPolicy {
+  return {
+    approval_threshold_minor: row.approval_threshold_minor,
+    approval_ttl_seconds: row.approval_ttl_seconds,
+    expires_in_seconds: row.expires_in_seconds,
+    max_splits: row.max_splits,
+    min_amount_minor: row.min_amount_minor,
+    max_amount_minor: row.max_amount_minor,
+  };
+}
+
+export class WithdrawalPolicyService {
+  constructor(private readonly clock: Clock) {}
+
+  async policyFor(db: Queryable, white_label_id: string, livemode: boolean): Promise<WithdrawalPolicy & { source: 'brand' | 'default' }> {
+    const row = await repository.findPolicy(db, white_label_id, livemode);
+    return row ? { ...policyOf(row), source: 'brand' } : { ...DEFAULT_WITHDRAWAL_POLICY, source: 'default' };
+  }
+
+  async setPolicy(db: Queryable, white_label_id: string, livemode: boolean, policy: WithdrawalPolicy): Promise<WithdrawalPolicy & { source: 'brand' }> {
+    assertPolicy(policy);
+    const row = await repository.upsertPolicy(db, { white_label_id, livemode, ...policy }, this.clock.now());
+    return { ...policyOf(row), source: 'brand' };
+  }
+}

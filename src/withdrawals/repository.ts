@@ -1,0 +1,253 @@
+import type { Queryable } from '../platform/db.ts';
+import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
+
+/**
+ * All SQL of withdrawals: policies, orders and legs. Every query of tenant data is scoped by the
+ * brand, and order queries by (brand, merchant, livemode) unless the caller is the brand's own
+ * matching or back office, which name the brand explicitly.
+ */
+
+const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, version, status, merchant_reference, end_user_ref,
+  beneficiary_id, amount_total_minor, fee_total_minor, fee_breakdown, fee_recognized_minor, filled_minor, reserved_minor,
+  remaining_minor, refunded_minor, settled_splits, max_splits, expires_at, approval_expires_at, refund_of_deposit_id,
+  replacement_of_withdrawal_id, metadata, client, close_reason_code, closed_by, review_note, reserve_balance_transaction_id,
+  release_balance_transaction_id, created_at, updated_at, closed_at`;
+
+const LEG_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, leg_ref, deposit_leg_key, deposit_id, amount_minor,
+  status, sequence, fee_recognized_minor, settled_at, balance_transaction_id, fee_balance_transaction_id, auto_confirm_at,
+  receipt_state, release_reason_code, reversal_reason_code, replacement_withdrawal_id, created_at, updated_at`;
+
+export async function findPolicy(db: Queryable, white_label_id: string, livemode: boolean): Promise<WithdrawalPolicyRow | null> {
+  const { rows } = await db.query<WithdrawalPolicyRow>(
+    `SELECT white_label_id, livemode, approval_threshold_minor, approval_ttl_seconds, expires_in_seconds, max_splits,
+            min_amount_minor, max_amount_minor, created_at, updated_at
+       FROM withdrawal_policies WHERE white_label_id = $1 AND livemode = $2`,
+    [white_label_id, livemode],
+  );
+  return rows[0] ?? null;
+}
+
+export async function upsertPolicy(db: Queryable, row: Omit<WithdrawalPolicyRow, 'created_at' | 'updated_at'>, now: Date): Promise<WithdrawalPolicyRow> {
+  const { rows } = await db.query<WithdrawalPolicyRow>(
+    `INSERT INTO withdrawal_policies (white_label_id, livemode, approval_threshold_minor, approval_ttl_seconds, expires_in_seconds,
+       max_splits, min_amount_minor, max_amount_minor, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+     ON CONFLICT (white_label_id, livemode) DO UPDATE SET
+       approval_threshold_minor = EXCLUDED.approval_threshold_minor, approval_ttl_seconds = EXCLUDED.approval_ttl_seconds,
+       expires_in_seconds = EXCLUDED.expires_in_seconds, max_splits = EXCLUDED.max_splits,
+       min_amount_minor = EXCLUDED.min_amount_minor, max_amount_minor = EXCLUDED.max_amount_minor, updated_at = EXCLUDED.updated_at
+     RETURNING white_label_id, livemode, approval_threshold_minor, approval_ttl_seconds, expires_in_seconds, max_splits,
+               min_amount_minor, max_amount_minor, created_at, updated_at`,
+    [row.white_label_id, row.livemode, row.approval_threshold_minor, row.approval_ttl_seconds, row.expires_in_seconds,
+      row.max_splits, row.min_amount_minor, row.max_amount_minor, now],
+  );
+  const stored = rows[0];
+  if (!stored) throw new Error('policy upsert returned no row');
+  return stored;
+}
+
+export async function insertOrder(db: Queryable, row: WithdrawalRow): Promise<boolean> {
+  const { rows } = await db.query(
+    `INSERT INTO withdrawal_orders (${ORDER_COLUMNS})
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
+             $26, $27, $28, $29, $30, $31, $32, $33)
+     ON CONFLICT (white_label_id, merchant_id, livemode, merchant_reference) DO NOTHING
+     RETURNING withdrawal_id`,
+    [
+      row.white_label_id, row.merchant_id, row.livemode, row.withdrawal_id, row.version, row.status, row.merchant_reference,
+      row.end_user_ref, row.beneficiary_id, row.amount_total_minor, row.fee_total_minor, JSON.stringify(row.fee_breakdown),
+      row.fee_recognized_minor, row.filled_minor, row.reserved_minor, row.remaining_minor, row.refunded_minor, row.settled_splits,
+      row.max_splits, row.expires_at, row.approval_expires_at, row.refund_of_deposit_id, row.replacement_of_withdrawal_id,
+      row.metadata === null ? null : JSON.stringify(row.metadata), row.client === null ? null : JSON.stringify(row.client),
+      row.close_reason_code, row.closed_by, row.review_note, row.reserve_balance_transaction_id,
+      row.release_balance_transaction_id, row.created_at, row.updated_at, row.closed_at,
+    ],
+  );
+  return rows.length === 1;
+}
+
+/**
+ * Writes every mutable column of an order where the stored version is `expected_version`: the
+ * optimistic check of `applyTransition`. Identity columns (ids, amounts ordered, fee) never change.
+ */
+export async function updateOrder(db: Queryable, row: WithdrawalRow, expected_version: number): Promise<boolean> {
+  const { rows } = await db.query(
+    `UPDATE withdrawal_orders
+        SET version = $4, status = $5, fee_recognized_minor = $6, filled_minor = $7, reserved_minor = $8, remaining_minor = $9,
+            refunded_minor = $10, settled_splits = $11, expires_at = $12, approval_expires_at = $13, close_reason_code = $14,
+            closed_by = $15, review_note = $16, release_balance_transaction_id = $17, updated_at = $18, closed_at = $19
+      WHERE white_label_id = $1 AND withdrawal_id = $2 AND version = $3
+      RETURNING withdrawal_id`,
+    [
+      row.white_label_id, row.withdrawal_id, expected_version, row.version, row.status, row.fee_recognized_minor, row.filled_minor,
+      row.reserved_minor, row.remaining_minor, row.refunded_minor, row.settled_splits, row.expires_at, row.approval_expires_at,
+      row.close_reason_code, row.closed_by, row.review_note, row.release_balance_transaction_id, row.updated_at, row.closed_at,
+    ],
+  );
+  return rows.length === 1;
+}
+
+/** The caller's own order, or null (another merchant's or environment's id is null too). */
+export async function findOrder(db: Queryable, account: WithdrawalAccount, withdrawal_id: string): Promise<WithdrawalRow | null> {
+  const { rows } = await db.query<WithdrawalRow>(
+    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND withdrawal_id = $4`,
+    [account.white_label_id, account.merchant_id, account.livemode, withdrawal_id],
+  );
+  return rows[0] ?? null;
+}
+
+/** Locks an order for the rest of the transaction; scoped by brand only (matching and back office). */
+export async function lockOrderInBrand(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalRow | null> {
+  const { rows } = await db.query<WithdrawalRow>(
+    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = $2 FOR UPDATE`,
+    [white_label_id, withdrawal_id],
+  );
+  return rows[0] ?? null;
+}
+
+export async function findOrderInBrand(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalRow | null> {
+  const { rows } = await db.query<WithdrawalRow>(`SELECT ${ORDER_COLUMNS} FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = $2`, [
+    white_label_id,
+    withdrawal_id,
+  ]);
+  return rows[0] ?? null;
+}
+
+export async function findOrderByReference(db: Queryable, account: WithdrawalAccount, merchant_reference: string): Promise<WithdrawalRow | null> {
+  const { rows } = await db.query<WithdrawalRow>(
+    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND merchant_reference = $4`,
+    [account.white_label_id, account.merchant_id, account.livemode, merchant_reference],
+  );
+  return rows[0] ?? null;
+}
+
+/** The open refund of a deposit, if any (at most one: a partial unique index). */
+export async function findOpenRefund(db: Queryable, white_label_id: string, deposit_id: string): Promise<WithdrawalRow | null> {
+  const { rows } = await db.query<WithdrawalRow>(
+    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
+      WHERE white_label_id = $1 AND refund_of_deposit_id = $2 AND status NOT IN ('canceled', 'rejected', 'expired')`,
+    [white_label_id, deposit_id],
+  );
+  return rows[0] ?? null;
+}
+
+/**
+ * The matching queue: live orders of one brand and environment that can take a leg of `amount_minor`
+ * now (enough remaining, not expired, a split left), oldest first, locked with SKIP LOCKED so that
+ * concurrent matchers take different orders. `exclude_merchant_id` keeps a merchant from paying itself.
+ */
+export async function lockMatchable(
+  db: Queryable,
+  input: { white_label_id: string; livemode: boolean; amount_minor: number; now: Date; exclude_merchant_id: string | null; limit: number },
+): Promise<WithdrawalRow[]> {
+  const { rows } = await db.query<WithdrawalRow>(
+    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders o
+      WHERE o.white_label_id = $1 AND o.livemode = $2 AND o.status IN ('open', 'partially_filled')
+        AND o.remaining_minor >= $3 AND o.expires_at > $4
+        AND ($5::text IS NULL OR o.merchant_id <> $5::text)
+        AND o.settled_splits + (SELECT count(*) FROM withdrawal_legs l
+                                 WHERE l.white_label_id = o.white_label_id AND l.withdrawal_id = o.withdrawal_id
+                                   AND l.status = 'reserved') < o.max_splits
+      ORDER BY o.created_at, o.withdrawal_id
+      LIMIT $6
+      FOR UPDATE SKIP LOCKED`,
+    [input.white_label_id, input.livemode, input.amount_minor, input.now, input.exclude_merchant_id, input.limit],
+  );
+  return rows;
+}
+
+export async function insertLeg(db: Queryable, row: WithdrawalLegRow): Promise<void> {
+  await db.query(
+    `INSERT INTO withdrawal_legs (${LEG_COLUMNS})
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+    [
+      row.white_label_id, row.merchant_id, row.livemode, row.withdrawal_id, row.leg_ref, row.deposit_leg_key, row.deposit_id,
+      row.amount_minor, row.status, row.sequence, row.fee_recognized_minor, row.settled_at, row.balance_transaction_id,
+      row.fee_balance_transaction_id, row.auto_confirm_at, row.receipt_state, row.release_reason_code, row.reversal_reason_code,
+      row.replacement_withdrawal_id, row.created_at, row.updated_at,
+    ],
+  );
+}
+
+export async function updateLeg(db: Queryable, row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): Promise<boolean> {
+  const { rows } = await db.query(
+    `UPDATE withdrawal_legs
+        SET status = $4, sequence = $5, fee_recognized_minor = $6, settled_at = $7, balance_transaction_id = $8,
+            fee_balance_transaction_id = $9, auto_confirm_at = $10, receipt_state = $11, release_reason_code = $12,
+            reversal_reason_code = $13, replacement_withdrawal_id = $14, updated_at = $15
+      WHERE white_label_id = $1 AND leg_ref = $2 AND status = $3
+      RETURNING leg_ref`,
+    [
+      row.white_label_id, row.leg_ref, expected_status, row.status, row.sequence, row.fee_recognized_minor, row.settled_at,
+      row.balance_transaction_id, row.fee_balance_transaction_id, row.auto_confirm_at, row.receipt_state, row.release_reason_code,
+      row.reversal_reason_code, row.replacement_withdrawal_id, row.updated_at,
+    ],
+  );
+  return rows.length === 1;
+}
+
+export async function findLegByDepositKey(db: Queryable, white_label_id: string, deposit_leg_key: string): Promise<WithdrawalLegRow | null> {
+  const { rows } = await db.query<WithdrawalLegRow>(`SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND deposit_leg_key = $2`, [
+    white_label_id,
+    deposit_leg_key,
+  ]);
+  return rows[0] ?? null;
+}
+
+export async function findLeg(db: Queryable, white_label_id: string, leg_ref: string): Promise<WithdrawalLegRow | null> {
+  const { rows } = await db.query<WithdrawalLegRow>(`SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND leg_ref = $2`, [
+    white_label_id,
+    leg_ref,
+  ]);
+  return rows[0] ?? null;
+}
+
+export async function listLegs(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalLegRow[]> {
+  const { rows } = await db.query<WithdrawalLegRow>(
+    `SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 ORDER BY created_at, leg_ref`,
+    [white_label_id, withdrawal_id],
+  );
+  return rows;
+}
+
+/** The settled fills of an order, in fill order (reversed fills are not settled and are left out). */
+export async function listFills(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalLegRow[]> {
+  const { rows } = await db.query<WithdrawalLegRow>(
+    `SELECT ${LEG_COLUMNS} FROM withdrawal_legs
+      WHERE white_label_id = $1 AND withdrawal_id = $2 AND status = 'filled' ORDER BY sequence`,
+    [white_label_id, withdrawal_id],
+  );
+  return rows;
+}
+
+/** The next fill number of an order (a reversed fill keeps its number). */
+export async function nextFillSequence(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<number> {
+  const { rows } = await db.query<{ next: number }>(
+    `SELECT coalesce(max(sequence), 0)::integer + 1 AS next FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2`,
+    [white_label_id, withdrawal_id],
+  );
+  return Number(rows[0]?.next ?? 1);
+}
+
+export async function countReservedLegs(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<number> {
+  const { rows } = await db.query<{ count: number }>(
+    `SELECT count(*)::integer AS count FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 AND status = 'reserved'`,
+    [white_label_id, withdrawal_id],
+  );
+  return Number(rows[0]?.count ?? 0);
+}
+
+/** Orders waiting for approval in a brand, oldest first (the back-office approval queue). */
+export async function listPendingApproval(db: Queryable, white_label_id: string, livemode: boolean, limit: number): Promise<WithdrawalRow[]> {
+  const { rows } = await db.query<WithdrawalRow>(
+    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
+      WHERE white_label_id = $1 AND livemode = $2 AND status = 'pending_approval'
+      ORDER BY created_at, withdrawal_id LIMIT $3`,
+    [white_label_id, livemode, limit],
+  );
+  return rows;
+}
+
+export type { WithdrawalStatus };

@@ -1,0 +1,236 @@
+import { z } from 'zod';
+import { ApiError } from '../platform/errors.ts';
+import { CURRENT_API_VERSION } from '../events/envelope.ts';
+import type { EventCause } from '../events/service.ts';
+import type { BackofficeContext, RouteRegistrar, Services } from '../http/context.ts';
+import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
+import { creationBuckets } from '../http/rate-limit.ts';
+import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merchantReferenceSchema, metadataSchema } from '../http/order-fields.ts';
+import { inlineBeneficiarySchema } from '../beneficiaries/routes.ts';
+import { idText } from '../tenancy/schemas.ts';
+import { POLICY_LIMITS } from './policy.ts';
+import { unwrap } from './service.ts';
+
+/**
+ * Merchant routes: POST /v1/pay/withdrawals (201 with the order), GET /v1/pay/withdrawals/:id (with
+ * `fills[]`), POST /v1/pay/withdrawals/:id/cancel. Back-office routes: the approval queue, approve,
+ * reject, one order, and the brand's withdrawal policy. Every back-office change writes its audit row
+ * in the transaction of the change.
+ */
+
+export const createWithdrawalSchema = z
+  .object({
+    amount_minor: amountMinorSchema,
+    currency: currencySchema,
+    merchant_reference: merchantReferenceSchema,
+    end_user_ref: endUserRefSchema,
+    beneficiary_id: z.string().min(1).max(100).optional(),
+    beneficiary: inlineBeneficiarySchema.optional(),
+    client: clientSchema.optional(),
+    metadata: metadataSchema.optional(),
+  })
+  .strict()
+  .superRefine((body, context) => {
+    if (body.beneficiary_id === undefined && body.beneficiary === undefined) {
+      context.addIssue({ code: 'custom', path: ['beneficiary_id'], params: { reason: 'required', hint: 'beneficiary_id or beneficiary' }, message: 'required' });
+    }
+    if (body.beneficiary_id !== undefined && body.beneficiary !== undefined) {
+      context.addIssue({ code: 'custom', path: ['beneficiary'], params: { reason: 'not_allowed_with', hint: 'send beneficiary_id or beneficiary, not both' }, message: 'both' });
+    }
+  });
+
+const REVIEW_NOTE_MIN_LENGTH = 20;
+const noteSchema = z.string().trim().max(1000);
+const modeSchema = z.enum(['test', 'live']);
+
+function backofficeCause(context: BackofficeContext): EventCause {
+  return { request_id: context.request_id, idempotency_key: null, api_version: CURRENT_API_VERSION };
+}
+
+/** A brand-scoped credential's brand; the platform administrator acts on brands through tenancy. */
+function ownBrand(context: BackofficeContext): string {
+  if (!context.white_label_id) throw new ApiError('scope_denied');
+  return context.white_label_id;
+}
+
+export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Services): void {
+  const withdrawals = services.withdrawals;
+
+  registrar.merchant({
+    method: 'POST',
+    url: '/v1/pay/withdrawals',
+    scope: 'pay:write',
+    body: createWithdrawalSchema,
+    extraBuckets: (body, context) => creationBuckets(body, context),
+    async handler({ context, db, body }) {
+      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      let beneficiaryId: string;
+      if (body.beneficiary_id !== undefined) {
+        const beneficiary = await services.beneficiaries.findForWithdrawal(db, account, body.beneficiary_id);
+        if (!beneficiary) throw new ApiError('resource_not_found', { details: { field: 'beneficiary_id' } });
+        if (beneficiary.status !== 'verified') {
+          throw new ApiError('beneficiary_not_verified', { details: { beneficiary_id: beneficiary.id, status: beneficiary.status } });
+        }
+        beneficiaryId = beneficiary.id;
+      } else {
+        const inline = body.beneficiary;
+        if (!inline) throw new Error('the schema requires beneficiary_id or beneficiary');
+        const ensured = await services.beneficiaries.ensureForWithdrawal(db, account, inline, context.cause);
+        if (!ensured.verified) {
+          // The beneficiary and its verification job must survive this answer, so that the retry
+          // after `beneficiary.verified` succeeds: the error keeps the writes made before it.
+          throw new ApiError('beneficiary_not_verified', {
+            commit_writes: true,
+            details: { beneficiary_id: ensured.beneficiary.id, status: ensured.beneficiary.status },
+          });
+        }
+        beneficiaryId = ensured.beneficiary.id;
+      }
+      const created = unwrap(
+        await withdrawals.create(
+          db,
+          account,
+          {
+            amount_minor: body.amount_minor,
+            merchant_reference: body.merchant_reference,
+            end_user_ref: body.end_user_ref,
+            beneficiary_id: beneficiaryId,
+            metadata: body.metadata,
+            client: body.client,
+          },
+          context.cause,
+        ),
+      );
+      return { status: 201, body: created };
+    },
+  });
+
+  registrar.merchant({
+    method: 'GET',
+    url: '/v1/pay/withdrawals/:id',
+    scope: 'pay:read',
+    async handler({ context, db, params }) {
+      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const found = await withdrawals.get(db, account, params.id ?? '');
+      if (!found) throw new ApiError('resource_not_found');
+      return { status: 200, body: found };
+    },
+  });
+
+  registrar.merchant({
+    method: 'POST',
+    url: '/v1/pay/withdrawals/:id/cancel',
+    scope: 'pay:write',
+    async handler({ context, db, params }) {
+      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const result = await withdrawals.cancel(db, account, params.id ?? '', context.cause);
+      if (!result) throw new ApiError('resource_not_found');
+      return { status: 200, body: unwrap(result) };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/withdrawal-approvals',
+    roles: ['operator', 'reviewer'],
+    query: z.object({ mode: modeSchema, limit: z.coerce.number().int().min(1).max(200).optional() }).strict(),
+    async handler({ context, query }) {
+      const data = await withdrawals.pendingApproval(services.database, ownBrand(context), query.mode === 'live', query.limit ?? 50);
+      return { status: 200, body: { object: 'list', data } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/withdrawals/:id',
+    roles: ['operator', 'reviewer'],
+    async handler({ context, params }) {
+      const found = await withdrawals.getInBrand(services.database, ownBrand(context), params.id ?? '');
+      if (!found) throw new ApiError('resource_not_found');
+      return { status: 200, body: found };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/withdrawals/:id/approve',
+    roles: ['operator', 'reviewer'],
+    body: z.object({ note: noteSchema.optional() }).strict(),
+    async handler({ context, params, body }) {
+      const brand = ownBrand(context);
+      const approved = await services.database.transaction(async (tx) => {
+        const result = await withdrawals.approve(tx, brand, params.id ?? '', body.note || null, backofficeCause(context));
+        if (!result) throw new ApiError('resource_not_found');
+        const view = unwrap(result);
+        await services.tenancy.audit(tx, actorOf(context), brand, 'withdrawal.approved', 'withdrawal_order', view.id, { note: body.note ?? null });
+        return view;
+      });
+      return { status: 200, body: approved };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/withdrawals/:id/reject',
+    roles: ['operator', 'reviewer'],
+    body: z.object({ note: noteSchema }).strict(),
+    async handler({ context, params, body }) {
+      const brand = ownBrand(context);
+      if (body.note.length < REVIEW_NOTE_MIN_LENGTH) throw new ApiError('review_note_required', { details: { min_length: REVIEW_NOTE_MIN_LENGTH } });
+      const rejected = await services.database.transaction(async (tx) => {
+        const result = await withdrawals.reject(tx, brand, params.id ?? '', body.note, backofficeCause(context));
+        if (!result) throw new ApiError('resource_not_found');
+        const view = unwrap(result);
+        await services.tenancy.audit(tx, actorOf(context), brand, 'withdrawal.rejected', 'withdrawal_order', view.id, { note: body.note });
+        return view;
+      });
+      return { status: 200, body: rejected };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/withdrawal-policy',
+    roles: ['platform_admin', 'operator', 'reviewer'],
+    query: z.object({ mode: modeSchema, white_label_id: idText.optional() }).strict(),
+    async handler({ context, query }) {
+      const brand = brandToActOn(context, query.white_label_id);
+      if (!(await services.tenancy.getBrand(brand))) throw new ApiError('resource_not_found');
+      const policy = await services.withdrawalPolicies.policyFor(services.database, brand, query.mode === 'live');
+      return { status: 200, body: { object: 'withdrawal_policy', white_label_id: brand, mode: query.mode, ...policy } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/withdrawal-policy',
+    roles: ['platform_admin', 'operator'],
+    body: z
+      .object({
+        white_label_id: idText.optional(),
+        mode: modeSchema,
+        approval_threshold_minor: amountMinorSchema.nullable(),
+        approval_ttl_seconds: z.number().int().min(POLICY_LIMITS.approval_ttl_seconds.min).max(POLICY_LIMITS.approval_ttl_seconds.max),
+        expires_in_seconds: z.number().int().min(POLICY_LIMITS.expires_in_seconds.min).max(POLICY_LIMITS.expires_in_seconds.max),
+        max_splits: z.number().int().min(POLICY_LIMITS.max_splits.min).max(POLICY_LIMITS.max_splits.max),
+        min_amount_minor: amountMinorSchema,
+        max_amount_minor: amountMinorSchema,
+      })
+      .strict()
+      .refine((body) => body.min_amount_minor <= body.max_amount_minor, {
+        path: ['min_amount_minor'],
+        params: { reason: 'too_large', hint: 'min_amount_minor must not exceed max_amount_minor' },
+      }),
+    async handler({ context, body }) {
+      const brand = brandToActOn(context, body.white_label_id);
+      if (!(await services.tenancy.getBrand(brand))) throw new ApiError('resource_not_found');
+      const { white_label_id: _ignored, mode, ...terms } = body;
+      const policy = await services.database.transaction(async (tx) => {
+        const stored = await services.withdrawalPolicies.setPolicy(tx, brand, mode === 'live', terms);
+        await services.tenancy.audit(tx, actorOf(context), brand, 'withdrawal_policy.updated', 'withdrawal_policy', `${brand}:${mode}`, { ...terms });
+        return stored;
+      });
+      return { status: 200, body: { object: 'withdrawal_policy', white_label_id: brand, mode, ...policy } };
+    },
+  });
+}

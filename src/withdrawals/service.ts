@@ -1,0 +1,1026 @@
+import type { Clock } from '../platform/clock.ts';
+import type { Database, Queryable } from '../platform/db.ts';
+import { invariant } from '../platform/assert.ts';
+import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
+import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
+import { applyTransition, TransitionTable } from '../events/transition.ts';
+import { cancelJobsByKey, enqueueJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import type { LedgerService } from '../ledger/service.ts';
+import { recognizeFee, recognizeFill, type FeeService } from '../fees/service.ts';
+import type { BeneficiaryService } from '../beneficiaries/service.ts';
+import * as repository from './repository.ts';
+import type { WithdrawalPolicyService } from './policy.ts';
+import {
+  FINAL_WITHDRAWAL_STATUSES,
+  WITHDRAWAL_STATUSES,
+  type ClosedBy,
+  type FeeBreakdownItem,
+  type ReceiptState,
+  type WithdrawalAccount,
+  type WithdrawalLegRow,
+  type WithdrawalRow,
+  type WithdrawalStatus,
+} from './types.ts';
+
+/**
+ * Withdrawal orders: the payout side. Creation locks amount plus fee in the merchant's wallet
+ * (`withdrawal_reserved`); deposits then pay the order in chunks through the leg functions here
+ * (reserve a leg, release it, record its fill, reverse a fill), which the deposit side calls and
+ * which are the only way an order's amounts change. Every change goes through `applyTransition` with
+ * WITHDRAWAL_TRANSITIONS, asserts the order's invariants, and moves money only through the ledger.
+ */
+
+export const EXPIRE_WITHDRAWAL_TASK = 'withdrawals.expire';
+export const APPROVAL_TTL_TASK = 'withdrawals.approval_ttl';
+export const AUTO_CONFIRM_FILL_TASK = 'withdrawals.auto_confirm_fill';
+/** Receipt of a fill is assumed this long after it settles unless the withdrawer disputes it (spec, Limits). */
+export const FILL_AUTO_CONFIRM_MS = 3 * HOUR_MS;
+/** What a cancel refused for a pending fill tells the caller to wait: about one leg's transfer window. */
+export const PENDING_FILL_RETRY_AFTER_SECONDS = 60;
+/** The sandbox amount that always answers 402 on withdrawal creation (spec, Sandbox scenarios, 113.00). */
+export const SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR = 11_300;
+
+const ORDER_SOURCE = 'withdrawal_order';
+
+export const WITHDRAWAL_TRANSITIONS = new TransitionTable<WithdrawalStatus>('withdrawal_order', WITHDRAWAL_STATUSES, [
+  { from: null, to: 'open', trigger: 'create' },
+  { from: null, to: 'pending_approval', trigger: 'create' },
+  { from: 'pending_approval', to: 'open', trigger: 'approve' },
+  { from: 'pending_approval', to: 'rejected', trigger: 'reject' },
+  { from: 'pending_approval', to: 'canceled', trigger: 'cancel' },
+  { from: 'pending_approval', to: 'canceled', trigger: 'approval_ttl_expired' },
+  { from: 'open', to: 'open', trigger: 'leg_reserved' },
+  { from: 'partially_filled', to: 'partially_filled', trigger: 'leg_reserved' },
+  { from: 'open', to: 'open', trigger: 'leg_released' },
+  { from: 'partially_filled', to: 'partially_filled', trigger: 'leg_released' },
+  // A leg released after expires_at leaves nothing in transfer: the order closes then.
+  { from: 'open', to: 'expired', trigger: 'leg_released' },
+  { from: 'partially_filled', to: 'expired', trigger: 'leg_released' },
+  { from: 'open', to: 'partially_filled', trigger: 'fill' },
+  { from: 'partially_filled', to: 'partially_filled', trigger: 'fill' },
+  { from: 'open', to: 'settled', trigger: 'fill' },
+  { from: 'partially_filled', to: 'settled', trigger: 'fill' },
+  // The last leg in transfer filled after expires_at with something still unpaid: the order closes.
+  { from: 'open', to: 'expired', trigger: 'fill' },
+  { from: 'partially_filled', to: 'expired', trigger: 'fill' },
+  { from: 'open', to: 'expired', trigger: 'expire' },
+  { from: 'partially_filled', to: 'expired', trigger: 'expire' },
+  { from: 'open', to: 'canceled', trigger: 'cancel' },
+  { from: 'partially_filled', to: 'canceled', trigger: 'cancel' },
+  // A reversed fill of a live order goes back into remaining and is matched again.
+  { from: 'partially_filled', to: 'partially_filled', trigger: 'fill_reversed' },
+  { from: 'partially_filled', to: 'open', trigger: 'fill_reversed' },
+  { from: 'partially_filled', to: 'expired', trigger: 'fill_reversed' },
+  // A reversed fill of a closed order is returned to the balance; a settled order gets a replacement.
+  { from: 'settled', to: 'settled', trigger: 'fill_reversed' },
+  { from: 'expired', to: 'expired', trigger: 'fill_reversed' },
+  { from: 'canceled', to: 'canceled', trigger: 'fill_reversed' },
+]);
+
+/** The event each trigger writes; closing triggers name the status they close into. */
+function eventTypeFor(trigger: string, to: WithdrawalStatus): string {
+  switch (trigger) {
+    case 'create':
+      return 'withdrawal.created';
+    case 'approve':
+      return 'withdrawal.approved';
+    case 'reject':
+      return 'withdrawal.rejected';
+    case 'cancel':
+    case 'approval_ttl_expired':
+      return 'withdrawal.canceled';
+    case 'expire':
+      return 'withdrawal.expired';
+    case 'fill':
+      return 'withdrawal.filled';
+    case 'fill_reversed':
+      return 'withdrawal.fill_reversed';
+    case 'leg_reserved':
+      return 'withdrawal.leg_reserved';
+    case 'leg_released':
+      return to === 'expired' ? 'withdrawal.expired' : 'withdrawal.leg_released';
+    default:
+      throw new Error(`no event for withdrawal trigger ${trigger}`);
+  }
+}
+
+export interface FillView {
+  leg_ref: string;
+  sequence: number;
+  amount_minor: number;
+  fee_recognized_minor: number;
+  settled_at: string;
+  balance_transaction_id: string;
+  auto_confirm_at: string;
+  receipt_state?: ReceiptState;
+}
+
+// A type alias (not an interface) so that it satisfies VersionedView's index signature.
+export type WithdrawalView = {
+  id: string;
+  object: 'withdrawal_order';
+  version: number;
+  status: WithdrawalStatus;
+  merchant_reference: string;
+  end_user_ref: string;
+  beneficiary_id: string;
+  currency: 'THB';
+  amount_total_minor: number;
+  fee_total_minor: number;
+  total_locked_minor: number;
+  fee_breakdown: FeeBreakdownItem[];
+  fee_recognized_minor: number;
+  filled_minor: number;
+  reserved_minor: number;
+  remaining_minor: number;
+  refunded_minor?: number;
+  settled_splits: number;
+  max_splits: number;
+  expires_at: string;
+  approval_expires_at?: string;
+  funds_on_hold: boolean;
+  refund_of_deposit_id?: string;
+  replacement_of_withdrawal_id?: string;
+  cancel_reason_code?: string;
+  canceled_by?: ClosedBy;
+  rejection?: { code: string; note?: string };
+  metadata?: Record<string, string>;
+  livemode: boolean;
+  created_at: string;
+  closed_at?: string;
+  fills?: FillView[];
+};
+
+export function fillView(leg: WithdrawalLegRow, withReceiptState: boolean): FillView {
+  invariant(leg.sequence !== null && leg.settled_at && leg.balance_transaction_id && leg.auto_confirm_at && leg.fee_recognized_minor !== null, 'a fill has its settlement facts');
+  return {
+    leg_ref: leg.leg_ref,
+    sequence: leg.sequence,
+    amount_minor: leg.amount_minor,
+    fee_recognized_minor: leg.fee_recognized_minor,
+    settled_at: formatTimestamp(leg.settled_at),
+    balance_transaction_id: leg.balance_transaction_id,
+    auto_confirm_at: formatTimestamp(leg.auto_confirm_at),
+    ...(withReceiptState && leg.receipt_state ? { receipt_state: leg.receipt_state } : {}),
+  };
+}
+
+/** The order as the API and events show it (without `fills`, which only GET adds). */
+export function withdrawalView(row: WithdrawalRow): WithdrawalView {
+  // Built in the spec's field order; optional keys are absent (not null) when they do not apply.
+  return {
+    id: row.withdrawal_id,
+    object: 'withdrawal_order',
+    version: row.version,
+    status: row.status,
+    merchant_reference: row.merchant_reference,
+    end_user_ref: row.end_user_ref,
+    beneficiary_id: row.beneficiary_id,
+    currency: 'THB',
+    amount_total_minor: row.amount_total_minor,
+    fee_total_minor: row.fee_total_minor,
+    total_locked_minor: row.amount_total_minor + row.fee_total_minor,
+    fee_breakdown: row.fee_breakdown,
+    fee_recognized_minor: row.fee_recognized_minor,
+    filled_minor: row.filled_minor,
+    reserved_minor: row.reserved_minor,
+    remaining_minor: row.remaining_minor,
+    ...(row.refunded_minor !== null ? { refunded_minor: row.refunded_minor } : {}),
+    settled_splits: row.settled_splits,
+    max_splits: row.max_splits,
+    expires_at: formatTimestamp(row.expires_at),
+    ...(row.approval_expires_at ? { approval_expires_at: formatTimestamp(row.approval_expires_at) } : {}),
+    funds_on_hold: false,
+    ...(row.refund_of_deposit_id ? { refund_of_deposit_id: row.refund_of_deposit_id } : {}),
+    ...(row.replacement_of_withdrawal_id ? { replacement_of_withdrawal_id: row.replacement_of_withdrawal_id } : {}),
+    ...(row.status === 'canceled' ? { cancel_reason_code: row.close_reason_code ?? 'canceled', ...(row.closed_by ? { canceled_by: row.closed_by } : {}) } : {}),
+    ...(row.status === 'rejected' ? { rejection: { code: row.close_reason_code ?? 'approval_rejected', ...(row.review_note ? { note: row.review_note } : {}) } } : {}),
+    ...(row.metadata ? { metadata: row.metadata } : {}),
+    livemode: row.livemode,
+    created_at: formatTimestamp(row.created_at),
+    ...(row.closed_at ? { closed_at: formatTimestamp(row.closed_at) } : {}),
+  };
+}
+
+/**
+ * The order's invariants, asserted on every row written: the spec's identity, the fee recognised in
+ * proportion to what was paid out, and what each status allows. The database backs each with a CHECK.
+ */
+export function assertOrderInvariants(row: WithdrawalRow): void {
+  const id = row.withdrawal_id;
+  invariant(row.filled_minor >= 0 && row.reserved_minor >= 0 && row.remaining_minor >= 0, `${id}: amounts are never negative`);
+  invariant(row.amount_total_minor === row.filled_minor + row.reserved_minor + row.remaining_minor, `${id}: total = filled + reserved + remaining`);
+  invariant(row.fee_recognized_minor === recognizeFee(row.fee_total_minor, row.amount_total_minor, row.filled_minor), `${id}: fee recognised pro rata`);
+  invariant(row.settled_splits >= 0 && row.settled_splits <= row.max_splits, `${id}: settled splits within max_splits`);
+  const final = FINAL_WITHDRAWAL_STATUSES.has(row.status);
+  invariant(final === (row.refunded_minor !== null) && final === (row.closed_at !== null), `${id}: refunded and closed exactly when final`);
+  if (final) invariant(row.reserved_minor === 0 && row.refunded_minor === row.remaining_minor, `${id}: a closed order returned what it never paid`);
+  if (row.status === 'pending_approval' || row.status === 'rejected') invariant(row.filled_minor === 0 && row.reserved_minor === 0, `${id}: nothing paid before approval`);
+  if (row.status === 'open') invariant(row.filled_minor === 0, `${id}: open has no fill`);
+  if (row.status === 'partially_filled') invariant(row.filled_minor > 0, `${id}: partially filled has a fill`);
+  invariant((row.status === 'pending_approval') === (row.approval_expires_at !== null), `${id}: approval deadline exactly while pending`);
+}
+
+/** What an order still holds in the wallet's reserved bucket: unpaid principal plus unrecognised fee. */
+export function heldInWallet(row: WithdrawalRow): number {
+  if (FINAL_WITHDRAWAL_STATUSES.has(row.status)) return 0;
+  return row.remaining_minor + row.reserved_minor + row.fee_total_minor - row.fee_recognized_minor;
+}
+
+export interface CreateWithdrawalInput {
+  amount_minor: number;
+  merchant_reference: string;
+  end_user_ref: string;
+  beneficiary_id: string;
+  metadata?: Record<string, string> | undefined;
+  client?: Record<string, string | undefined> | undefined;
+  refund_of_deposit_id?: string | undefined;
+}
+
+export interface LegReservation {
+  leg_ref: string;
+  withdrawal_id: string;
+  /** The withdrawing merchant, whose beneficiary receives the transfer. */
+  merchant_id: string;
+  beneficiary_id: string;
+  amount_minor: number;
+  status: WithdrawalLegRow['status'];
+}
+
+export interface FillOutcome {
+  fill: FillView;
+  withdrawal: WithdrawalView;
+}
+
+export interface FillReversalOutcome {
+  withdrawal: WithdrawalView;
+  /** The order created to pay a reversed fill of a settled order again; null otherwise. */
+  replacement_withdrawal_id: string | null;
+}
+
+export interface WithdrawalDependencies {
+  events: EventsService;
+  clock: Clock;
+  ledger: LedgerService;
+  fees: FeeService;
+  beneficiaries: BeneficiaryService;
+  policies: WithdrawalPolicyService;
+}
+
+function legReservation(leg: WithdrawalLegRow, order: Pick<WithdrawalRow, 'beneficiary_id'>): LegReservation {
+  return {
+    leg_ref: leg.leg_ref,
+    withdrawal_id: leg.withdrawal_id,
+    merchant_id: leg.merchant_id,
+    beneficiary_id: order.beneficiary_id,
+    amount_minor: leg.amount_minor,
+    status: leg.status,
+  };
+}
+
+function accountOf(row: WithdrawalAccount): WithdrawalAccount {
+  return { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode };
+}
+
+function expireJob(row: WithdrawalRow): JobSpec {
+  return {
+    task: EXPIRE_WITHDRAWAL_TASK,
+    payload: { white_label_id: row.white_label_id, withdrawal_id: row.withdrawal_id },
+    run_at: row.expires_at,
+    job_key: `${EXPIRE_WITHDRAWAL_TASK}:${row.withdrawal_id}`,
+    white_label_id: row.white_label_id,
+  };
+}
+
+function approvalTtlJob(row: WithdrawalRow): JobSpec {
+  invariant(row.approval_expires_at, 'an approval deadline exists while pending');
+  return {
+    task: APPROVAL_TTL_TASK,
+    payload: { white_label_id: row.white_label_id, withdrawal_id: row.withdrawal_id },
+    run_at: row.approval_expires_at,
+    job_key: `${APPROVAL_TTL_TASK}:${row.withdrawal_id}`,
+    white_label_id: row.white_label_id,
+  };
+}
+
+function autoConfirmJob(leg: WithdrawalLegRow): JobSpec {
+  invariant(leg.auto_confirm_at, 'a fill has its auto-confirm time');
+  return {
+    task: AUTO_CONFIRM_FILL_TASK,
+    payload: { white_label_id: leg.white_label_id, leg_ref: leg.leg_ref },
+    run_at: leg.auto_confirm_at,
+    job_key: `${AUTO_CONFIRM_FILL_TASK}:${leg.leg_ref}`,
+    white_label_id: leg.white_label_id,
+  };
+}
+
+export class WithdrawalService {
+  constructor(private readonly deps: WithdrawalDependencies) {}
+
+  /**
+   * Applies one transition: asserts the new row's invariants, persists it where the stored version
+   * is still the old one, writes the event and the follow-up jobs. `fill` adds the fill object to the
+   * event (it is the same on both sides of previous_attributes, so it is not reported as changed).
+   */
+  private async transition(
+    tx: Queryable,
+    input: { before: WithdrawalRow | null; after: WithdrawalRow; trigger: string; cause: EventCause; jobs?: JobSpec[]; event_extra?: Record<string, unknown> },
+  ): Promise<Result<WithdrawalView>> {
+    assertOrderInvariants(input.after);
+    const beforeView = input.before ? withdrawalView(input.before) : null;
+    const afterView = withdrawalView(input.after);
+    const extra = input.event_extra;
+    const result = await applyTransition(tx, this.deps, {
+      table: WITHDRAWAL_TRANSITIONS,
+      trigger: input.trigger,
+      before: beforeView,
+      after: afterView,
+      persist: (db) => (input.before ? repository.updateOrder(db, input.after, input.before.version) : repository.insertOrder(db, input.after)),
+      event: {
+        type: eventTypeFor(input.trigger, input.after.status),
+        ...accountOf(input.after),
+        cause: input.cause,
+        ...(extra ? { object: { ...afterView, ...extra }, ...(beforeView ? { before_object: { ...beforeView, ...extra } } : {}) } : {}),
+      },
+      ...(input.jobs ? { jobs: input.jobs } : {}),
+    });
+    if (!result.ok) return fail('withdrawal_state_conflict');
+    return ok(result.view);
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Creation, reading, approval, cancel, expiry
+
+  /**
+   * Creates an order: fee locked from the schedule of this moment, amount plus fee moved from
+   * available to reserved, status `open` or `pending_approval` by the brand's policy. Returns
+   * `insufficient_balance` (nothing created, nothing locked) or `merchant_reference_in_use`.
+   * The beneficiary must be the caller's and verified; the route checks that before calling.
+   */
+  async create(
+    tx: Queryable,
+    account: WithdrawalAccount,
+    input: CreateWithdrawalInput,
+    cause: EventCause,
+    /** Set when the order pays again a reversed fill of a settled order: it is the service's own
+     * order, not a new request, so it skips the amount range, approval, the sandbox 402 and the fee. */
+    replacement_of_withdrawal_id: string | null = null,
+  ): Promise<Result<WithdrawalView>> {
+    const now = this.deps.clock.now();
+    const replacement = replacement_of_withdrawal_id !== null;
+    const policy = await this.deps.policies.policyFor(tx, account.white_label_id, account.livemode);
+    if (!replacement && (input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor)) {
+      return fail('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
+    }
+    if (await repository.findOrderByReference(tx, account, input.merchant_reference)) {
+      return fail('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
+    }
+    if (input.refund_of_deposit_id && (await repository.findOpenRefund(tx, account.white_label_id, input.refund_of_deposit_id))) {
+      return fail('refund_already_open', { details: { refund_of_deposit_id: input.refund_of_deposit_id } });
+    }
+    const fee = replacement
+      ? {
+          fee_total_minor: 0,
+          fee_breakdown: [
+            { component: 'processing_fee', amount_minor: 0, rate_bps: 0 },
+            { component: 'fixed_fee', amount_minor: 0 },
+            { component: 'vat', amount_minor: 0, rate_bps: 0 },
+          ],
+        }
+      : await this.deps.fees.quote(tx, { ...account, channel: 'withdrawal' }, input.amount_minor);
+    const withdrawal_id = newId('withdrawal');
+    const locked = input.amount_minor + fee.fee_total_minor;
+    invariant(Number.isSafeInteger(locked), 'amount plus fee is a safe integer');
+
+    const balance = await this.deps.ledger.balance(tx, account);
+    if (!replacement && !account.livemode && input.amount_minor === SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR) {
+      // Sandbox scenario 113.00: the 402 a merchant must handle, whatever the balance.
+      const pendingAt = await this.deps.ledger.nextClearingAt(tx, account);
+      return fail('insufficient_balance', {
+        details: {
+          available_minor: balance.available_minor,
+          required_minor: locked,
+          pending_clearing_minor: balance.pending_clearing_minor,
+          pending_clearing_available_at: pendingAt ? formatTimestamp(pendingAt) : null,
+        },
+      });
+    }
+    const reserved = await this.deps.ledger.post(tx, {
+      account,
+      type: 'withdrawal_reserved',
+      amount_minor: locked,
+      bucket_from: 'available',
+      bucket_to: 'reserved',
+      movement_key: `withdrawal_reserved:${withdrawal_id}`,
+      source: { type: ORDER_SOURCE, id: withdrawal_id },
+      cause,
+    });
+    if (!reserved.ok) return reserved;
+
+    const needsApproval = !replacement && policy.approval_threshold_minor !== null && input.amount_minor >= policy.approval_threshold_minor;
+    const approvalExpiresAt = needsApproval ? new Date(now.getTime() + policy.approval_ttl_seconds * SECOND_MS) : null;
+    const expiresAt = new Date((approvalExpiresAt ?? now).getTime() + policy.expires_in_seconds * SECOND_MS);
+    const client = input.client ? (Object.fromEntries(Object.entries(input.client).filter(([, value]) => value !== undefined)) as Record<string, string>) : null;
+    const row: WithdrawalRow = {
+      ...account,
+      withdrawal_id,
+      version: 1,
+      status: needsApproval ? 'pending_approval' : 'open',
+      merchant_reference: input.merchant_reference,
+      end_user_ref: input.end_user_ref,
+      beneficiary_id: input.beneficiary_id,
+      amount_total_minor: input.amount_minor,
+      fee_total_minor: fee.fee_total_minor,
+      fee_breakdown: fee.fee_breakdown,
+      fee_recognized_minor: 0,
+      filled_minor: 0,
+      reserved_minor: 0,
+      remaining_minor: input.amount_minor,
+      refunded_minor: null,
+      settled_splits: 0,
+      max_splits: policy.max_splits,
+      expires_at: expiresAt,
+      approval_expires_at: approvalExpiresAt,
+      refund_of_deposit_id: input.refund_of_deposit_id ?? null,
+      replacement_of_withdrawal_id,
+      metadata: input.metadata ?? null,
+      client,
+      close_reason_code: null,
+      closed_by: null,
+      review_note: null,
+      reserve_balance_transaction_id: reserved.value.id,
+      release_balance_transaction_id: null,
+      created_at: now,
+      updated_at: now,
+      closed_at: null,
+    };
+    const created = await this.transition(tx, {
+      before: null,
+      after: row,
+      trigger: 'create',
+      cause,
+      jobs: [needsApproval ? approvalTtlJob(row) : expireJob(row)],
+    });
+    // The reference was free a moment ago; a concurrent creation with the same reference took it.
+    // Thrown, not returned: the reservation above is already posted and must roll back with it.
+    if (!created.ok) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
+    return created;
+  }
+
+  /** The caller's own order with its settled fills, or null. */
+  async get(db: Queryable, account: WithdrawalAccount, withdrawal_id: string): Promise<WithdrawalView | null> {
+    const row = await repository.findOrder(db, account, withdrawal_id);
+    if (!row) return null;
+    const fills = await repository.listFills(db, row.white_label_id, row.withdrawal_id);
+    return { ...withdrawalView(row), fills: fills.map((leg) => fillView(leg, true)) };
+  }
+
+  private async lockOwnOrder(tx: Queryable, account: WithdrawalAccount, withdrawal_id: string): Promise<WithdrawalRow | null> {
+    const row = await repository.lockOrderInBrand(tx, account.white_label_id, withdrawal_id);
+    if (!row || row.merchant_id !== account.merchant_id || row.livemode !== account.livemode) return null;
+    return row;
+  }
+
+  /**
+   * Closes an order: whatever was never paid, plus the fee not recognised, returns from reserved to
+   * available (`withdrawal_released`), and `refunded_minor` records the unpaid principal.
+   */
+  private async close(
+    tx: Queryable,
+    before: WithdrawalRow,
+    after: WithdrawalRow,
+    close: { status: 'expired' | 'canceled' | 'rejected'; trigger: string; reason_code: string; closed_by: ClosedBy; note?: string | null },
+    cause: EventCause,
+    event_extra?: Record<string, unknown>,
+  ): Promise<Result<WithdrawalView>> {
+    invariant(after.reserved_minor === 0, 'an order closes with nothing in transfer');
+    const now = this.deps.clock.now();
+    const release = after.remaining_minor + after.fee_total_minor - after.fee_recognized_minor;
+    let releaseId: string | null = null;
+    if (release > 0) {
+      const released = await this.deps.ledger.post(tx, {
+        account: accountOf(after),
+        type: 'withdrawal_released',
+        amount_minor: release,
+        bucket_from: 'reserved',
+        bucket_to: 'available',
+        movement_key: `withdrawal_released:${after.withdrawal_id}`,
+        source: { type: ORDER_SOURCE, id: after.withdrawal_id },
+        cause,
+      });
+      invariant(released.ok, 'a release into available cannot be refused');
+      releaseId = released.value.id;
+    }
+    await cancelJobsByKey(tx, `${EXPIRE_WITHDRAWAL_TASK}:${after.withdrawal_id}`);
+    await cancelJobsByKey(tx, `${APPROVAL_TTL_TASK}:${after.withdrawal_id}`);
+    return this.transition(tx, {
+      before,
+      after: {
+        ...after,
+        status: close.status,
+        refunded_minor: after.remaining_minor,
+        approval_expires_at: null,
+        close_reason_code: close.reason_code,
+        closed_by: close.closed_by,
+        review_note: close.note ?? after.review_note,
+        release_balance_transaction_id: releaseId,
+        closed_at: now,
+        updated_at: now,
+      },
+      trigger: close.trigger,
+      cause,
+      ...(event_extra ? { event_extra } : {}),
+    });
+  }
+
+  /**
+   * Cancels an order for the merchant: 409 `withdrawal_has_pending_fill` while any part is being
+   * transferred, 409 `withdrawal_not_cancelable` once closed. Returns null for an unknown id.
+   */
+  async cancel(tx: Queryable, account: WithdrawalAccount, withdrawal_id: string, cause: EventCause): Promise<Result<WithdrawalView> | null> {
+    const row = await this.lockOwnOrder(tx, account, withdrawal_id);
+    if (!row) return null;
+    if (FINAL_WITHDRAWAL_STATUSES.has(row.status)) return fail('withdrawal_not_cancelable', { details: { status: row.status } });
+    if (row.reserved_minor > 0) {
+      return fail('withdrawal_has_pending_fill', {
+        retry_after_seconds: PENDING_FILL_RETRY_AFTER_SECONDS,
+        details: { reserved_minor: row.reserved_minor, retry_after_seconds: PENDING_FILL_RETRY_AFTER_SECONDS },
+      });
+    }
+    return this.close(tx, row, { ...row, version: row.version + 1 }, { status: 'canceled', trigger: 'cancel', reason_code: 'merchant_requested', closed_by: 'merchant' }, cause);
+  }
+
+  /** Approves an order waiting for approval: it enters the matching queue with a fresh expiry. */
+  async approve(tx: Queryable, white_label_id: string, withdrawal_id: string, note: string | null, cause: EventCause): Promise<Result<WithdrawalView> | null> {
+    const row = await repository.lockOrderInBrand(tx, white_label_id, withdrawal_id);
+    if (!row) return null;
+    if (row.status !== 'pending_approval') return fail('withdrawal_not_pending_approval', { details: { status: row.status } });
+    const now = this.deps.clock.now();
+    const policy = await this.deps.policies.policyFor(tx, row.white_label_id, row.livemode);
+    const after: WithdrawalRow = {
+      ...row,
+      version: row.version + 1,
+      status: 'open',
+      approval_expires_at: null,
+      expires_at: new Date(now.getTime() + policy.expires_in_seconds * SECOND_MS),
+      review_note: note,
+      updated_at: now,
+    };
+    await cancelJobsByKey(tx, `${APPROVAL_TTL_TASK}:${row.withdrawal_id}`);
+    return this.transition(tx, { before: row, after, trigger: 'approve', cause, jobs: [expireJob(after)] });
+  }
+
+  /** Rejects an order waiting for approval: the full amount and fee return to available. */
+  async reject(tx: Queryable, white_label_id: string, withdrawal_id: string, note: string, cause: EventCause): Promise<Result<WithdrawalView> | null> {
+    const row = await repository.lockOrderInBrand(tx, white_label_id, withdrawal_id);
+    if (!row) return null;
+    if (row.status !== 'pending_approval') return fail('withdrawal_not_pending_approval', { details: { status: row.status } });
+    return this.close(tx, row, { ...row, version: row.version + 1 }, { status: 'rejected', trigger: 'reject', reason_code: 'approval_rejected', closed_by: 'operator', note }, cause);
+  }
+
+  /** The approval deadline job: an order still waiting is canceled with `approval_ttl_expired`. */
+  async expireApproval(tx: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalView | null> {
+    const row = await repository.lockOrderInBrand(tx, white_label_id, withdrawal_id);
+    if (!row || row.status !== 'pending_approval' || !row.approval_expires_at) return null;
+    if (row.approval_expires_at.getTime() > this.deps.clock.now().getTime()) return null;
+    const result = await this.close(
+      tx,
+      row,
+      { ...row, version: row.version + 1 },
+      { status: 'canceled', trigger: 'approval_ttl_expired', reason_code: 'approval_ttl_expired', closed_by: 'system' },
+      SYSTEM_CAUSE,
+    );
+    invariant(result.ok, 'a locked order closes');
+    return result.value;
+  }
+
+  /**
+   * The expiry job: an open order past `expires_at` leaves the matching queue and returns its
+   * remainder. While a leg is in transfer the order stays as it is; the leg's release or fill closes it.
+   */
+  async expire(tx: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalView | null> {
+    const row = await repository.lockOrderInBrand(tx, white_label_id, withdrawal_id);
+    if (!row || (row.status !== 'open' && row.status !== 'partially_filled')) return null;
+    if (row.expires_at.getTime() > this.deps.clock.now().getTime() || row.reserved_minor > 0) return null;
+    const result = await this.close(
+      tx,
+      row,
+      { ...row, version: row.version + 1 },
+      { status: 'expired', trigger: 'expire', reason_code: 'expired', closed_by: 'system' },
+      SYSTEM_CAUSE,
+    );
+    invariant(result.ok, 'a locked order closes');
+    return result.value;
+  }
+
+  /** True when a live order has passed its expiry with nothing in transfer: it must close now. */
+  private dueToClose(row: WithdrawalRow): boolean {
+    return (
+      (row.status === 'open' || row.status === 'partially_filled') &&
+      row.reserved_minor === 0 &&
+      row.remaining_minor > 0 &&
+      row.expires_at.getTime() <= this.deps.clock.now().getTime()
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // The functions the deposit side calls. Each is atomic in the caller's transaction and idempotent.
+
+  /**
+   * The oldest live order of the brand and environment that can take a leg of `amount_minor`, locked
+   * (SKIP LOCKED) for the caller's transaction; a merchant never pays its own withdrawal.
+   */
+  async findMatchable(
+    tx: Queryable,
+    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string | null; limit?: number },
+  ): Promise<WithdrawalView[]> {
+    const rows = await repository.lockMatchable(tx, { ...input, now: this.deps.clock.now(), limit: Math.min(Math.max(input.limit ?? 1, 1), 50) });
+    return rows.map(withdrawalView);
+  }
+
+  /**
+   * Reserves `amount_minor` of an order for one deposit leg (`deposit_leg_key` is the deposit side's
+   * key of that leg, and makes the call idempotent). Refused with `withdrawal_state_conflict` when the
+   * order is not live, expired, has too little remaining or no split left.
+   */
+  async reserveLeg(
+    tx: Queryable,
+    input: { white_label_id: string; livemode: boolean; withdrawal_id: string; deposit_id: string; deposit_leg_key: string; amount_minor: number; cause: EventCause },
+  ): Promise<Result<LegReservation>> {
+    invariant(Number.isSafeInteger(input.amount_minor) && input.amount_minor > 0, 'a leg amount is a positive safe integer');
+    const row = await repository.lockOrderInBrand(tx, input.white_label_id, input.withdrawal_id);
+    if (!row || row.livemode !== input.livemode) return fail('withdrawal_state_conflict', { details: { reason: 'not_found' } });
+    const existing = await repository.findLegByDepositKey(tx, input.white_label_id, input.deposit_leg_key);
+    if (existing) {
+      invariant(existing.withdrawal_id === input.withdrawal_id && existing.amount_minor === input.amount_minor, `deposit leg ${input.deposit_leg_key} was reserved with other terms`);
+      return ok(legReservation(existing, row));
+    }
+    const refuse = (reason: string) => fail<LegReservation>('withdrawal_state_conflict', { details: { reason, withdrawal_id: row.withdrawal_id } });
+    if (row.status !== 'open' && row.status !== 'partially_filled') return refuse('not_open');
+    if (row.expires_at.getTime() <= this.deps.clock.now().getTime()) return refuse('expired');
+    if (row.remaining_minor < input.amount_minor) return refuse('insufficient_remaining');
+    const reservedLegs = await repository.countReservedLegs(tx, row.white_label_id, row.withdrawal_id);
+    if (row.settled_splits + reservedLegs >= row.max_splits) return refuse('max_splits_reached');
+
+    const now = this.deps.clock.now();
+    const leg: WithdrawalLegRow = {
+      ...accountOf(row),
+      withdrawal_id: row.withdrawal_id,
+      leg_ref: newId('withdrawal_leg'),
+      deposit_leg_key: input.deposit_leg_key,
+      deposit_id: input.deposit_id,
+      amount_minor: input.amount_minor,
+      status: 'reserved',
+      sequence: null,
+      fee_recognized_minor: null,
+      settled_at: null,
+      balance_transaction_id: null,
+      fee_balance_transaction_id: null,
+      auto_confirm_at: null,
+      receipt_state: null,
+      release_reason_code: null,
+      reversal_reason_code: null,
+      replacement_withdrawal_id: null,
+      created_at: now,
+      updated_at: now,
+    };
+    await repository.insertLeg(tx, leg);
+    const moved = await this.transition(tx, {
+      before: row,
+      after: { ...row, version: row.version + 1, reserved_minor: row.reserved_minor + leg.amount_minor, remaining_minor: row.remaining_minor - leg.amount_minor, updated_at: now },
+      trigger: 'leg_reserved',
+      cause: input.cause,
+      event_extra: { leg: { leg_ref: leg.leg_ref, amount_minor: leg.amount_minor } },
+    });
+    if (!moved.ok) return moved;
+    return ok(legReservation(leg, row));
+  }
+
+  /**
+   * Releases a reserved leg (the deposit did not pay): its amount returns to the order's remaining.
+   * Releasing a released leg returns it again; a filled or reversed leg answers `alloc_state_conflict`.
+   * An order past its expiry with nothing left in transfer closes here as `expired`.
+   */
+  async releaseLeg(tx: Queryable, input: { white_label_id: string; leg_ref: string; reason_code: string; cause: EventCause }): Promise<Result<LegReservation>> {
+    const found = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
+    if (!found) return fail('alloc_state_conflict', { details: { reason: 'not_found' } });
+    const row = await repository.lockOrderInBrand(tx, input.white_label_id, found.withdrawal_id);
+    invariant(row, 'a leg belongs to an order');
+    const leg = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
+    invariant(leg, 'a leg does not disappear');
+    if (leg.status === 'released') return ok(legReservation(leg, row));
+    if (leg.status !== 'reserved') return fail('alloc_state_conflict', { details: { reason: leg.status, leg_ref: leg.leg_ref } });
+    const now = this.deps.clock.now();
+    const releasedLeg: WithdrawalLegRow = { ...leg, status: 'released', release_reason_code: input.reason_code, updated_at: now };
+    invariant(await repository.updateLeg(tx, releasedLeg, 'reserved'), 'the leg is locked through its order');
+    const after: WithdrawalRow = {
+      ...row,
+      version: row.version + 1,
+      reserved_minor: row.reserved_minor - leg.amount_minor,
+      remaining_minor: row.remaining_minor + leg.amount_minor,
+      updated_at: now,
+    };
+    const extra = { leg: { leg_ref: leg.leg_ref, amount_minor: leg.amount_minor, reason_code: input.reason_code } };
+    const moved = this.dueToClose(after)
+      ? await this.close(tx, row, after, { status: 'expired', trigger: 'leg_released', reason_code: 'expired', closed_by: 'system' }, input.cause, extra)
+      : await this.transition(tx, { before: row, after, trigger: 'leg_released', cause: input.cause, event_extra: extra });
+    if (!moved.ok) return moved;
+    return ok(legReservation(releasedLeg, row));
+  }
+
+  /**
+   * Records the fill of a reserved leg: the chunk leaves the wallet's reserved bucket
+   * (`withdrawal_settled`) with its share of the fee (`fee`), the order's amounts move, and
+   * `withdrawal.filled` carries the fill with `auto_confirm_at` 3 hours on (a durable job then assumes
+   * receipt). `amount_minor` below the leg's amount is a short payment: the rest returns to remaining.
+   * Recording a fill again returns the first one; a released leg answers `alloc_state_conflict`.
+   */
+  async recordFill(tx: Queryable, input: { white_label_id: string; leg_ref: string; amount_minor?: number; cause: EventCause }): Promise<Result<FillOutcome>> {
+    const found = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
+    if (!found) return fail('alloc_state_conflict', { details: { reason: 'not_found' } });
+    const row = await repository.lockOrderInBrand(tx, input.white_label_id, found.withdrawal_id);
+    invariant(row, 'a leg belongs to an order');
+    const leg = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
+    invariant(leg, 'a leg does not disappear');
+    if (leg.status === 'filled') return ok({ fill: fillView(leg, false), withdrawal: withdrawalView(row) });
+    if (leg.status !== 'reserved') return fail('alloc_state_conflict', { details: { reason: leg.status, leg_ref: leg.leg_ref } });
+    const paid = input.amount_minor ?? leg.amount_minor;
+    invariant(Number.isSafeInteger(paid) && paid > 0 && paid <= leg.amount_minor, 'a fill pays between 1 satang and its leg amount');
+
+    const now = this.deps.clock.now();
+    const account = accountOf(row);
+    const feeShare = recognizeFill(row.fee_total_minor, row.amount_total_minor, row.filled_minor, paid);
+    const settled = await this.deps.ledger.post(tx, {
+      account,
+      type: 'withdrawal_settled',
+      amount_minor: paid,
+      bucket_from: 'reserved',
+      bucket_to: null,
+      movement_key: `withdrawal_settled:${leg.leg_ref}`,
+      source: { type: ORDER_SOURCE, id: row.withdrawal_id },
+      cause: input.cause,
+    });
+    invariant(settled.ok, 'a payout from reserved cannot be refused');
+    let feeMovementId: string | null = null;
+    if (feeShare > 0) {
+      const fee = await this.deps.ledger.post(tx, {
+        account,
+        type: 'fee',
+        amount_minor: feeShare,
+        bucket_from: 'reserved',
+        bucket_to: null,
+        movement_key: `fee:${leg.leg_ref}`,
+        source: { type: ORDER_SOURCE, id: row.withdrawal_id },
+        cause: input.cause,
+      });
+      invariant(fee.ok, 'a fee from reserved cannot be refused');
+      feeMovementId = fee.value.id;
+    }
+    const filledLeg: WithdrawalLegRow = {
+      ...leg,
+      amount_minor: paid,
+      status: 'filled',
+      sequence: await repository.nextFillSequence(tx, row.white_label_id, row.withdrawal_id),
+      fee_recognized_minor: feeShare,
+      settled_at: now,
+      balance_transaction_id: settled.value.id,
+      fee_balance_transaction_id: feeMovementId,
+      auto_confirm_at: new Date(now.getTime() + FILL_AUTO_CONFIRM_MS),
+      receipt_state: 'awaiting_confirmation',
+      updated_at: now,
+    };
+    invariant(await repository.updateLeg(tx, filledLeg, 'reserved'), 'the leg is locked through its order');
+
+    const filled = row.filled_minor + paid;
+    const base: WithdrawalRow = {
+      ...row,
+      version: row.version + 1,
+      filled_minor: filled,
+      reserved_minor: row.reserved_minor - leg.amount_minor,
+      remaining_minor: row.remaining_minor + (leg.amount_minor - paid),
+      fee_recognized_minor: row.fee_recognized_minor + feeShare,
+      settled_splits: row.settled_splits + 1,
+      status: 'partially_filled',
+      updated_at: now,
+    };
+    const fill = fillView(filledLeg, false);
+    const jobs = [autoConfirmJob(filledLeg)];
+    let moved: Result<WithdrawalView>;
+    if (base.remaining_minor === 0 && base.reserved_minor === 0) {
+      await cancelJobsByKey(tx, `${EXPIRE_WITHDRAWAL_TASK}:${row.withdrawal_id}`);
+      moved = await this.transition(tx, {
+        before: row,
+        after: { ...base, status: 'settled', refunded_minor: 0, closed_at: now },
+        trigger: 'fill',
+        cause: input.cause,
+        jobs,
+        event_extra: { fill },
+      });
+    } else if (this.dueToClose(base)) {
+      moved = await this.close(tx, row, base, { status: 'expired', trigger: 'fill', reason_code: 'expired', closed_by: 'system' }, input.cause, { fill });
+      if (moved.ok) await this.enqueue(tx, jobs);
+    } else {
+      moved = await this.transition(tx, { before: row, after: base, trigger: 'fill', cause: input.cause, jobs, event_extra: { fill } });
+    }
+    if (!moved.ok) return moved;
+    return ok({ fill, withdrawal: moved.value });
+  }
+
+  private async enqueue(tx: Queryable, jobs: JobSpec[]): Promise<void> {
+    for (const job of jobs) await enqueueJob(tx, this.deps.clock, job);
+  }
+
+  /**
+   * Reverses a fill (the paying deposit was reversed, so the beneficiary did not keep the chunk). The
+   * chunk and the fee it no longer earns come back into the wallet (`reversal` movements that point at
+   * the fill's payout). A live order takes the chunk back into remaining and is matched again; a
+   * closed order returns it to available, and a settled one gets a replacement order for it
+   * (`replacement_of_withdrawal_id`, no second fee) when the balance covers it. Idempotent by leg.
+   */
+  async reverseFill(tx: Queryable, input: { white_label_id: string; leg_ref: string; reason_code: string; cause: EventCause }): Promise<Result<FillReversalOutcome>> {
+    const found = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
+    if (!found) return fail('alloc_state_conflict', { details: { reason: 'not_found' } });
+    const row = await repository.lockOrderInBrand(tx, input.white_label_id, found.withdrawal_id);
+    invariant(row, 'a leg belongs to an order');
+    const leg = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
+    invariant(leg, 'a leg does not disappear');
+    if (leg.status === 'reversed') return ok({ withdrawal: withdrawalView(row), replacement_withdrawal_id: leg.replacement_withdrawal_id });
+    if (leg.status !== 'filled') return fail('alloc_state_conflict', { details: { reason: leg.status, leg_ref: leg.leg_ref } });
+    invariant(leg.balance_transaction_id, 'a fill has its payout movement');
+    invariant(row.status !== 'pending_approval' && row.status !== 'rejected' && row.status !== 'open', 'a filled leg belongs to an order with fills');
+
+    const now = this.deps.clock.now();
+    const account = accountOf(row);
+    const live = row.status === 'partially_filled';
+    const filled = row.filled_minor - leg.amount_minor;
+    // Recognition stays pro rata on what is still paid out, so a later fill cannot over-recognise.
+    const recognized = recognizeFee(row.fee_total_minor, row.amount_total_minor, filled);
+    const feeBack = row.fee_recognized_minor - recognized;
+    invariant(feeBack >= 0, 'a reversal never recognises more fee');
+    const into = live ? 'reserved' : 'available';
+    const principal = await this.deps.ledger.post(tx, {
+      account,
+      type: 'reversal',
+      amount_minor: leg.amount_minor,
+      bucket_from: null,
+      bucket_to: into,
+      movement_key: `reversal:${leg.balance_transaction_id}`,
+      source: { type: ORDER_SOURCE, id: row.withdrawal_id },
+      reverses_balance_transaction_id: leg.balance_transaction_id,
+      reason_code: input.reason_code,
+      cause: input.cause,
+    });
+    invariant(principal.ok, 'a credit cannot be refused');
+    if (feeBack > 0) {
+      const fee = await this.deps.ledger.post(tx, {
+        account,
+        type: 'reversal',
+        amount_minor: feeBack,
+        bucket_from: null,
+        bucket_to: into,
+        movement_key: `fee_reversal:${leg.leg_ref}`,
+        source: { type: ORDER_SOURCE, id: row.withdrawal_id },
+        reverses_balance_transaction_id: leg.fee_balance_transaction_id ?? leg.balance_transaction_id,
+        reason_code: input.reason_code,
+        cause: input.cause,
+      });
+      invariant(fee.ok, 'a credit cannot be refused');
+    }
+
+    const remaining = row.remaining_minor + leg.amount_minor;
+    let after: WithdrawalRow = {
+      ...row,
+      version: row.version + 1,
+      filled_minor: filled,
+      fee_recognized_minor: recognized,
+      remaining_minor: remaining,
+      settled_splits: row.settled_splits - 1,
+      updated_at: now,
+    };
+    if (live) after = { ...after, status: filled > 0 ? 'partially_filled' : 'open' };
+    else after = { ...after, refunded_minor: remaining };
+
+    let replacementId: string | null = null;
+    if (row.status === 'settled') {
+      const replacement = await this.create(
+        tx,
+        account,
+        {
+          amount_minor: leg.amount_minor,
+          merchant_reference: `rpl_${leg.leg_ref}`.slice(0, 64),
+          end_user_ref: row.end_user_ref,
+          beneficiary_id: row.beneficiary_id,
+          ...(row.metadata ? { metadata: row.metadata } : {}),
+        },
+        input.cause,
+        row.withdrawal_id,
+      );
+      // Without the balance (a debt on available) the money stays in available for the merchant to decide.
+      if (replacement.ok) replacementId = replacement.value.id;
+    }
+
+    const reversedLeg: WithdrawalLegRow = {
+      ...leg,
+      status: 'reversed',
+      receipt_state: 'reversed',
+      reversal_reason_code: input.reason_code,
+      replacement_withdrawal_id: replacementId,
+      updated_at: now,
+    };
+    invariant(await repository.updateLeg(tx, reversedLeg, 'filled'), 'the leg is locked through its order');
+    await cancelJobsByKey(tx, `${AUTO_CONFIRM_FILL_TASK}:${leg.leg_ref}`);
+
+    const extra = {
+      fill: { ...fillView(leg, false), receipt_state: 'reversed', reason_code: input.reason_code },
+      replacement_withdrawal_id: replacementId,
+    };
+    let moved: Result<WithdrawalView>;
+    if (live && this.dueToClose(after)) {
+      moved = await this.close(tx, row, after, { status: 'expired', trigger: 'fill_reversed', reason_code: 'expired', closed_by: 'system' }, input.cause, extra);
+    } else {
+      moved = await this.transition(tx, { before: row, after, trigger: 'fill_reversed', cause: input.cause, event_extra: extra });
+    }
+    if (!moved.ok) return moved;
+    return ok({ withdrawal: moved.value, replacement_withdrawal_id: replacementId });
+  }
+
+  /**
+   * The auto-confirm job: receipt of a fill is assumed 3 hours after it settled unless it was
+   * disputed or reversed meanwhile. `receipt_state` belongs to the fill, not to the versioned order,
+   * so this changes neither the order's version nor writes an event.
+   */
+  async autoConfirmFill(tx: Queryable, white_label_id: string, leg_ref: string): Promise<boolean> {
+    const found = await repository.findLeg(tx, white_label_id, leg_ref);
+    if (!found) return false;
+    await repository.lockOrderInBrand(tx, white_label_id, found.withdrawal_id);
+    const leg = await repository.findLeg(tx, white_label_id, leg_ref);
+    if (!leg || leg.status !== 'filled' || leg.receipt_state !== 'awaiting_confirmation' || !leg.auto_confirm_at) return false;
+    if (leg.auto_confirm_at.getTime() > this.deps.clock.now().getTime()) return false;
+    return repository.updateLeg(tx, { ...leg, receipt_state: 'confirmed', updated_at: this.deps.clock.now() }, 'filled');
+  }
+
+  /** The payee of a leg, for the payment instructions the deposit side shows its payer. */
+  async destinationOf(
+    tx: Queryable,
+    white_label_id: string,
+    leg_ref: string,
+  ): Promise<{ bank_code: string; account_number: string; account_name_th: string } | null> {
+    const leg = await repository.findLeg(tx, white_label_id, leg_ref);
+    if (!leg) return null;
+    const order = await repository.findOrderInBrand(tx, white_label_id, leg.withdrawal_id);
+    invariant(order, 'a leg belongs to an order');
+    const account = accountOf(order);
+    const beneficiary = await this.deps.beneficiaries.get(tx, account, order.beneficiary_id);
+    const number = await this.deps.beneficiaries.openAccountNumber(tx, account, order.beneficiary_id);
+    invariant(beneficiary && number, 'an order keeps its beneficiary');
+    return { bank_code: beneficiary.bank_code, account_number: number, account_name_th: beneficiary.account_name_th };
+  }
+
+  /** The legs of an order, every status (for the property test and the back office). */
+  async legsOf(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalLegRow[]> {
+    return repository.listLegs(db, white_label_id, withdrawal_id);
+  }
+
+  /** Orders waiting for approval in a brand and environment, oldest first. */
+  async pendingApproval(db: Queryable, white_label_id: string, livemode: boolean, limit: number): Promise<WithdrawalView[]> {
+    return (await repository.listPendingApproval(db, white_label_id, livemode, Math.min(Math.max(limit, 1), 200))).map(withdrawalView);
+  }
+
+  /** An order anywhere in a brand (back office), or null. */
+  async getInBrand(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalView | null> {
+    const row = await repository.findOrderInBrand(db, white_label_id, withdrawal_id);
+    if (!row) return null;
+    const fills = await repository.listFills(db, row.white_label_id, row.withdrawal_id);
+    return { ...withdrawalView(row), fills: fills.map((leg) => fillView(leg, true)) };
+  }
+}
+
+/** Turns a refusal into the error the HTTP layer renders. */
+export function unwrap<T>(result: Result<T>): T {
+  if (!result.ok) throw result.error;
+  return result.value;
+}
+
+/**
+ * The job handlers of withdrawal deadlines. Each runs one short transaction and is a no-op when the
+ * order or fill has moved on (a late, repeated or stale job changes nothing).
+ */
+export function createWithdrawalJobHandlers(database: Database, withdrawals: WithdrawalService): Record<string, JobHandler> {
+  const target = (payload: Record<string, unknown>) => ({ white_label_id: String(payload.white_label_id), id: String(payload.withdrawal_id ?? payload.leg_ref) });
+  return {
+    [EXPIRE_WITHDRAWAL_TASK]: async (job) => {
+      const { white_label_id, id } = target(job.payload);
+      await database.transaction((tx) => withdrawals.expire(tx, white_label_id, id));
+    },
+    [APPROVAL_TTL_TASK]: async (job) => {
+      const { white_label_id, id } = target(job.payload);
+      await database.transaction((tx) => withdrawals.expireApproval(tx, white_label_id, id));
+    },
+    [AUTO_CONFIRM_FILL_TASK]: async (job) => {
+      const { white_label_id, id } = target(job.payload);
+      await database.transaction((tx) => withdrawals.autoConfirmFill(tx, white_label_id, id));
+    },
+  };
+}

@@ -1,0 +1,90 @@
+/** Row types of the withdrawals module. Column meanings are in migrations/0006_withdrawals.sql. */
+
+export const WITHDRAWAL_STATUSES = ['pending_approval', 'open', 'partially_filled', 'settled', 'expired', 'canceled', 'rejected'] as const;
+export type WithdrawalStatus = (typeof WITHDRAWAL_STATUSES)[number];
+
+/** Statuses after which nothing about the order's money changes again, except a fill reversal. */
+export const FINAL_WITHDRAWAL_STATUSES: ReadonlySet<WithdrawalStatus> = new Set(['settled', 'expired', 'canceled', 'rejected']);
+
+export type LegStatus = 'reserved' | 'released' | 'filled' | 'reversed';
+export type ReceiptState = 'awaiting_confirmation' | 'confirmed' | 'disputed' | 'reversed';
+export type ClosedBy = 'merchant' | 'operator' | 'system';
+
+export interface WithdrawalAccount {
+  white_label_id: string;
+  merchant_id: string;
+  livemode: boolean;
+}
+
+export interface WithdrawalPolicyRow {
+  white_label_id: string;
+  livemode: boolean;
+  approval_threshold_minor: number | null;
+  approval_ttl_seconds: number;
+  expires_in_seconds: number;
+  max_splits: number;
+  min_amount_minor: number;
+  max_amount_minor: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface FeeBreakdownItem {
+  component: string;
+  amount_minor: number;
+  rate_bps?: number;
+}
+
+export interface WithdrawalRow extends WithdrawalAccount {
+  withdrawal_id: string;
+  version: number;
+  status: WithdrawalStatus;
+  merchant_reference: string;
+  end_user_ref: string;
+  beneficiary_id: string;
+  amount_total_minor: number;
+  fee_total_minor: number;
+  fee_breakdown: FeeBreakdownItem[];
+  fee_recognized_minor: number;
+  filled_minor: number;
+  reserved_minor: number;
+  remaining_minor: number;
+  refunded_minor: number | null;
+  settled_splits: number;
+  max_splits: number;
+  expires_at: Date;
+  approval_expires_at: Date | null;
+  refund_of_deposit_id: string | null;
+  replacement_of_withdrawal_id: string | null;
+  metadata: Record<string, string> | null;
+  client: Record<string, string> | null;
+  close_reason_code: string | null;
+  closed_by: ClosedBy | null;
+  review_note: string | null;
+  reserve_balance_transaction_id: string;
+  release_balance_transaction_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+  closed_at: Date | null;
+}
+
+export interface WithdrawalLegRow extends WithdrawalAccount {
+  withdrawal_id: string;
+  leg_ref: string;
+  deposit_leg_key: string;
+  deposit_id: string;
+  amount_minor: number;
+  status: LegStatus;
+  sequence: number | null;
+  fee_recognized_minor: number | null;
+  settled_at: Date | null;
+  balance_transaction_id: string | null;
+  fee_balance_transaction_id: string | null;
+  auto_confirm_at: Date | null;
+  receipt_state: ReceiptState | null;
+  release_reason_code: string | null;
+  reversal_reason_code: string | null;
+  replacement_withdrawal_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+}

@@ -1,0 +1,53 @@
+import { SYSTEM_CAUSE } from '../../src/events/service.ts';
+import type { WalletAccount } from '../../src/ledger/types.ts';
+import type { Queryable } from '../../src/platform/db.ts';
+import type { TestApp, MerchantCredentials } from './app.ts';
+
+/**
+ * Helpers for tests of the payout side: money into a wallet, a verified beneficiary, and a short
+ * transaction on the test database.
+ */
+
+export function accountOf(credentials: MerchantCredentials, livemode = false): WalletAccount {
+  return { white_label_id: credentials.white_label_id, merchant_id: credentials.merchant_id, livemode };
+}
+
+export function inTransaction<T>(app: TestApp, work: (tx: Queryable) => Promise<T>): Promise<T> {
+  return app.testDatabase.database.transaction(work);
+}
+
+let fundingCounter = 0;
+
+/** Puts `amount_minor` straight into `available` (an `adjustment` credit), as cleared money would be. */
+export async function fundAvailable(app: TestApp, account: WalletAccount, amount_minor: number): Promise<void> {
+  fundingCounter += 1;
+  const key = `test_funding:${process.pid}:${fundingCounter}:${Date.now()}`;
+  await inTransaction(app, async (tx) => {
+    const posted = await app.instance.services.ledger.post(tx, {
+      account,
+      type: 'adjustment',
+      amount_minor,
+      bucket_from: null,
+      bucket_to: 'available',
+      movement_key: key,
+      source: { type: 'test_funding', id: key },
+      reason_code: 'test_funding',
+      cause: SYSTEM_CAUSE,
+    });
+    if (!posted.ok) throw posted.error;
+  });
+}
+
+/** The seeded sandbox account of สมชาย ใจดี at Bangkok Bank, which verifies by name. */
+export const SOMCHAI = { bank_code: '002', account_number: '1234567890', account_name_th: 'สมชาย ใจดี' } as const;
+export const SOMYING = { bank_code: '004', account_number: '0123456789', account_name_th: 'สมหญิง รักไทย' } as const;
+
+/** Creates the beneficiary for `account` and runs its verification job, returning its verified id. */
+export async function verifiedBeneficiary(app: TestApp, account: WalletAccount, details: { bank_code: string; account_number: string; account_name_th: string } = SOMCHAI): Promise<string> {
+  const { beneficiary } = await inTransaction(app, (tx) => app.instance.services.beneficiaries.create(tx, account, { ...details }, SYSTEM_CAUSE));
+  if (beneficiary.status === 'verified') return beneficiary.id;
+  await app.instance.worker.runDueJobs();
+  const verified = await app.instance.services.beneficiaries.get(app.testDatabase.database, account, beneficiary.id);
+  if (verified?.status !== 'verified') throw new Error(`beneficiary ${beneficiary.id} did not verify: ${verified?.status ?? 'missing'}`);
+  return beneficiary.id;
+}
