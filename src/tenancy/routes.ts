@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
-import type { BackofficeContext, RouteRegistrar, Services } from '../http/context.ts';
+import type { RouteRegistrar, Services } from '../http/context.ts';
 import { API_KEY_SCOPES } from './types.ts';
 import { idText, nameSchema } from './schemas.ts';
 import { actorOf, brandToActOn, requireOwnBrand, scopeOf } from '../http/backoffice-scope.ts';
