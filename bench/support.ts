@@ -46,8 +46,9 @@ function numberFromEnv(name: string, fallback: number, min: number): number {
   return value;
 }
 
-export function readSettings(): BenchSettings {
-  const databaseName = process.env.BENCH_DATABASE ?? 'bench_foundation';
+/** `defaults` lets another benchmark of the family use its own database name and scenario list. */
+export function readSettings(defaults: { database_name?: string; only?: string } = {}): BenchSettings {
+  const databaseName = process.env.BENCH_DATABASE ?? defaults.database_name ?? 'bench_foundation';
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(databaseName)) throw new Error('BENCH_DATABASE must be a plain lower-case identifier');
   const dbPool = Math.floor(numberFromEnv('BENCH_DB_POOL', 10, 1));
   return {
@@ -69,7 +70,7 @@ export function readSettings(): BenchSettings {
         if (!match) throw new Error(`BENCH_DATABASE_SETTINGS: cannot read "${pair}" (name=value)`);
         return [match[1] as string, match[2] as string];
       }),
-    only: new Set((process.env.BENCH_ONLY || 'bare,authenticated,idempotent_post,pgbench').split(',').map((name) => name.trim())),
+    only: new Set((process.env.BENCH_ONLY || defaults.only || 'bare,authenticated,idempotent_post,pgbench').split(',').map((name) => name.trim())),
     probe: process.env.BENCH_PROBE !== '0' && process.env.BENCH_PROBE !== 'false',
   };
 }
@@ -346,8 +347,10 @@ export interface PgbenchResult {
 }
 
 /**
- * One pgbench run of the single-row INSERT script. With `rate` it is throttled (-R, Poisson arrivals)
+ * One pgbench run of the single-row INSERT script, or of a built-in script (`builtin`, e.g.
+ * `tpcb-like`, on tables made by `initPgbench`). With `rate` it is throttled (-R, Poisson arrivals)
  * and logs every transaction (-l); the logged time runs from the scheduled start, so lag counts.
+ * `log` logs every transaction of an unthrottled run too, for its closed-loop p50/p99.
  */
 export async function runPgbench(options: {
   pgbench_path: string;
@@ -355,13 +358,23 @@ export async function runPgbench(options: {
   clients: number;
   seconds: number;
   rate?: number;
+  builtin?: string;
+  log?: boolean;
 }): Promise<PgbenchResult> {
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-pgbench-'));
   try {
-    const scriptPath = path.join(directory, 'insert.sql');
-    fs.writeFileSync(scriptPath, PGBENCH_SCRIPT);
-    const args = ['-n', '-f', scriptPath, '-c', String(options.clients), '-j', '2', '-T', String(Math.max(1, Math.round(options.seconds)))];
-    if (options.rate !== undefined) args.push('-R', String(Math.round(options.rate)), '-l', '--log-prefix', path.join(directory, 'tx'));
+    const script: string[] = [];
+    if (options.builtin !== undefined) {
+      script.push('-b', options.builtin);
+    } else {
+      const scriptPath = path.join(directory, 'insert.sql');
+      fs.writeFileSync(scriptPath, PGBENCH_SCRIPT);
+      script.push('-f', scriptPath);
+    }
+    const args = ['-n', ...script, '-c', String(options.clients), '-j', '2', '-T', String(Math.max(1, Math.round(options.seconds)))];
+    if (options.rate !== undefined) args.push('-R', String(Math.round(options.rate)));
+    const logged = options.rate !== undefined || options.log === true;
+    if (logged) args.push('-l', '--log-prefix', path.join(directory, 'tx'));
     args.push(options.database_url);
     const shown = `pgbench ${args.map((arg) => (arg.startsWith(directory) ? `<tmp>/${path.basename(arg)}` : arg)).join(' ')}`;
     const { code, stdout, stderr } = await runProcess(options.pgbench_path, args);
@@ -371,7 +384,7 @@ export async function runPgbench(options: {
     const failedMatch = /^number of failed transactions: (\d+)/m.exec(stdout);
     let p50 = Number.NaN;
     let p99 = Number.NaN;
-    if (options.rate !== undefined) {
+    if (logged) {
       const values: number[] = [];
       for (const file of fs.readdirSync(directory).filter((name) => name.startsWith('tx'))) {
         for (const line of fs.readFileSync(path.join(directory, file), 'utf8').split('\n')) {
@@ -388,6 +401,14 @@ export async function runPgbench(options: {
   } finally {
     fs.rmSync(directory, { recursive: true, force: true });
   }
+}
+
+/** `pgbench -i -s <scale>`: creates and fills the TPC-B tables (pgbench_accounts etc.) in the database. */
+export async function initPgbench(options: { pgbench_path: string; database_url: string; scale: number }): Promise<string> {
+  const args = ['-i', '-q', '-s', String(options.scale), options.database_url];
+  const { code, stdout, stderr } = await runProcess(options.pgbench_path, args);
+  if (code !== 0) throw new Error(`pgbench -i exited with ${code}:\n${stderr}\n${stdout}`);
+  return `pgbench -i -q -s ${options.scale} <db>`;
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -1494,6 +1494,15 @@ const ROUTE_TABLE: readonly RouteEntry[] = [
   { method: 'GET', segments: ['', 'v1', 'bo', 'wallet'], kind: 'backoffice' },
   { method: 'POST', segments: ['', 'v1', 'pay', 'beneficiaries'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'pay', 'beneficiaries', ':id'], kind: 'merchant' },
+  { method: 'POST', segments: ['', 'v1', 'pay', 'withdrawals'], kind: 'merchant' },
+  { method: 'GET', segments: ['', 'v1', 'pay', 'withdrawals', ':id'], kind: 'merchant' },
+  { method: 'POST', segments: ['', 'v1', 'pay', 'withdrawals', ':id', 'cancel'], kind: 'merchant' },
+  { method: 'GET', segments: ['', 'v1', 'bo', 'withdrawal-approvals'], kind: 'backoffice' },
+  { method: 'GET', segments: ['', 'v1', 'bo', 'withdrawals', ':id'], kind: 'backoffice' },
+  { method: 'POST', segments: ['', 'v1', 'bo', 'withdrawals', ':id', 'approve'], kind: 'backoffice' },
+  { method: 'POST', segments: ['', 'v1', 'bo', 'withdrawals', ':id', 'reject'], kind: 'backoffice' },
+  { method: 'GET', segments: ['', 'v1', 'bo', 'withdrawal-policy'], kind: 'backoffice' },
+  { method: 'POST', segments: ['', 'v1', 'bo', 'withdrawal-policy'], kind: 'backoffice' },
   { method: 'POST', segments: TEST_ROUTE.split('/'), kind: 'merchant' },
   { method: 'POST', segments: TEST_ROUTE_ALT.split('/'), kind: 'merchant' },
   ...BACKOFFICE_ROUTES.map((route): RouteEntry => ({ method: route.method, segments: ['', 'v1', 'bo', ...route.segments], kind: 'backoffice' })),
@@ -1535,6 +1544,7 @@ function hasUnnameableParam(rawPath: string, segments: readonly string[]): boole
 const LITERAL_SEGMENTS = [
   'pay', 'events', 'banks', 'bo', 'brands', 'merchants', 'api-keys', 'credentials', 'suspend', 'resume', 'revoke', 'webhooks', 'test-vectors',
   'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup', 'beneficiaries',
+  'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy',
 ];
 
 const pathSegment = fc.oneof(

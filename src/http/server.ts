@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { ApiError, renderError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import type { Queryable } from '../platform/db.ts';
+import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
 import type {
   BackofficeContext,
   BackofficeRouteSpec,
@@ -130,6 +131,17 @@ function rawBodyOf(request: FastifyRequest): Buffer {
 
 function sendJson(reply: FastifyReply, status: number, bodyText: string): FastifyReply {
   return reply.code(status).header('content-type', 'application/json; charset=utf-8').send(bodyText);
+}
+
+/** One registered API route and its guard: the merchant scope or the back-office roles. */
+export type ApiRoute =
+  | { kind: 'merchant'; method: string; url: string; scope: ApiKeyScope }
+  | { kind: 'backoffice'; method: string; url: string; roles: readonly BackofficeRole[] }
+  | { kind: 'public'; method: string; url: string };
+
+/** The API routes `buildServer` registered, in registration order. */
+export function apiRoutesOf(app: FastifyInstance): readonly ApiRoute[] {
+  return (app as FastifyInstance & { apiRoutes: ApiRoute[] }).apiRoutes;
 }
 
 export function buildServer(services: Services, modules: readonly RouteModule[]): FastifyInstance {
@@ -276,16 +288,23 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     else patterns.push({ url, segments: url.split('/'), methods: new Set(methods) });
   }
 
+  // Every API route with what guards it, so that one shared test can prove the guard on each.
+  const catalogue: ApiRoute[] = [];
+  app.decorate('apiRoutes', catalogue);
+
   const registrar: RouteRegistrar = {
     merchant(spec) {
+      catalogue.push({ kind: 'merchant', method: spec.method, url: spec.url, scope: spec.scope });
       remember(spec.method, spec.url);
       app.route({ method: spec.method, url: spec.url, handler: (request, reply) => runMerchant(spec, request, reply) });
     },
     backoffice(spec) {
+      catalogue.push({ kind: 'backoffice', method: spec.method, url: spec.url, roles: spec.roles });
       remember(spec.method, spec.url);
       app.route({ method: spec.method, url: spec.url, handler: (request, reply) => runBackoffice(spec, request, reply) });
     },
     public(spec) {
+      catalogue.push({ kind: 'public', method: spec.method, url: spec.url });
       remember(spec.method, spec.url);
       app.route({ method: spec.method, url: spec.url, handler: (request, reply) => runPublic(spec, request, reply) });
     },
