@@ -27,6 +27,9 @@ import { FeeService } from './fees/service.ts';
 import { WithdrawalPolicyService } from './withdrawals/policy.ts';
 import { registerWithdrawalRoutes } from './withdrawals/routes.ts';
 import { createWithdrawalJobHandlers, WithdrawalService } from './withdrawals/service.ts';
+import { DepositPolicyService } from './deposits/policy.ts';
+import { registerDepositRoutes } from './deposits/routes.ts';
+import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
 import { IdempotencyService } from './http/idempotency.ts';
 import { buildServer, type RouteModule } from './http/server.ts';
 import type { Services } from './http/context.ts';
@@ -46,6 +49,7 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   registerSandboxBankRoutes,
   registerBeneficiaryRoutes,
   registerWithdrawalRoutes,
+  registerDepositRoutes,
 ];
 
 export interface ServiceInstance {
@@ -86,8 +90,11 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   const ledger = new LedgerService(events, clock);
   const fees = new FeeService(clock);
   // Beneficiary account numbers are looked up by an HMAC under a key derived from the master key.
-  const beneficiaries = new BeneficiaryService({ events, clock, secretBox, account_lookup_key: deriveAccountLookupKey(options.master_key) });
+  const accountLookupKey = deriveAccountLookupKey(options.master_key);
+  const beneficiaries = new BeneficiaryService({ events, clock, secretBox, account_lookup_key: accountLookupKey });
   const withdrawalPolicies = new WithdrawalPolicyService(clock);
+  const withdrawals = new WithdrawalService({ events, clock, ledger, fees, beneficiaries, policies: withdrawalPolicies });
+  const depositPolicies = new DepositPolicyService(clock);
   const services: Services = {
     config: options.config,
     database,
@@ -101,8 +108,10 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     ledger,
     fees,
     beneficiaries,
-    withdrawals: new WithdrawalService({ events, clock, ledger, fees, beneficiaries, policies: withdrawalPolicies }),
+    withdrawals,
     withdrawalPolicies,
+    deposits: new DepositService({ events, clock, secretBox, withdrawals, policies: depositPolicies, account_lookup_key: accountLookupKey }),
+    depositPolicies,
     publicBaseUrl: () => options.config.public_base_url ?? boundAddress ?? `http://localhost:${options.config.port}`,
   };
   const state = { ready: false, stopping: false };
@@ -127,6 +136,8 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       [VERIFY_BENEFICIARY_TASK]: createBeneficiaryVerifyHandler({ events, secretBox }),
       // Withdrawal deadlines: expiry, approval time-to-live, fill auto-confirm.
       ...createWithdrawalJobHandlers(database, services.withdrawals),
+      // Deposit deadlines: the matching retry of a waiting order and the transfer deadline.
+      ...createDepositJobHandlers(database, services.deposits),
       ...(options.job_handlers ?? {}),
     },
     logger,

@@ -12,6 +12,8 @@ import type { FeeService } from '../fees/service.ts';
 import type { BeneficiaryService } from '../beneficiaries/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { WithdrawalPolicyService } from '../withdrawals/policy.ts';
+import type { DepositService } from '../deposits/service.ts';
+import type { DepositPolicyService } from '../deposits/policy.ts';
 import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
 import type { IdempotencyService } from './idempotency.ts';
 import type { BucketPolicy } from './rate-limit.ts';
@@ -34,6 +36,9 @@ export interface Services {
   /** Withdrawal orders and the leg functions the deposit side calls to pay them. */
   withdrawals: WithdrawalService;
   withdrawalPolicies: WithdrawalPolicyService;
+  /** Deposit orders: creation, matching, the liquidity wait, expiry and cancel. */
+  deposits: DepositService;
+  depositPolicies: DepositPolicyService;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
   publicBaseUrl(): string;
 }

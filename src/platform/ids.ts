@@ -7,6 +7,7 @@ import { monotonicFactory } from 'ulidx';
  */
 export const ID_PREFIXES = {
   deposit: 'dep_',
+  deposit_leg: 'dleg_',
   withdrawal: 'wdr_',
   withdrawal_leg: 'wleg_',
   balance_transaction: 'btxn_',

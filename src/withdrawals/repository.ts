@@ -140,8 +140,10 @@ export async function findOpenRefund(db: Queryable, white_label_id: string, depo
  */
 export async function lockMatchable(
   db: Queryable,
-  input: { white_label_id: string; livemode: boolean; amount_minor: number; now: Date; exclude_merchant_id: string | null; limit: number },
+  input: { white_label_id: string; livemode: boolean; amount_minor: number; now: Date; exclude_merchant_id: string | null; limit: number; largest_first: boolean },
 ): Promise<WithdrawalRow[]> {
+  // Two fixed statements rather than a dynamic ORDER BY, so each is prepared once.
+  const order = input.largest_first ? 'o.remaining_minor DESC, o.created_at, o.withdrawal_id' : 'o.created_at, o.withdrawal_id';
   const { rows } = await db.query<WithdrawalRow>(
     `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders o
       WHERE o.white_label_id = $1 AND o.livemode = $2 AND o.status IN ('open', 'partially_filled')
@@ -150,7 +152,7 @@ export async function lockMatchable(
         AND o.settled_splits + (SELECT count(*) FROM withdrawal_legs l
                                  WHERE l.white_label_id = o.white_label_id AND l.withdrawal_id = o.withdrawal_id
                                    AND l.status = 'reserved') < o.max_splits
-      ORDER BY o.created_at, o.withdrawal_id
+      ORDER BY ${order}
       LIMIT $6
       FOR UPDATE SKIP LOCKED`,
     [input.white_label_id, input.livemode, input.amount_minor, input.now, input.exclude_merchant_id, input.limit],

@@ -629,14 +629,20 @@ export class WithdrawalService {
   // The functions the deposit side calls. Each is atomic in the caller's transaction and idempotent.
 
   /**
-   * The oldest live order of the brand and environment that can take a leg of `amount_minor`, locked
-   * (SKIP LOCKED) for the caller's transaction; a merchant never pays its own withdrawal.
+   * Live orders of the brand and environment that can take a leg of at least `amount_minor` now,
+   * oldest first (or largest remaining first, for splitting a deposit into few legs), locked with
+   * SKIP LOCKED for the caller's transaction. `exclude_merchant_id` keeps a merchant from paying itself.
    */
   async findMatchable(
     tx: Queryable,
-    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string | null; limit?: number },
+    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string | null; limit?: number; largest_first?: boolean },
   ): Promise<WithdrawalView[]> {
-    const rows = await repository.lockMatchable(tx, { ...input, now: this.deps.clock.now(), limit: Math.min(Math.max(input.limit ?? 1, 1), 50) });
+    const rows = await repository.lockMatchable(tx, {
+      ...input,
+      largest_first: input.largest_first ?? false,
+      now: this.deps.clock.now(),
+      limit: Math.min(Math.max(input.limit ?? 1, 1), 50),
+    });
     return rows.map(withdrawalView);
   }
 

@@ -1,0 +1,165 @@
+import type { Queryable } from '../platform/db.ts';
+import type { DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
+
+/** All SQL of deposits: policies, orders and legs, each query scoped by brand (and merchant for orders). */
+
+const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, deposit_id, version, status, merchant_reference, end_user_ref,
+  amount_minor, sender_bank_code, sender_account_sealed, sender_account_hmac, sender_account_last4, sender_name_th, sender_name_en,
+  sender_id, device_fingerprint, client, fill_preference, min_ttl_seconds, expires_in_seconds, return_url, metadata,
+  liquidity_source, expires_at, wait_started_at, late_slip_accepted_until, expired_reason, canceled_by, cancel_reason_code,
+  created_at, updated_at`;
+
+const LEG_COLUMNS = `white_label_id, deposit_id, leg_ref, sequence, amount_minor, expires_at, status, withdrawal_id, withdrawal_leg_ref,
+  receiver_bank_code, receiver_bank_name_th, receiver_account_last4, receiver_name_masked, created_at, updated_at`;
+
+const POLICY_COLUMNS = `white_label_id, livemode, min_amount_minor, max_amount_minor, default_expires_in_seconds, max_expires_in_seconds,
+  max_legs, liquidity_wait_seconds, created_at, updated_at`;
+
+export async function findPolicy(db: Queryable, white_label_id: string, livemode: boolean): Promise<DepositPolicyRow | null> {
+  const { rows } = await db.query<DepositPolicyRow>(`SELECT ${POLICY_COLUMNS} FROM deposit_policies WHERE white_label_id = $1 AND livemode = $2`, [
+    white_label_id,
+    livemode,
+  ]);
+  return rows[0] ?? null;
+}
+
+export async function upsertPolicy(db: Queryable, row: Omit<DepositPolicyRow, 'created_at' | 'updated_at'>, now: Date): Promise<DepositPolicyRow> {
+  const { rows } = await db.query<DepositPolicyRow>(
+    `INSERT INTO deposit_policies (${POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+     ON CONFLICT (white_label_id, livemode) DO UPDATE SET
+       min_amount_minor = EXCLUDED.min_amount_minor, max_amount_minor = EXCLUDED.max_amount_minor,
+       default_expires_in_seconds = EXCLUDED.default_expires_in_seconds, max_expires_in_seconds = EXCLUDED.max_expires_in_seconds,
+       max_legs = EXCLUDED.max_legs, liquidity_wait_seconds = EXCLUDED.liquidity_wait_seconds, updated_at = EXCLUDED.updated_at
+     RETURNING ${POLICY_COLUMNS}`,
+    [row.white_label_id, row.livemode, row.min_amount_minor, row.max_amount_minor, row.default_expires_in_seconds, row.max_expires_in_seconds,
+      row.max_legs, row.liquidity_wait_seconds, now],
+  );
+  const stored = rows[0];
+  if (!stored) throw new Error('deposit policy upsert returned no row');
+  return stored;
+}
+
+/** Inserts an order unless its merchant_reference is taken; false then. */
+export async function insertOrder(db: Queryable, row: DepositRow): Promise<boolean> {
+  const { rows } = await db.query(
+    `INSERT INTO deposit_orders (${ORDER_COLUMNS})
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
+             $26, $27, $28, $29, $30, $31, $32)
+     ON CONFLICT (white_label_id, merchant_id, livemode, merchant_reference) DO NOTHING
+     RETURNING deposit_id`,
+    [
+      row.white_label_id, row.merchant_id, row.livemode, row.deposit_id, row.version, row.status, row.merchant_reference, row.end_user_ref,
+      row.amount_minor, row.sender_bank_code, row.sender_account_sealed, row.sender_account_hmac, row.sender_account_last4,
+      row.sender_name_th, row.sender_name_en, row.sender_id, row.device_fingerprint, row.client === null ? null : JSON.stringify(row.client),
+      row.fill_preference, row.min_ttl_seconds, row.expires_in_seconds, row.return_url,
+      row.metadata === null ? null : JSON.stringify(row.metadata), row.liquidity_source, row.expires_at, row.wait_started_at,
+      row.late_slip_accepted_until, row.expired_reason, row.canceled_by, row.cancel_reason_code, row.created_at, row.updated_at,
+    ],
+  );
+  return rows.length === 1;
+}
+
+/** Writes the mutable columns where the stored version is still `expected_version` (optimistic check). */
+export async function updateOrder(db: Queryable, row: DepositRow, expected_version: number): Promise<boolean> {
+  const { rows } = await db.query(
+    `UPDATE deposit_orders
+        SET version = $4, status = $5, liquidity_source = $6, expires_at = $7, wait_started_at = $8, late_slip_accepted_until = $9,
+            expired_reason = $10, canceled_by = $11, cancel_reason_code = $12, updated_at = $13
+      WHERE white_label_id = $1 AND deposit_id = $2 AND version = $3
+      RETURNING deposit_id`,
+    [
+      row.white_label_id, row.deposit_id, expected_version, row.version, row.status, row.liquidity_source, row.expires_at,
+      row.wait_started_at, row.late_slip_accepted_until, row.expired_reason, row.canceled_by, row.cancel_reason_code, row.updated_at,
+    ],
+  );
+  return rows.length === 1;
+}
+
+export async function findOrder(db: Queryable, account: DepositAccount, deposit_id: string): Promise<DepositRow | null> {
+  const { rows } = await db.query<DepositRow>(
+    `SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND deposit_id = $4`,
+    [account.white_label_id, account.merchant_id, account.livemode, deposit_id],
+  );
+  return rows[0] ?? null;
+}
+
+/** Locks an order for the rest of the transaction (jobs, which know only the brand and the id). */
+export async function lockOrderInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+  const { rows } = await db.query<DepositRow>(`SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE`, [
+    white_label_id,
+    deposit_id,
+  ]);
+  return rows[0] ?? null;
+}
+
+export async function findOrderByReference(db: Queryable, account: DepositAccount, merchant_reference: string): Promise<DepositRow | null> {
+  const { rows } = await db.query<DepositRow>(
+    `SELECT ${ORDER_COLUMNS} FROM deposit_orders
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND merchant_reference = $4`,
+    [account.white_label_id, account.merchant_id, account.livemode, merchant_reference],
+  );
+  return rows[0] ?? null;
+}
+
+/**
+ * The end user's open unpaid orders (awaiting liquidity or payment), locked so that two concurrent
+ * creations for one user count each other. `device_fingerprint` null counts every open order of the user.
+ */
+export async function lockOpenOrdersOfUser(
+  db: Queryable,
+  account: DepositAccount,
+  end_user_ref: string,
+  device_fingerprint: string | null,
+): Promise<Pick<DepositRow, 'deposit_id' | 'status' | 'amount_minor' | 'sender_account_hmac'>[]> {
+  const { rows } = await db.query<Pick<DepositRow, 'deposit_id' | 'status' | 'amount_minor' | 'sender_account_hmac'>>(
+    `SELECT deposit_id, status, amount_minor, sender_account_hmac FROM deposit_orders
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND end_user_ref = $4
+        AND status IN ('awaiting_liquidity', 'awaiting_payment')
+        AND ($5::text IS NULL OR device_fingerprint = $5::text)
+      ORDER BY created_at, deposit_id
+      FOR UPDATE`,
+    [account.white_label_id, account.merchant_id, account.livemode, end_user_ref, device_fingerprint],
+  );
+  return rows;
+}
+
+/** Open orders with the same amount and the same sender account (the duplicate check). */
+export async function findOpenDuplicates(db: Queryable, account: DepositAccount, amount_minor: number, sender_account_hmac: string): Promise<string[]> {
+  const { rows } = await db.query<{ deposit_id: string }>(
+    `SELECT deposit_id FROM deposit_orders
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND status = 'awaiting_payment'
+        AND amount_minor = $4 AND sender_account_hmac = $5
+      ORDER BY created_at, deposit_id`,
+    [account.white_label_id, account.merchant_id, account.livemode, amount_minor, sender_account_hmac],
+  );
+  return rows.map((row) => row.deposit_id);
+}
+
+export async function insertLeg(db: Queryable, row: DepositLegRow): Promise<void> {
+  await db.query(
+    `INSERT INTO deposit_legs (${LEG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+    [
+      row.white_label_id, row.deposit_id, row.leg_ref, row.sequence, row.amount_minor, row.expires_at, row.status, row.withdrawal_id,
+      row.withdrawal_leg_ref, row.receiver_bank_code, row.receiver_bank_name_th, row.receiver_account_last4, row.receiver_name_masked,
+      row.created_at, row.updated_at,
+    ],
+  );
+}
+
+export async function listLegs(db: Queryable, white_label_id: string, deposit_id: string): Promise<DepositLegRow[]> {
+  const { rows } = await db.query<DepositLegRow>(
+    `SELECT ${LEG_COLUMNS} FROM deposit_legs WHERE white_label_id = $1 AND deposit_id = $2 ORDER BY sequence`,
+    [white_label_id, deposit_id],
+  );
+  return rows;
+}
+
+export async function setLegStatus(db: Queryable, white_label_id: string, leg_ref: string, from: DepositLegRow['status'], to: DepositLegRow['status'], now: Date): Promise<boolean> {
+  const { rows } = await db.query(
+    `UPDATE deposit_legs SET status = $4, updated_at = $5 WHERE white_label_id = $1 AND leg_ref = $2 AND status = $3 RETURNING leg_ref`,
+    [white_label_id, leg_ref, from, to, now],
+  );
+  return rows.length === 1;
+}
+
+export type { DepositStatus };

@@ -1,0 +1,616 @@
+import { anyId } from 'promptparse/generate';
+import type { Clock } from '../platform/clock.ts';
+import type { Database, Queryable } from '../platform/db.ts';
+import { invariant } from '../platform/assert.ts';
+import { hmacSha256Hex, type SecretBox } from '../platform/crypto.ts';
+import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
+import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
+import { applyTransition, TransitionTable } from '../events/transition.ts';
+import { enqueueJob, cancelJobsByKey, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { findBank, listBanks } from '../banks/service.ts';
+import type { WithdrawalService } from '../withdrawals/service.ts';
+import * as repository from './repository.ts';
+import type { DepositPolicy, DepositPolicyService } from './policy.ts';
+import { DEPOSIT_STATUSES, type CanceledBy, type DepositAccount, type DepositLegRow, type DepositRow, type DepositStatus, type FillPreference } from './types.ts';
+
+/**
+ * Deposit orders up to the slip: creation with its request rules, peer-to-peer matching against the
+ * brand's open withdrawals (through the withdrawal service's leg functions, never its tables), the
+ * liquidity wait, expiry and cancel. Every status change goes through `applyTransition` with
+ * DEPOSIT_TRANSITIONS in the transaction of the change.
+ */
+
+export const MATCH_RETRY_TASK = 'deposits.match_retry';
+export const EXPIRE_DEPOSIT_TASK = 'deposits.expire';
+/** Matching is retried about every 10 seconds while an order waits for liquidity (spec, Limits). */
+export const MATCH_RETRY_INTERVAL_MS = 10 * SECOND_MS;
+/** The late-slip window: 24 hours after the transfer deadline (spec, Limits). */
+export const LATE_SLIP_WINDOW_MS = 24 * HOUR_MS;
+/** Open unpaid orders per end user: 2 per device with a complete `client`, else 1 (spec, Limits). */
+export const OPEN_ORDER_CAP_WITH_CLIENT = 2;
+export const OPEN_ORDER_CAP_WITHOUT_CLIENT = 1;
+/** What `sender_bank_unavailable` suggests as a wait before trying the same bank again. */
+export const SENDER_BANK_RETRY_HINT_SECONDS = 1800;
+const DEFAULT_BANK_UNAVAILABLE_MESSAGE_TH = 'ธนาคารของท่านไม่พร้อมให้บริการชั่วคราว กรุณาเลือกบัญชีธนาคารอื่น';
+
+export const DEPOSIT_TRANSITIONS = new TransitionTable<DepositStatus>('deposit_order', DEPOSIT_STATUSES, [
+  { from: null, to: 'awaiting_payment', trigger: 'create' },
+  { from: null, to: 'awaiting_liquidity', trigger: 'create' },
+  { from: 'awaiting_liquidity', to: 'awaiting_payment', trigger: 'matched' },
+  { from: 'awaiting_liquidity', to: 'canceled', trigger: 'liquidity_timeout' },
+  { from: 'awaiting_liquidity', to: 'canceled', trigger: 'cancel' },
+  { from: 'awaiting_payment', to: 'expired', trigger: 'expire' },
+  { from: 'awaiting_payment', to: 'canceled', trigger: 'cancel' },
+]);
+
+const EVENT_OF_TRIGGER: Record<string, string> = {
+  create: 'deposit.created',
+  matched: 'deposit.matched',
+  liquidity_timeout: 'deposit.canceled',
+  cancel: 'deposit.canceled',
+  expire: 'deposit.expired',
+};
+
+export interface LegView {
+  leg_ref: string;
+  sequence: number;
+  amount_minor: number;
+  expires_at: string;
+  leg_status: 'pending' | 'complete';
+  method: 'promptpay_qr';
+  qr_payload?: string;
+  receiver: { bank_code: string; bank_name_th: string; account_number_masked: string; account_name_masked: string };
+}
+
+export type DepositView = {
+  id: string;
+  object: 'deposit_order';
+  version: number;
+  status: DepositStatus;
+  is_terminal: boolean;
+  merchant_reference: string;
+  end_user_ref: string;
+  amount_minor: number;
+  currency: 'THB';
+  created_at: string;
+  expires_at: string;
+  liquidity_source?: 'internal' | 'external_gateway';
+  leg_count?: number;
+  legs: LegView[];
+  sender: { bank_code: string; account_number_masked: string; account_name_th_masked: string };
+  metadata?: Record<string, string>;
+  liquidity?: { wait_started_at: string; estimated_wait_ms: number; retry_interval_ms: number; suggested_amounts_minor: number[] };
+  late_slip_accepted_until?: string | null;
+  expired_reason?: string;
+  canceled_by?: CanceledBy;
+  cancel_reason_code?: string;
+  livemode: boolean;
+};
+
+const segmenter = new Intl.Segmenter('th', { granularity: 'grapheme' });
+
+/**
+ * The one name mask: each word keeps its first two characters (grapheme clusters, so a Thai vowel or
+ * tone mark stays with its consonant) followed by three asterisks, whatever its length.
+ */
+export function maskName(name: string): string {
+  return name
+    .trim()
+    .split(/\s+/u)
+    .map((word) => `${[...segmenter.segment(word)].slice(0, 2).map((part) => part.segment).join('')}***`)
+    .join(' ');
+}
+
+export function maskAccount(last4: string): string {
+  return `******${last4}`;
+}
+
+/** The PromptPay AnyID payload for a transfer to a bank account (tag 29, proxy 04: bank code + account). */
+export function promptPayPayload(bank_code: string, account_number: string, amount_minor: number): string {
+  invariant(amount_minor > 0 && Number.isSafeInteger(amount_minor), 'a QR carries a positive whole number of satang');
+  // Baht with two decimals: the only place satang become a decimal, and only for the QR text.
+  const baht = Number(`${Math.trunc(amount_minor / 100)}.${String(amount_minor % 100).padStart(2, '0')}`);
+  return anyId({ type: 'BANKACC', target: `${bank_code}${account_number}`, amount: baht });
+}
+
+function legView(leg: DepositLegRow): LegView {
+  return {
+    leg_ref: leg.leg_ref,
+    sequence: leg.sequence,
+    amount_minor: leg.amount_minor,
+    expires_at: formatTimestamp(leg.expires_at),
+    leg_status: leg.status === 'filled' ? 'complete' : 'pending',
+    method: 'promptpay_qr',
+    receiver: {
+      bank_code: leg.receiver_bank_code,
+      bank_name_th: leg.receiver_bank_name_th,
+      account_number_masked: maskAccount(leg.receiver_account_last4),
+      account_name_masked: leg.receiver_name_masked,
+    },
+  };
+}
+
+export interface ViewOptions {
+  now: Date;
+  liquidity?: DepositView['liquidity'];
+}
+
+/**
+ * The order as the API and events show it. `is_terminal` follows `late_slip_accepted_until`: an
+ * expired or canceled order is final only once its late-slip window has passed, or when there was
+ * never a destination (null window).
+ */
+export function depositView(row: DepositRow, legs: DepositLegRow[], options: ViewOptions): DepositView {
+  const closedWithWindow = row.status === 'expired' || row.status === 'canceled';
+  const windowPassed = row.late_slip_accepted_until === null || row.late_slip_accepted_until.getTime() <= options.now.getTime();
+  const isTerminal = row.status === 'rejected' || row.status === 'reversed' || (closedWithWindow && windowPassed);
+  const activeLegs = legs.filter((leg) => leg.status !== 'released' || closedWithWindow);
+  return {
+    id: row.deposit_id,
+    object: 'deposit_order',
+    version: row.version,
+    status: row.status,
+    is_terminal: isTerminal,
+    merchant_reference: row.merchant_reference,
+    end_user_ref: row.end_user_ref,
+    amount_minor: row.amount_minor,
+    currency: 'THB',
+    created_at: formatTimestamp(row.created_at),
+    expires_at: formatTimestamp(row.expires_at),
+    ...(row.liquidity_source ? { liquidity_source: row.liquidity_source } : {}),
+    ...(activeLegs.length > 0 ? { leg_count: activeLegs.length } : {}),
+    legs: activeLegs.map(legView),
+    sender: {
+      bank_code: row.sender_bank_code,
+      account_number_masked: maskAccount(row.sender_account_last4),
+      account_name_th_masked: maskName(row.sender_name_th),
+    },
+    ...(row.metadata ? { metadata: row.metadata } : {}),
+    ...(row.status === 'awaiting_liquidity' && options.liquidity ? { liquidity: options.liquidity } : {}),
+    ...(closedWithWindow ? { late_slip_accepted_until: row.late_slip_accepted_until ? formatTimestamp(row.late_slip_accepted_until) : null } : {}),
+    ...(row.expired_reason ? { expired_reason: row.expired_reason } : {}),
+    ...(row.canceled_by ? { canceled_by: row.canceled_by } : {}),
+    ...(row.cancel_reason_code ? { cancel_reason_code: row.cancel_reason_code } : {}),
+    livemode: row.livemode,
+  };
+}
+
+export interface CreateDepositInput {
+  amount_minor: number;
+  merchant_reference: string;
+  end_user_ref: string;
+  sender?: { bank_code: string; account_number: string; account_name_th: string; account_name_en?: string | undefined } | undefined;
+  sender_id?: string | undefined;
+  client?: { device_fingerprint?: string | undefined; ip?: string | undefined; user_agent?: string | undefined } | undefined;
+  fill_preference?: FillPreference | undefined;
+  min_ttl_seconds?: number | undefined;
+  expires_in_seconds?: number | undefined;
+  return_url?: string | undefined;
+  metadata?: Record<string, string> | undefined;
+}
+
+export interface CreatedDeposit {
+  deposit: DepositView;
+  /** 201 when matched at once, 202 when waiting for liquidity. */
+  matched: boolean;
+  retry_after_seconds?: number;
+}
+
+/** Supplies liquidity before matching (the sandbox counterparty); live mode has none. */
+export interface LiquidityProvider {
+  ensureFor(tx: Queryable, input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string }): Promise<void>;
+}
+
+export interface DepositDependencies {
+  events: EventsService;
+  clock: Clock;
+  secretBox: SecretBox;
+  withdrawals: WithdrawalService;
+  policies: DepositPolicyService;
+  /** From `deriveAccountLookupKey(master_key)`: the HMAC key of account identities. */
+  account_lookup_key: Buffer;
+  liquidity?: LiquidityProvider | null;
+}
+
+const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
+
+interface PlannedLeg {
+  withdrawal_id: string;
+  amount_minor: number;
+}
+
+function validationError(path: string, reason: string, hint?: string): ApiError {
+  return new ApiError('validation_error', { details: { fields: [hint ? { path, reason, hint } : { path, reason }] } });
+}
+
+export class DepositService {
+  constructor(private readonly deps: DepositDependencies) {}
+
+  private now(): Date {
+    return this.deps.clock.now();
+  }
+
+  private async view(db: Queryable, row: DepositRow, liquidity?: DepositView['liquidity']): Promise<DepositView> {
+    const legs = await repository.listLegs(db, row.white_label_id, row.deposit_id);
+    return depositView(row, legs, { now: this.now(), ...(liquidity ? { liquidity } : {}) });
+  }
+
+  /** Adds the QR payload to each live leg: built from the payee's account on every read, never stored. */
+  private async withPaymentInstructions(db: Queryable, view: DepositView, white_label_id: string): Promise<DepositView> {
+    if (view.status !== 'awaiting_payment') return view;
+    const legs: LegView[] = [];
+    const rows = await repository.listLegs(db, white_label_id, view.id);
+    for (const leg of view.legs) {
+      const row = rows.find((candidate) => candidate.leg_ref === leg.leg_ref);
+      const destination = row ? await this.deps.withdrawals.destinationOf(db, white_label_id, row.withdrawal_leg_ref) : null;
+      legs.push(destination ? { ...leg, qr_payload: promptPayPayload(destination.bank_code, destination.account_number, leg.amount_minor) } : leg);
+    }
+    return { ...view, legs };
+  }
+
+  private async transition(
+    tx: Queryable,
+    input: { before: DepositRow | null; after: DepositRow; trigger: string; cause: EventCause; legs?: DepositLegRow[]; jobs?: JobSpec[]; liquidity?: DepositView['liquidity'] },
+  ): Promise<DepositView> {
+    const existingLegs = input.before ? await repository.listLegs(tx, input.after.white_label_id, input.after.deposit_id) : [];
+    const legsAfter = [...existingLegs.map((leg) => input.legs?.find((changed) => changed.leg_ref === leg.leg_ref) ?? leg), ...(input.legs ?? []).filter((leg) => !existingLegs.some((old) => old.leg_ref === leg.leg_ref))];
+    const now = this.now();
+    const beforeView = input.before ? depositView(input.before, existingLegs, { now }) : null;
+    const afterView = depositView(input.after, legsAfter, { now, ...(input.liquidity ? { liquidity: input.liquidity } : {}) });
+    const result = await applyTransition(tx, this.deps, {
+      table: DEPOSIT_TRANSITIONS,
+      trigger: input.trigger,
+      before: beforeView,
+      after: afterView,
+      persist: async (db) => {
+        const stored = input.before ? await repository.updateOrder(db, input.after, input.before.version) : await repository.insertOrder(db, input.after);
+        if (!stored) return false;
+        for (const leg of input.legs ?? []) {
+          if (existingLegs.some((old) => old.leg_ref === leg.leg_ref)) continue;
+          await repository.insertLeg(db, leg);
+        }
+        return true;
+      },
+      event: { type: EVENT_OF_TRIGGER[input.trigger] ?? 'deposit.updated', white_label_id: input.after.white_label_id, merchant_id: input.after.merchant_id, livemode: input.after.livemode, cause: input.cause },
+      ...(input.jobs ? { jobs: input.jobs } : {}),
+    });
+    if (!result.ok) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.after.merchant_reference } });
+    return result.view;
+  }
+
+  private senderHmac(bank_code: string, account_number: string): string {
+    return hmacSha256Hex(this.deps.account_lookup_key, `${bank_code}:${account_number}`);
+  }
+
+  /**
+   * Creates a deposit: request rules, open-order caps, duplicate check, then matching. Matched at once:
+   * `awaiting_payment` with legs (201). Nothing to match: `awaiting_liquidity` with a durable retry
+   * every 10 seconds (202). Refusals throw the spec's error; nothing is written then.
+   */
+  async create(tx: Queryable, account: DepositAccount, input: CreateDepositInput, cause: EventCause): Promise<CreatedDeposit> {
+    const now = this.now();
+    const policy = await this.deps.policies.policyFor(tx, account.white_label_id, account.livemode);
+    if (input.amount_minor % 100 !== 0 || input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor) {
+      throw new ApiError('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
+    }
+    if (!input.sender && !input.sender_id) throw new ApiError('sender_required');
+    if (input.sender_id !== undefined) {
+      // Registered senders are created from settled deposits (slip verification); until one exists no id can name one.
+      throw validationError('sender_id', 'unknown_sender', 'an id from GET /v1/pay/senders');
+    }
+    const sender = input.sender;
+    invariant(sender, 'a sender is present');
+    const bank = await findBank(tx, sender.bank_code);
+    if (!bank) throw validationError('sender.bank_code', 'unknown_bank', 'a three-digit code from GET /v1/pay/banks');
+    if (!bank.available || !bank.sides.includes('sender')) {
+      const alternatives = (await listBanks(tx)).filter((candidate) => candidate.available && candidate.side.includes('sender') && candidate.bank_code !== bank.bank_code);
+      throw new ApiError('sender_bank_unavailable', {
+        details: {
+          bank_code: bank.bank_code,
+          alternative_banks: alternatives.map((candidate) => ({ bank_code: candidate.bank_code, name_th: candidate.name_th, name_en: candidate.name_en })),
+          public_message_th: bank.message_th ?? DEFAULT_BANK_UNAVAILABLE_MESSAGE_TH,
+          retry_after_hint_seconds: SENDER_BANK_RETRY_HINT_SECONDS,
+        },
+      });
+    }
+    const expiresIn = Math.min(input.expires_in_seconds ?? policy.default_expires_in_seconds, policy.max_expires_in_seconds);
+    if (input.min_ttl_seconds !== undefined && input.min_ttl_seconds > expiresIn) {
+      throw validationError('min_ttl_seconds', 'exceeds_order_lifetime', `at most ${expiresIn} seconds under this brand's policy`);
+    }
+    if (await repository.findOrderByReference(tx, account, input.merchant_reference)) {
+      throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
+    }
+
+    // One end user's creations are serialised, so two concurrent requests count each other.
+    await tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`deposits:user:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${input.end_user_ref}`]);
+    const hmac = this.senderHmac(sender.bank_code, sender.account_number);
+    const duplicates = await repository.findOpenDuplicates(tx, account, input.amount_minor, hmac);
+    if (duplicates.length > 0) throw new ApiError('duplicate_open_deposit', { details: { open_deposit_ids: duplicates } });
+    const client = input.client;
+    const clientComplete = Boolean(client?.device_fingerprint && client.ip && client.user_agent);
+    const open = await repository.lockOpenOrdersOfUser(tx, account, input.end_user_ref, clientComplete ? (client?.device_fingerprint ?? null) : null);
+    const cap = clientComplete ? OPEN_ORDER_CAP_WITH_CLIENT : OPEN_ORDER_CAP_WITHOUT_CLIENT;
+    if (open.length >= cap) throw new ApiError('too_many_open_deposits', { details: { open_deposit_ids: open.map((order) => order.deposit_id), limit: cap } });
+
+    const deposit_id = newId('deposit');
+    const row: DepositRow = {
+      ...account,
+      deposit_id,
+      version: 1,
+      status: 'awaiting_liquidity',
+      merchant_reference: input.merchant_reference,
+      end_user_ref: input.end_user_ref,
+      amount_minor: input.amount_minor,
+      sender_bank_code: sender.bank_code,
+      sender_account_sealed: this.deps.secretBox.seal(sender.account_number, SENDER_ACCOUNT_PURPOSE),
+      sender_account_hmac: hmac,
+      sender_account_last4: sender.account_number.slice(-4),
+      sender_name_th: sender.account_name_th,
+      sender_name_en: sender.account_name_en ?? null,
+      sender_id: null,
+      device_fingerprint: clientComplete ? (client?.device_fingerprint ?? null) : null,
+      client: client ? (Object.fromEntries(Object.entries(client).filter(([, value]) => value !== undefined)) as Record<string, string>) : null,
+      fill_preference: input.fill_preference ?? 'any',
+      min_ttl_seconds: input.min_ttl_seconds ?? null,
+      expires_in_seconds: expiresIn,
+      return_url: input.return_url ?? null,
+      metadata: input.metadata ?? null,
+      liquidity_source: null,
+      expires_at: now,
+      wait_started_at: null,
+      late_slip_accepted_until: null,
+      expired_reason: null,
+      canceled_by: null,
+      cancel_reason_code: null,
+      created_at: now,
+      updated_at: now,
+    };
+
+    const legs = await this.reserve(tx, row, policy, cause);
+    if (legs) {
+      const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: 'internal', expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
+      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs: legs.map((leg) => ({ ...leg, expires_at: matched.expires_at })), jobs: [this.expireJob(matched)] });
+      return { deposit: await this.withPaymentInstructions(tx, view, account.white_label_id), matched: true };
+    }
+    const waiting: DepositRow = { ...row, wait_started_at: now, expires_at: new Date(now.getTime() + policy.liquidity_wait_seconds * SECOND_MS) };
+    const liquidity = await this.liquidityInfo(tx, waiting, policy);
+    const view = await this.transition(tx, { before: null, after: waiting, trigger: 'create', cause, jobs: [this.retryJob(waiting)], liquidity });
+    return { deposit: view, matched: false, retry_after_seconds: MATCH_RETRY_INTERVAL_MS / SECOND_MS };
+  }
+
+  /**
+   * Matching: within the brand and environment, never the depositor's own withdrawals. One leg from
+   * the oldest order that can take the whole amount; otherwise whole-baht legs from the orders with
+   * the most remaining (fewest legs first, oldest on a tie), up to the brand's `max_legs`. Returns the
+   * reserved legs, or null when the amount cannot be covered now (nothing is reserved then).
+   */
+  private async reserve(tx: Queryable, row: DepositRow, policy: DepositPolicy, cause: EventCause): Promise<DepositLegRow[] | null> {
+    const scope = { white_label_id: row.white_label_id, livemode: row.livemode, exclude_merchant_id: row.merchant_id };
+    if (this.deps.liquidity) await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: row.amount_minor });
+    let plan: PlannedLeg[] = [];
+    const [whole] = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: row.amount_minor, limit: 1 });
+    if (whole) {
+      plan = [{ withdrawal_id: whole.id, amount_minor: row.amount_minor }];
+    } else if (policy.max_legs > 1) {
+      const candidates = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: 100, limit: policy.max_legs, largest_first: true });
+      let left = row.amount_minor;
+      for (const candidate of candidates) {
+        if (left === 0) break;
+        const take = Math.min(left, candidate.remaining_minor - (candidate.remaining_minor % 100));
+        if (take > 0) {
+          plan.push({ withdrawal_id: candidate.id, amount_minor: take });
+          left -= take;
+        }
+      }
+      if (left > 0) plan = [];
+    }
+    if (plan.length === 0) return null;
+    invariant(plan.reduce((sum, leg) => sum + leg.amount_minor, 0) === row.amount_minor, 'legs sum to the order amount');
+
+    const now = this.now();
+    const legs: DepositLegRow[] = [];
+    for (const [index, planned] of plan.entries()) {
+      const leg_ref = newId('deposit_leg');
+      const reserved = await this.deps.withdrawals.reserveLeg(tx, {
+        white_label_id: row.white_label_id,
+        livemode: row.livemode,
+        withdrawal_id: planned.withdrawal_id,
+        deposit_id: row.deposit_id,
+        deposit_leg_key: leg_ref,
+        amount_minor: planned.amount_minor,
+        cause,
+      });
+      // The candidate was locked by this transaction, so it cannot have changed since it was read.
+      invariant(reserved.ok, 'a locked candidate accepts its leg');
+      const destination = await this.deps.withdrawals.destinationOf(tx, row.white_label_id, reserved.value.leg_ref);
+      invariant(destination, 'a reserved leg has a payee');
+      const bank = await findBank(tx, destination.bank_code);
+      legs.push({
+        white_label_id: row.white_label_id,
+        deposit_id: row.deposit_id,
+        leg_ref,
+        sequence: index + 1,
+        amount_minor: planned.amount_minor,
+        expires_at: now,
+        status: 'reserved',
+        withdrawal_id: planned.withdrawal_id,
+        withdrawal_leg_ref: reserved.value.leg_ref,
+        receiver_bank_code: destination.bank_code,
+        receiver_bank_name_th: bank?.name_th ?? destination.bank_code,
+        receiver_account_last4: destination.account_number.slice(-4),
+        receiver_name_masked: maskName(destination.account_name_th),
+        created_at: now,
+        updated_at: now,
+      });
+    }
+    return legs;
+  }
+
+  /** What a waiting order is told: when it started, how often matching runs, which amounts would match now. */
+  private async liquidityInfo(tx: Queryable, row: DepositRow, policy: DepositPolicy): Promise<NonNullable<DepositView['liquidity']>> {
+    const candidates = await this.deps.withdrawals.findMatchable(tx, {
+      white_label_id: row.white_label_id,
+      livemode: row.livemode,
+      amount_minor: Math.max(policy.min_amount_minor, 100),
+      exclude_merchant_id: row.merchant_id,
+      limit: 3,
+      largest_first: true,
+    });
+    const suggestions = [...new Set(candidates.map((candidate) => Math.min(candidate.remaining_minor - (candidate.remaining_minor % 100), row.amount_minor)))]
+      .filter((amount) => amount >= policy.min_amount_minor && amount < row.amount_minor)
+      .sort((a, b) => b - a);
+    const waitLeft = Math.max(0, row.expires_at.getTime() - this.now().getTime());
+    return {
+      wait_started_at: formatTimestamp(row.wait_started_at ?? row.created_at),
+      // No history to estimate from yet: three retry rounds, bounded by the wait that is left.
+      estimated_wait_ms: Math.min(3 * MATCH_RETRY_INTERVAL_MS, waitLeft),
+      retry_interval_ms: MATCH_RETRY_INTERVAL_MS,
+      suggested_amounts_minor: suggestions,
+    };
+  }
+
+  private retryJob(row: DepositRow): JobSpec {
+    const runAt = new Date(Math.min(this.now().getTime() + MATCH_RETRY_INTERVAL_MS, row.expires_at.getTime()));
+    return {
+      task: MATCH_RETRY_TASK,
+      payload: { white_label_id: row.white_label_id, deposit_id: row.deposit_id },
+      run_at: runAt,
+      job_key: `${MATCH_RETRY_TASK}:${row.deposit_id}:${runAt.getTime()}`,
+      white_label_id: row.white_label_id,
+    };
+  }
+
+  private expireJob(row: DepositRow): JobSpec {
+    return {
+      task: EXPIRE_DEPOSIT_TASK,
+      payload: { white_label_id: row.white_label_id, deposit_id: row.deposit_id },
+      run_at: row.expires_at,
+      job_key: `${EXPIRE_DEPOSIT_TASK}:${row.deposit_id}`,
+      white_label_id: row.white_label_id,
+    };
+  }
+
+  /**
+   * The matching retry job of a waiting order: matched → `awaiting_payment` with legs and a new
+   * `expires_at` (`deposit.matched`); the wait over → canceled `no_liquidity_available` with no
+   * late-slip window (there was never a destination); otherwise the next retry in 10 seconds.
+   */
+  async retryMatching(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositStatus | null> {
+    const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    if (!row || row.status !== 'awaiting_liquidity') return null;
+    const now = this.now();
+    if (row.expires_at.getTime() <= now.getTime()) {
+      await this.transition(tx, {
+        before: row,
+        after: { ...row, version: row.version + 1, status: 'canceled', canceled_by: 'system', cancel_reason_code: 'no_liquidity_available', late_slip_accepted_until: null, updated_at: now },
+        trigger: 'liquidity_timeout',
+        cause: SYSTEM_CAUSE,
+      });
+      return 'canceled';
+    }
+    const policy = await this.deps.policies.policyFor(tx, row.white_label_id, row.livemode);
+    const legs = await this.reserve(tx, row, policy, SYSTEM_CAUSE);
+    if (!legs) {
+      await enqueueJob(tx, this.deps.clock, this.retryJob(row));
+      return 'awaiting_liquidity';
+    }
+    const matched: DepositRow = {
+      ...row,
+      version: row.version + 1,
+      status: 'awaiting_payment',
+      liquidity_source: 'internal',
+      expires_at: new Date(now.getTime() + row.expires_in_seconds * SECOND_MS),
+      updated_at: now,
+    };
+    await this.transition(tx, { before: row, after: matched, trigger: 'matched', cause: SYSTEM_CAUSE, legs: legs.map((leg) => ({ ...leg, expires_at: matched.expires_at })), jobs: [this.expireJob(matched)] });
+    return 'awaiting_payment';
+  }
+
+  /** Releases every reserved leg of an order back to its withdrawal. */
+  private async releaseLegs(tx: Queryable, row: DepositRow, reason_code: string, cause: EventCause): Promise<DepositLegRow[]> {
+    const legs = await repository.listLegs(tx, row.white_label_id, row.deposit_id);
+    const changed: DepositLegRow[] = [];
+    const now = this.now();
+    for (const leg of legs) {
+      if (leg.status !== 'reserved') continue;
+      const released = await this.deps.withdrawals.releaseLeg(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code, cause });
+      invariant(released.ok, 'a reserved leg of an unpaid deposit can be released');
+      invariant(await repository.setLegStatus(tx, row.white_label_id, leg.leg_ref, 'reserved', 'released', now), 'the leg is locked through its order');
+      changed.push({ ...leg, status: 'released', updated_at: now });
+    }
+    return changed;
+  }
+
+  /** The expiry job: an unpaid order past its transfer deadline expires, and its reservations go back. */
+  async expire(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositView | null> {
+    const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    if (!row || row.status !== 'awaiting_payment' || row.expires_at.getTime() > this.now().getTime()) return null;
+    const legs = await this.releaseLegs(tx, row, 'deposit_expired', SYSTEM_CAUSE);
+    return this.transition(tx, {
+      before: row,
+      after: { ...row, version: row.version + 1, status: 'expired', expired_reason: 'no_payment', late_slip_accepted_until: new Date(row.expires_at.getTime() + LATE_SLIP_WINDOW_MS), updated_at: this.now() },
+      trigger: 'expire',
+      cause: SYSTEM_CAUSE,
+      legs,
+    });
+  }
+
+  /**
+   * Cancels an unpaid order for the merchant or the end user. Once a slip exists (any later status)
+   * the answer is `deposit_not_cancelable`. A waiting order never had a destination, so it closes
+   * for good (null window); a matched one keeps the late-slip window of its transfer deadline.
+   */
+  async cancel(tx: Queryable, account: DepositAccount, deposit_id: string, by: Exclude<CanceledBy, 'system'>, cause: EventCause): Promise<Result<DepositView> | null> {
+    const found = await repository.findOrder(tx, account, deposit_id);
+    if (!found) return null;
+    const row = await repository.lockOrderInBrand(tx, account.white_label_id, deposit_id);
+    invariant(row, 'the order exists');
+    if (row.status !== 'awaiting_liquidity' && row.status !== 'awaiting_payment') return fail('deposit_not_cancelable', { details: { status: row.status } });
+    const legs = row.status === 'awaiting_payment' ? await this.releaseLegs(tx, row, 'deposit_canceled', cause) : [];
+    await cancelJobsByKey(tx, `${EXPIRE_DEPOSIT_TASK}:${row.deposit_id}`);
+    const view = await this.transition(tx, {
+      before: row,
+      after: {
+        ...row,
+        version: row.version + 1,
+        status: 'canceled',
+        canceled_by: by,
+        cancel_reason_code: by === 'merchant' ? 'merchant_request' : 'end_user_request',
+        late_slip_accepted_until: row.status === 'awaiting_payment' ? new Date(row.expires_at.getTime() + LATE_SLIP_WINDOW_MS) : null,
+        updated_at: this.now(),
+      },
+      trigger: 'cancel',
+      cause,
+      legs,
+    });
+    return ok(view);
+  }
+
+  /** The caller's order, with payment instructions while it awaits payment; null outside its scope. */
+  async get(db: Queryable, account: DepositAccount, deposit_id: string): Promise<DepositView | null> {
+    const row = await repository.findOrder(db, account, deposit_id);
+    if (!row) return null;
+    const policy = row.status === 'awaiting_liquidity' ? await this.deps.policies.policyFor(db, row.white_label_id, row.livemode) : null;
+    const view = await this.view(db, row, policy ? await this.liquidityInfo(db, row, policy) : undefined);
+    return this.withPaymentInstructions(db, view, row.white_label_id);
+  }
+}
+
+/** The job handlers of deposit deadlines; each is one short transaction and a no-op once the order moved on. */
+export function createDepositJobHandlers(database: Database, deposits: DepositService): Record<string, JobHandler> {
+  const target = (payload: Record<string, unknown>) => ({ white_label_id: String(payload.white_label_id), deposit_id: String(payload.deposit_id) });
+  return {
+    [MATCH_RETRY_TASK]: async (job) => {
+      const { white_label_id, deposit_id } = target(job.payload);
+      await database.transaction((tx) => deposits.retryMatching(tx, white_label_id, deposit_id));
+    },
+    [EXPIRE_DEPOSIT_TASK]: async (job) => {
+      const { white_label_id, deposit_id } = target(job.payload);
+      await database.transaction((tx) => deposits.expire(tx, white_label_id, deposit_id));
+    },
+  };
+}
+
+export { SENDER_ACCOUNT_PURPOSE };
