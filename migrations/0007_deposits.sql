@@ -86,3 +86,13 @@ CREATE TABLE deposit_legs (
   UNIQUE (white_label_id, deposit_id, sequence),
   FOREIGN KEY (white_label_id, deposit_id) REFERENCES deposit_orders (white_label_id, deposit_id)
 );
+
+CREATE TABLE sandbox_counterparties (
+  -- The simulated counterparty merchant of a brand's sandbox: it keeps standing withdrawals to accounts
+  -- of the sandbox bank, so that a sandbox deposit finds liquidity as a live one would.
+  white_label_id          text PRIMARY KEY REFERENCES brands (white_label_id),
+  merchant_id             text NOT NULL,
+  beneficiary_ids         text[] NOT NULL,                               -- verified payees, used in turn
+  created_at              timestamptz NOT NULL,
+  FOREIGN KEY (white_label_id, merchant_id) REFERENCES merchants (white_label_id, merchant_id)
+);

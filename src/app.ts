@@ -30,6 +30,8 @@ import { createWithdrawalJobHandlers, WithdrawalService } from './withdrawals/se
 import { DepositPolicyService } from './deposits/policy.ts';
 import { registerDepositRoutes } from './deposits/routes.ts';
 import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
+import { SandboxLiquidity } from './sandbox/liquidity.ts';
+import { SlipTokenSigner } from './deposits/slip-token.ts';
 import { IdempotencyService } from './http/idempotency.ts';
 import { buildServer, type RouteModule } from './http/server.ts';
 import type { Services } from './http/context.ts';
@@ -95,6 +97,9 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   const withdrawalPolicies = new WithdrawalPolicyService(clock);
   const withdrawals = new WithdrawalService({ events, clock, ledger, fees, beneficiaries, policies: withdrawalPolicies });
   const depositPolicies = new DepositPolicyService(clock);
+  const tenancy = new TenancyService(database, clock, secretBox);
+  // Test-mode deposits find liquidity from the brand's simulated counterparty, as live ones do from real withdrawals.
+  const sandboxLiquidity = new SandboxLiquidity({ clock, tenancy, beneficiaries, ledger, fees, withdrawals });
   const services: Services = {
     config: options.config,
     database,
@@ -102,7 +107,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     logger,
     metrics,
     secretBox,
-    tenancy: new TenancyService(database, clock, secretBox),
+    tenancy,
     events,
     idempotency: new IdempotencyService(database, clock),
     ledger,
@@ -110,7 +115,16 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     beneficiaries,
     withdrawals,
     withdrawalPolicies,
-    deposits: new DepositService({ events, clock, secretBox, withdrawals, policies: depositPolicies, account_lookup_key: accountLookupKey }),
+    deposits: new DepositService({
+      events,
+      clock,
+      secretBox,
+      withdrawals,
+      policies: depositPolicies, account_lookup_key: accountLookupKey,
+      liquidity: sandboxLiquidity,
+      slip_tokens: new SlipTokenSigner(options.master_key),
+      upload_base_url: () => options.config.upload_base_url ?? services.publicBaseUrl(),
+    }),
     depositPolicies,
     publicBaseUrl: () => options.config.public_base_url ?? boundAddress ?? `http://localhost:${options.config.port}`,
   };

@@ -298,6 +298,24 @@ export class BeneficiaryService {
     return { beneficiary, verified: beneficiary.status === 'verified', created };
   }
 
+  /**
+   * Creates a test-mode beneficiary and verifies it at once against the sandbox bank, in the caller's
+   * transaction (the sandbox bank is our own table, so no network call is held in it). For the
+   * sandbox's own counterparty accounts; merchants' beneficiaries are verified by the job.
+   */
+  async createVerifiedInSandbox(tx: Queryable, account: BeneficiaryAccount, input: NewBeneficiaryInput): Promise<BeneficiaryView> {
+    invariant(!account.livemode, 'only test mode verifies against the sandbox bank in-line');
+    const { beneficiary } = await this.create(tx, account, input, SYSTEM_CAUSE);
+    if (beneficiary.status !== 'pending_verification') return beneficiary;
+    const result = await new SandboxBankDirectory(tx, this.deps.clock).lookupAccount({ ...input, white_label_id: account.white_label_id, livemode: false });
+    invariant(result.outcome !== 'bank_unavailable', 'a sandbox counterparty account is at an available bank');
+    const decision = decideVerification({ account_name_th: input.account_name_th, account_name_en: input.account_name_en ?? null }, result);
+    await applyVerificationDecision(tx, this.deps.clock, this.deps.events, account, { beneficiary_id: beneficiary.id, version: beneficiary.version }, decision);
+    const verified = await this.get(tx, account, beneficiary.id);
+    invariant(verified, 'the beneficiary exists');
+    return verified;
+  }
+
   /** The full account number, for the payout itself (and PromptPay QR); never for display or logs. */
   async openAccountNumber(db: Queryable, account: BeneficiaryAccount, beneficiary_id: string): Promise<string | null> {
     const row = await repository.findById(db, account, beneficiary_id);
@@ -379,47 +397,60 @@ export async function verifyBeneficiary(database: Database, clock: Clock, deps: 
   if (result.outcome === 'bank_unavailable') return 'bank_unavailable';
   const decision = decideVerification(row, result);
 
-  return database.transaction(async (tx) => {
-    const current = await repository.findById(tx, account, payload.beneficiary_id);
-    if (!current || current.status !== 'pending_verification' || current.version !== payload.version) return 'stale';
-    const now = clock.now();
-    const next: BeneficiaryRow = {
-      ...current,
-      status: decision.status,
-      version: current.version + 1,
-      verification_checked_at: now,
-      verification_name_match: decision.name_match,
-      verification_failure_code: decision.failure_code,
-      verified_at: decision.status === 'verified' ? now : null,
-      updated_at: now,
-    };
-    const transition = await applyTransition(
-      tx,
-      { events: deps.events, clock },
-      {
-        table: BENEFICIARY_TRANSITIONS,
-        trigger: decision.status === 'verified' ? 'verification_passed' : 'verification_failed',
-        before: beneficiaryView(current),
-        after: beneficiaryView(next),
-        persist: (db) =>
-          repository.updateVerification(db, account, current.beneficiary_id, current.version, {
-            status: next.status,
-            version: next.version,
-            verification_checked_at: now,
-            verification_name_match: decision.name_match,
-            verification_failure_code: decision.failure_code,
-            verified_at: next.verified_at,
-            updated_at: now,
-          }),
-        event: {
-          type: decision.status === 'verified' ? 'beneficiary.verified' : 'beneficiary.verification_failed',
-          ...account,
-          cause: SYSTEM_CAUSE,
-        },
+  return database.transaction((tx) => applyVerificationDecision(tx, clock, deps.events, account, payload, decision));
+}
+
+/**
+ * Applies a verification decision in the caller's transaction, only if the beneficiary is still
+ * pending at the version the decision was made for (a stale decision does nothing).
+ */
+async function applyVerificationDecision(
+  tx: Queryable,
+  clock: Clock,
+  events: EventsService,
+  account: BeneficiaryAccount,
+  payload: { beneficiary_id: string; version: number },
+  decision: Decision,
+): Promise<VerificationOutcome> {
+  const current = await repository.findById(tx, account, payload.beneficiary_id);
+  if (!current || current.status !== 'pending_verification' || current.version !== payload.version) return 'stale';
+  const now = clock.now();
+  const next: BeneficiaryRow = {
+    ...current,
+    status: decision.status,
+    version: current.version + 1,
+    verification_checked_at: now,
+    verification_name_match: decision.name_match,
+    verification_failure_code: decision.failure_code,
+    verified_at: decision.status === 'verified' ? now : null,
+    updated_at: now,
+  };
+  const transition = await applyTransition(
+    tx,
+    { events, clock },
+    {
+      table: BENEFICIARY_TRANSITIONS,
+      trigger: decision.status === 'verified' ? 'verification_passed' : 'verification_failed',
+      before: beneficiaryView(current),
+      after: beneficiaryView(next),
+      persist: (db) =>
+        repository.updateVerification(db, account, current.beneficiary_id, current.version, {
+          status: next.status,
+          version: next.version,
+          verification_checked_at: now,
+          verification_name_match: decision.name_match,
+          verification_failure_code: decision.failure_code,
+          verified_at: next.verified_at,
+          updated_at: now,
+        }),
+      event: {
+        type: decision.status === 'verified' ? 'beneficiary.verified' : 'beneficiary.verification_failed',
+        ...account,
+        cause: SYSTEM_CAUSE,
       },
-    );
-    return transition.ok ? decision.status : 'stale';
-  });
+    },
+  );
+  return transition.ok ? decision.status : 'stale';
 }
 
 /** Thrown so that the queue retries with its backoff; the message carries ids and codes only. */

@@ -53,7 +53,7 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
     async handler({ context, db, body }) {
       const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
       const created = await deposits.create(db, account, body, context.cause);
-      if (created.matched) return { status: 201, body: created.deposit };
+      if (created.matched) return { status: 201, body: { ...created.deposit, slip_upload: created.slip_upload }, headers: { 'Cache-Control': 'no-store' } };
       return { status: 202, body: { ...created.deposit, retry_after_seconds: created.retry_after_seconds } };
     },
   });
@@ -67,6 +67,19 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
       const found = await deposits.get(db, account, params.id ?? '');
       if (!found) throw new ApiError('resource_not_found');
       return { status: 200, body: found };
+    },
+  });
+
+  registrar.merchant({
+    method: 'POST',
+    url: '/v1/pay/deposits/:id/slip-token',
+    scope: 'pay:write',
+    async handler({ context, db, params }) {
+      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const result = await deposits.issueSlipToken(db, account, params.id ?? '', context.api_version);
+      if (!result) throw new ApiError('resource_not_found');
+      if (!result.ok) throw result.error;
+      return { status: 200, body: result.value, headers: { 'Cache-Control': 'no-store' } };
     },
   });
 

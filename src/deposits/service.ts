@@ -13,6 +13,7 @@ import { findBank, listBanks } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
+import { slipUploadOf, type SlipTokenSigner, type SlipUpload } from './slip-token.ts';
 import { DEPOSIT_STATUSES, type CanceledBy, type DepositAccount, type DepositLegRow, type DepositRow, type DepositStatus, type FillPreference } from './types.ts';
 
 /**
@@ -193,14 +194,22 @@ export interface CreateDepositInput {
 
 export interface CreatedDeposit {
   deposit: DepositView;
+  /** The capability to upload the slip: on the 201 path only. */
+  slip_upload?: SlipUpload;
   /** 201 when matched at once, 202 when waiting for liquidity. */
   matched: boolean;
   retry_after_seconds?: number;
 }
 
-/** Supplies liquidity before matching (the sandbox counterparty); live mode has none. */
+/**
+ * Supplies liquidity before matching (the sandbox counterparty; live mode has none). 'wait' holds the
+ * order back from matching this round (a sandbox scenario that simulates a liquidity wait).
+ */
 export interface LiquidityProvider {
-  ensureFor(tx: Queryable, input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string }): Promise<void>;
+  ensureFor(
+    tx: Queryable,
+    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date },
+  ): Promise<'match' | 'wait'>;
 }
 
 export interface DepositDependencies {
@@ -212,6 +221,9 @@ export interface DepositDependencies {
   /** From `deriveAccountLookupKey(master_key)`: the HMAC key of account identities. */
   account_lookup_key: Buffer;
   liquidity?: LiquidityProvider | null;
+  slip_tokens: SlipTokenSigner;
+  /** The base of upload URLs (UPLOAD_BASE_URL, else the service's own address), read when a token is made. */
+  upload_base_url: () => string;
 }
 
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
@@ -372,12 +384,50 @@ export class DepositService {
     if (legs) {
       const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: 'internal', expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
       const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs: legs.map((leg) => ({ ...leg, expires_at: matched.expires_at })), jobs: [this.expireJob(matched)] });
-      return { deposit: await this.withPaymentInstructions(tx, view, account.white_label_id), matched: true };
+      return {
+        deposit: await this.withPaymentInstructions(tx, view, account.white_label_id),
+        slip_upload: this.slipUpload(matched, cause.api_version),
+        matched: true,
+      };
     }
     const waiting: DepositRow = { ...row, wait_started_at: now, expires_at: new Date(now.getTime() + policy.liquidity_wait_seconds * SECOND_MS) };
     const liquidity = await this.liquidityInfo(tx, waiting, policy);
     const view = await this.transition(tx, { before: null, after: waiting, trigger: 'create', cause, jobs: [this.retryJob(waiting)], liquidity });
     return { deposit: view, matched: false, retry_after_seconds: MATCH_RETRY_INTERVAL_MS / SECOND_MS };
+  }
+
+  /**
+   * A slip upload capability for an order with a destination: valid for the order's upload URL until
+   * its late-slip window closes (transfer deadline + 24 h), bound to the reservation's hold time.
+   */
+  private slipUpload(row: DepositRow, api_version: string): SlipUpload {
+    const htu = `${this.deps.upload_base_url()}/v1/pay/deposits/${row.deposit_id}/slip`;
+    const claims = {
+      wl: row.white_label_id,
+      livemode: row.livemode,
+      dep: row.deposit_id,
+      htu,
+      rate_subject: this.deps.slip_tokens.rateSubject(row.merchant_id, row.end_user_ref),
+      api_version,
+      hold_until: Math.floor(row.expires_at.getTime() / 1000),
+      iat: Math.floor(this.now().getTime() / 1000),
+      exp: Math.floor((row.expires_at.getTime() + LATE_SLIP_WINDOW_MS) / 1000),
+    };
+    return slipUploadOf(this.deps.slip_tokens.mint(claims), claims);
+  }
+
+  /**
+   * POST /v1/pay/deposits/{id}/slip-token: a capability for an order that has a destination (awaiting
+   * payment, or closed inside its late-slip window). A waiting order has none yet: `deposit_not_payable`.
+   */
+  async issueSlipToken(db: Queryable, account: DepositAccount, deposit_id: string, api_version: string): Promise<Result<SlipUpload> | null> {
+    const row = await repository.findOrder(db, account, deposit_id);
+    if (!row) return null;
+    const windowOpen = row.late_slip_accepted_until !== null && row.late_slip_accepted_until.getTime() > this.now().getTime();
+    if (row.status !== 'awaiting_payment' && !((row.status === 'expired' || row.status === 'canceled') && windowOpen)) {
+      return fail('deposit_not_payable', { details: { status: row.status } });
+    }
+    return ok(this.slipUpload(row, api_version));
   }
 
   /**
@@ -388,7 +438,9 @@ export class DepositService {
    */
   private async reserve(tx: Queryable, row: DepositRow, policy: DepositPolicy, cause: EventCause): Promise<DepositLegRow[] | null> {
     const scope = { white_label_id: row.white_label_id, livemode: row.livemode, exclude_merchant_id: row.merchant_id };
-    if (this.deps.liquidity) await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: row.amount_minor });
+    if (this.deps.liquidity && (await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: row.amount_minor, order_created_at: row.created_at })) === 'wait') {
+      return null;
+    }
     let plan: PlannedLeg[] = [];
     const [whole] = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: row.amount_minor, limit: 1 });
     if (whole) {

@@ -12,6 +12,8 @@ const environmentSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default('0.0.0.0'),
   PUBLIC_BASE_URL: z.url().optional(),
+  /** Where slips are uploaded (`slip_upload.upload_url`); the service's own address by default. */
+  UPLOAD_BASE_URL: z.url().optional(),
   DATABASE_URL: z.string().min(1).optional(),
   DATA_DIR: z.string().min(1).default('./data'),
   /** 32 bytes, standard base64. Without it the embedded mode keeps a generated key in DATA_DIR. */
@@ -32,6 +34,8 @@ export interface Config {
   host: string;
   /** The address the service advertises in URLs it returns; no trailing slash. */
   public_base_url: string | null;
+  /** The base of `slip_upload.upload_url`; null means the service's own address. No trailing slash. */
+  upload_base_url: string | null;
   database_url: string | null;
   data_dir: string;
   master_key_base64: string | null;
@@ -61,6 +65,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     port: values.PORT,
     host: values.HOST,
     public_base_url: values.PUBLIC_BASE_URL ? values.PUBLIC_BASE_URL.replace(/\/+$/, '') : null,
+    upload_base_url: values.UPLOAD_BASE_URL ? values.UPLOAD_BASE_URL.replace(/\/+$/, '') : null,
     database_url: values.DATABASE_URL ?? null,
     data_dir: values.DATA_DIR,
     master_key_base64: values.MASTER_KEY ?? null,

@@ -146,6 +146,11 @@ const catalogue = {
     message: 'The deposit cannot be canceled in its current status.',
     message_th: 'ไม่สามารถยกเลิกรายการฝากในสถานะปัจจุบันได้',
   },
+  deposit_not_payable: {
+    status: 409, type: 'invalid_request_error', retryable: true,
+    message: 'The deposit has no destination to pay in its current status; a waiting order gets one when it is matched.',
+    message_th: 'รายการฝากยังไม่มีบัญชีปลายทางสำหรับชำระในสถานะปัจจุบัน',
+  },
   deposit_not_reviewable: {
     status: 409, type: 'invalid_request_error', retryable: false,
     message: 'The deposit is not under review for another reason.',

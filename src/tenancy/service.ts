@@ -195,6 +195,13 @@ export class TenancyService {
   }
 
   async createMerchant(actor: Actor, input: { white_label_id: string; name: string }): Promise<MerchantView> {
+    const created = await this.database.transaction((tx) => this.createMerchantIn(tx, actor, input));
+    if (!created) throw new ApiError('resource_not_found');
+    return created;
+  }
+
+  /** Creates a merchant with its audit row in the caller's transaction; null when the brand does not exist. */
+  async createMerchantIn(tx: Queryable, actor: Actor, input: { white_label_id: string; name: string }): Promise<MerchantView | null> {
     const now = this.clock.now();
     const row: MerchantRow = {
       white_label_id: input.white_label_id,
@@ -204,13 +211,9 @@ export class TenancyService {
       created_at: now,
       updated_at: now,
     };
-    const created = await this.database.transaction(async (tx) => {
-      if (!(await repository.findBrand(tx, input.white_label_id))) return false;
-      await repository.insertMerchant(tx, row);
-      await this.audit(tx, actor, row.white_label_id, 'merchant.created', 'merchant', row.merchant_id, { name: row.name });
-      return true;
-    });
-    if (!created) throw new ApiError('resource_not_found');
+    if (!(await repository.findBrand(tx, input.white_label_id))) return null;
+    await repository.insertMerchant(tx, row);
+    await this.audit(tx, actor, row.white_label_id, 'merchant.created', 'merchant', row.merchant_id, { name: row.name });
     return merchantView(row);
   }
 

@@ -364,14 +364,21 @@ export class WithdrawalService {
     account: WithdrawalAccount,
     input: CreateWithdrawalInput,
     cause: EventCause,
-    /** Set when the order pays again a reversed fill of a settled order: it is the service's own
-     * order, not a new request, so it skips the amount range, approval, the sandbox 402 and the fee. */
-    replacement_of_withdrawal_id: string | null = null,
+    options: {
+      /** Set when the order pays again a reversed fill of a settled order: the service's own order, not
+       * a new request, so it skips the amount range, approval, the sandbox 402 and the fee. */
+      replacement_of_withdrawal_id?: string | null;
+      /** The sandbox counterparty's standing liquidity: skips the amount range, approval and the sandbox 402. */
+      sandbox_liquidity?: boolean;
+    } = {},
   ): Promise<Result<WithdrawalView>> {
     const now = this.deps.clock.now();
+    const replacement_of_withdrawal_id = options.replacement_of_withdrawal_id ?? null;
     const replacement = replacement_of_withdrawal_id !== null;
+    const internal = replacement || options.sandbox_liquidity === true;
+    invariant(!options.sandbox_liquidity || !account.livemode, 'sandbox liquidity exists in test mode only');
     const policy = await this.deps.policies.policyFor(tx, account.white_label_id, account.livemode);
-    if (!replacement && (input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor)) {
+    if (!internal && (input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor)) {
       return fail('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
     }
     if (await repository.findOrderByReference(tx, account, input.merchant_reference)) {
@@ -395,7 +402,7 @@ export class WithdrawalService {
     invariant(Number.isSafeInteger(locked), 'amount plus fee is a safe integer');
 
     const balance = await this.deps.ledger.balance(tx, account);
-    if (!replacement && !account.livemode && input.amount_minor === SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR) {
+    if (!internal && !account.livemode && input.amount_minor === SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR) {
       // Sandbox scenario 113.00: the 402 a merchant must handle, whatever the balance.
       const pendingAt = await this.deps.ledger.nextClearingAt(tx, account);
       return fail('insufficient_balance', {
@@ -419,7 +426,7 @@ export class WithdrawalService {
     });
     if (!reserved.ok) return reserved;
 
-    const needsApproval = !replacement && policy.approval_threshold_minor !== null && input.amount_minor >= policy.approval_threshold_minor;
+    const needsApproval = !internal && policy.approval_threshold_minor !== null && input.amount_minor >= policy.approval_threshold_minor;
     const approvalExpiresAt = needsApproval ? new Date(now.getTime() + policy.approval_ttl_seconds * SECOND_MS) : null;
     const expiresAt = new Date((approvalExpiresAt ?? now).getTime() + policy.expires_in_seconds * SECOND_MS);
     const client = input.client ? (Object.fromEntries(Object.entries(input.client).filter(([, value]) => value !== undefined)) as Record<string, string>) : null;
@@ -921,7 +928,7 @@ export class WithdrawalService {
           ...(row.metadata ? { metadata: row.metadata } : {}),
         },
         input.cause,
-        row.withdrawal_id,
+        { replacement_of_withdrawal_id: row.withdrawal_id },
       );
       // Without the balance (a debt on available) the money stays in available for the merchant to decide.
       if (replacement.ok) replacementId = replacement.value.id;

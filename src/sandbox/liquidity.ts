@@ -1,0 +1,118 @@
+import type { Clock } from '../platform/clock.ts';
+import type { Queryable } from '../platform/db.ts';
+import { invariant } from '../platform/assert.ts';
+import { SYSTEM_CAUSE } from '../events/service.ts';
+import { newId } from '../platform/ids.ts';
+import type { LedgerService } from '../ledger/service.ts';
+import type { FeeService } from '../fees/service.ts';
+import type { BeneficiaryService } from '../beneficiaries/service.ts';
+import type { TenancyService } from '../tenancy/service.ts';
+import type { WithdrawalService } from '../withdrawals/service.ts';
+import type { LiquidityProvider } from '../deposits/service.ts';
+import * as repository from './repository.ts';
+
+/**
+ * The sandbox counterparty: a simulated merchant of each brand that keeps standing withdrawals to
+ * accounts of the sandbox bank, so that a sandbox deposit matches at once exactly as a live one would
+ * when liquidity is present. It goes through the same services as any merchant: its wallet is funded
+ * by an `adjustment` credit (sandbox money, reason `sandbox_liquidity`), its payees are beneficiaries
+ * verified against the sandbox bank, and its withdrawals are ordinary orders that deposits reserve.
+ */
+
+export const COUNTERPARTY_NAME = 'Sandbox Counterparty';
+/** A standing withdrawal is at least this large (50,000 baht), so that most deposits need one leg. */
+export const STANDING_WITHDRAWAL_MINOR = 5_000_000;
+/** Sandbox scenario 105.00 THB: no destination for the first 25 seconds of the order. */
+export const LATE_LIQUIDITY_AMOUNT_MINOR = 10_500;
+export const LATE_LIQUIDITY_DELAY_MS = 25_000;
+
+/** Seeded accounts of the sandbox bank (src/bank-directory/sandbox-adapter.ts) that the counterparty pays out to. */
+const COUNTERPARTY_PAYEES = [
+  { bank_code: '014', account_number: '1472583690', account_name_th: 'พิชัย สุวรรณรัตน์' },
+  { bank_code: '025', account_number: '8889990001', account_name_th: 'วรวุฒิ ประเสริฐศักดิ์' },
+] as const;
+
+export interface SandboxLiquidityDependencies {
+  clock: Clock;
+  tenancy: TenancyService;
+  beneficiaries: BeneficiaryService;
+  ledger: LedgerService;
+  fees: FeeService;
+  withdrawals: WithdrawalService;
+}
+
+export class SandboxLiquidity implements LiquidityProvider {
+  constructor(private readonly deps: SandboxLiquidityDependencies) {}
+
+  /**
+   * Makes sure a test-mode deposit of `amount_minor` can match: when no order of the brand can take it
+   * whole, the counterparty opens a standing withdrawal that can. Live mode is left alone. The brand
+   * lock is taken only when something must be created, so matching stays concurrent otherwise.
+   */
+  async ensureFor(
+    tx: Queryable,
+    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date },
+  ): Promise<'match' | 'wait'> {
+    if (input.livemode) return 'match';
+    if (input.amount_minor === LATE_LIQUIDITY_AMOUNT_MINOR && this.deps.clock.now().getTime() - input.order_created_at.getTime() < LATE_LIQUIDITY_DELAY_MS) return 'wait';
+    const scope = { white_label_id: input.white_label_id, livemode: false, amount_minor: input.amount_minor, exclude_merchant_id: input.exclude_merchant_id, limit: 1 };
+    if ((await this.deps.withdrawals.findMatchable(tx, scope)).length > 0) return 'match';
+    await repository.lockBrandLiquidity(tx, input.white_label_id);
+    if ((await this.deps.withdrawals.findMatchable(tx, scope)).length > 0) return 'match';
+    const counterparty = await this.counterparty(tx, input.white_label_id);
+    // The counterparty never pays its own deposits; a deposit of the counterparty itself gets no help.
+    if (counterparty.merchant_id === input.exclude_merchant_id) return 'match';
+    const account = { white_label_id: input.white_label_id, merchant_id: counterparty.merchant_id, livemode: false };
+    const amount = Math.max(input.amount_minor, STANDING_WITHDRAWAL_MINOR);
+    const balance = await this.deps.ledger.balance(tx, account);
+    const fee = await this.deps.fees.quote(tx, { ...account, channel: 'withdrawal' }, amount);
+    const needed = amount + fee.fee_total_minor - Math.max(balance.available_minor, 0);
+    // A fresh id per standing order: the clock may not move between two of them (a test clock, a busy second).
+    const standingId = newId('withdrawal').slice('wdr_'.length);
+    const key = `sandbox_liquidity:${input.white_label_id}:${standingId}`;
+    if (needed > 0) {
+      const funded = await this.deps.ledger.post(tx, {
+        account,
+        type: 'adjustment',
+        amount_minor: needed,
+        bucket_from: null,
+        bucket_to: 'available',
+        movement_key: key,
+        source: { type: 'sandbox_counterparty', id: counterparty.merchant_id },
+        reason_code: 'sandbox_liquidity',
+        cause: SYSTEM_CAUSE,
+      });
+      invariant(funded.ok, 'a credit cannot be refused');
+    }
+    const payees = counterparty.beneficiary_ids;
+    const beneficiary_id = payees[standingId.charCodeAt(standingId.length - 1) % payees.length];
+    invariant(beneficiary_id, 'the counterparty has payees');
+    const created = await this.deps.withdrawals.create(
+      tx,
+      account,
+      { amount_minor: amount, merchant_reference: `standing-${standingId}`, end_user_ref: 'sandbox-counterparty', beneficiary_id },
+      SYSTEM_CAUSE,
+      { sandbox_liquidity: true },
+    );
+    invariant(created.ok, 'a funded counterparty can always open its standing withdrawal');
+    return 'match';
+  }
+
+  /** The brand's counterparty, created with its verified payees on first use. */
+  private async counterparty(tx: Queryable, white_label_id: string): Promise<repository.CounterpartyRow> {
+    const existing = await repository.findCounterparty(tx, white_label_id);
+    if (existing) return existing;
+    const merchant = await this.deps.tenancy.createMerchantIn(tx, { actor_type: 'system', actor_id: 'sandbox', request_id: null }, { white_label_id, name: COUNTERPARTY_NAME });
+    invariant(merchant, 'the brand exists');
+    const account = { white_label_id, merchant_id: merchant.id, livemode: false };
+    const beneficiary_ids: string[] = [];
+    for (const payee of COUNTERPARTY_PAYEES) {
+      const beneficiary = await this.deps.beneficiaries.createVerifiedInSandbox(tx, account, { ...payee });
+      invariant(beneficiary.status === 'verified', 'the counterparty pays out to verified sandbox accounts');
+      beneficiary_ids.push(beneficiary.id);
+    }
+    const row = { white_label_id, merchant_id: merchant.id, beneficiary_ids, created_at: this.deps.clock.now() };
+    await repository.insertCounterparty(tx, row);
+    return row;
+  }
+}

@@ -1,0 +1,704 @@
+import type { Queryable } from '../platform/db.ts';
+import type { AttemptRow, AttemptStatus, DeliveryRow, DeliveryStatus, EndpointRow, FailureReason, SigningKeyRow } from './types.ts';
+import { MAX_ATTEMPTS, RETRY_DELAYS_MS, UNSUBSCRIBABLE_EVENT_TYPES } from './types.ts';
+
+/**
+ * All SQL of the webhooks module. Row types are in types.ts, one per table of
+ * migrations/0008_webhooks.sql. Every instant is a parameter from the injected clock, never now().
+ *
+ * Two reads here touch the events module's outbox (`events`, `event_sequences`), read only: the
+ * fan-out reads a feed's head and its new events, and a claimed delivery reads the stored envelope
+ * text, which is sent byte for byte. They belong behind the events service once it offers them.
+ */
+
+const ENDPOINT_COLUMNS = `white_label_id, merchant_id, livemode, endpoint_id, url, status, disabled_reason, event_types, description,
+  version, created_at, updated_at, disabled_at, deleted_at`;
+
+const DELIVERY_COLUMNS = `white_label_id, merchant_id, livemode, delivery_id, endpoint_id, event_id, event_type, event_created_at, status,
+  failure_reason, round, round_attempts, attempt_count, resend, resend_requested, next_attempt_at, leased_by, lease_expires_at,
+  last_attempt_at, last_http_status, last_error, created_at, updated_at, completed_at`;
+
+const ATTEMPT_COLUMNS = `white_label_id, delivery_id, attempt_sequence, endpoint_id, event_id, round, attempt, resend, kid, status,
+  http_status, error, started_at, duration_ms, next_attempt_at, created_at`;
+
+/** The platform's signing keys are stored under this brand value (see the migration). */
+export const PLATFORM_KEY_SCOPE = '';
+
+// ---------------------------------------------------------------------------------------------
+// Endpoints
+
+export async function insertEndpoint(tx: Queryable, row: EndpointRow): Promise<void> {
+  await tx.query(
+    `INSERT INTO webhook_endpoints (${ENDPOINT_COLUMNS})
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+    [
+      row.white_label_id, row.merchant_id, row.livemode, row.endpoint_id, row.url, row.status, row.disabled_reason,
+      row.event_types, row.description, row.version, row.created_at, row.updated_at, row.disabled_at, row.deleted_at,
+    ],
+  );
+}
+
+/** An endpoint by id inside a brand scope (null: any brand). Deleted endpoints are returned too. */
+export async function findEndpoint(db: Queryable, endpoint_id: string, scope_white_label_id: string | null, lock = false): Promise<EndpointRow | null> {
+  const { rows } = await db.query<EndpointRow>(
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
+      WHERE endpoint_id = $1 AND ($2::text IS NULL OR white_label_id = $2)
+      ${lock ? 'FOR UPDATE' : ''}`,
+    [endpoint_id, scope_white_label_id],
+  );
+  return rows[0] ?? null;
+}
+
+export interface EndpointListFilter {
+  white_label_id: string;
+  merchant_id: string | null;
+  livemode: boolean | null;
+  /** Exclusive: endpoints with a greater id (ids are ULIDs, so this is creation order). */
+  starting_after: string | null;
+  limit: number;
+}
+
+export async function listEndpoints(db: Queryable, filter: EndpointListFilter): Promise<EndpointRow[]> {
+  const { rows } = await db.query<EndpointRow>(
+    `SELECT ${ENDPOINT_COLUMNS} FROM webhook_endpoints
+      WHERE white_label_id = $1 AND status <> 'deleted'
+        AND ($2::text IS NULL OR merchant_id = $2)
+        AND ($3::boolean IS NULL OR livemode = $3)
+        AND ($4::text IS NULL OR endpoint_id > $4)
+      ORDER BY endpoint_id
+      LIMIT $5`,
+    [filter.white_label_id, filter.merchant_id, filter.livemode, filter.starting_after, filter.limit],
+  );
+  return rows;
+}
+
+export async function countEndpointsOfFeed(tx: Queryable, white_label_id: string, merchant_id: string, livemode: boolean): Promise<number> {
+  const { rows } = await tx.query<{ count: number }>(
+    `SELECT count(*)::int AS count FROM webhook_endpoints
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND status <> 'deleted'`,
+    [white_label_id, merchant_id, livemode],
+  );
+  return rows[0]?.count ?? 0;
+}
+
+/** Writes every mutable column of an endpoint whose stored version is `expected_version`. */
+export async function updateEndpoint(tx: Queryable, row: EndpointRow, expected_version: number): Promise<boolean> {
+  const result = await tx.query(
+    `UPDATE webhook_endpoints
+        SET url = $3, status = $4, disabled_reason = $5, event_types = $6, description = $7, version = $8,
+            updated_at = $9, disabled_at = $10, deleted_at = $11
+      WHERE white_label_id = $1 AND endpoint_id = $2 AND version = $12`,
+    [
+      row.white_label_id, row.endpoint_id, row.url, row.status, row.disabled_reason, row.event_types, row.description,
+      row.version, row.updated_at, row.disabled_at, row.deleted_at, expected_version,
+    ],
+  );
+  return result.rowCount === 1;
+}
+
+/**
+ * Ends every pending delivery of an endpoint that stopped receiving (disabled or deleted). An attempt
+ * in flight keeps its lease and records its answer when it ends; a resend asked for meanwhile is
+ * dropped with it.
+ */
+export async function failPendingDeliveries(
+  tx: Queryable,
+  white_label_id: string,
+  endpoint_id: string,
+  reason: FailureReason,
+  now: Date,
+): Promise<number> {
+  const result = await tx.query(
+    `UPDATE webhook_deliveries
+        SET status = 'failed', failure_reason = $3, next_attempt_at = NULL, resend_requested = false,
+            completed_at = $4, updated_at = $4
+      WHERE white_label_id = $1 AND endpoint_id = $2 AND status = 'pending'`,
+    [white_label_id, endpoint_id, reason, now],
+  );
+  return result.rowCount;
+}
+
+/** Feeds (merchant and environment) that have at least one endpoint that is not deleted. */
+export async function feedsWithEndpoints(tx: Queryable): Promise<{ white_label_id: string; merchant_id: string; livemode: boolean }[]> {
+  const { rows } = await tx.query<{ white_label_id: string; merchant_id: string; livemode: boolean }>(
+    `SELECT DISTINCT white_label_id, merchant_id, livemode FROM webhook_endpoints
+      WHERE status <> 'deleted'
+      ORDER BY white_label_id, merchant_id, livemode`,
+  );
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signing keys
+
+export async function listSigningKeys(db: Queryable): Promise<SigningKeyRow[]> {
+  const { rows } = await db.query<SigningKeyRow>(
+    `SELECT white_label_id, kid, generation, alg, public_key_spki, raw_public_key, private_key_sealed, not_before, not_after, created_at
+       FROM webhook_signing_keys
+      WHERE white_label_id = $1
+      ORDER BY generation`,
+    [PLATFORM_KEY_SCOPE],
+  );
+  return rows;
+}
+
+/**
+ * Inserts a key unless its generation is taken (a concurrent first start or rotation won), and says
+ * whether this insert won. The unique generation is what makes two rotations at once produce one key.
+ */
+export async function insertSigningKey(tx: Queryable, row: SigningKeyRow): Promise<boolean> {
+  const { rows } = await tx.query<{ kid: string }>(
+    `INSERT INTO webhook_signing_keys (white_label_id, kid, generation, alg, public_key_spki, raw_public_key, private_key_sealed,
+       not_before, not_after, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+     ON CONFLICT (white_label_id, generation) DO NOTHING
+     RETURNING kid`,
+    [
+      row.white_label_id, row.kid, row.generation, row.alg, row.public_key_spki, row.raw_public_key, row.private_key_sealed,
+      row.not_before, row.not_after, row.created_at,
+    ],
+  );
+  return rows.length === 1;
+}
+
+/** Sets the end of trust of every platform key that has none yet, except `keep_kid`. */
+export async function retireSigningKeys(tx: Queryable, keep_kid: string, not_after: Date): Promise<string[]> {
+  const { rows } = await tx.query<{ kid: string }>(
+    `UPDATE webhook_signing_keys SET not_after = $3
+      WHERE white_label_id = $1 AND kid <> $2 AND (not_after IS NULL OR not_after > $3)
+     RETURNING kid`,
+    [PLATFORM_KEY_SCOPE, keep_kid, not_after],
+  );
+  return rows.map((row) => row.kid);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fan-out: from the outbox to deliveries
+
+export interface FeedKey {
+  white_label_id: string;
+  merchant_id: string;
+  livemode: boolean;
+}
+
+/**
+ * Creates a feed's cursor at the feed's current head, so that a new endpoint receives the events
+ * written from now on. An existing cursor is left where it is.
+ */
+export async function ensureFeedCursor(tx: Queryable, feed: FeedKey, now: Date): Promise<void> {
+  await tx.query(
+    `INSERT INTO webhook_feed_cursors (white_label_id, merchant_id, livemode, last_sequence, updated_at)
+     SELECT $1, $2, $3, coalesce((SELECT last_sequence FROM event_sequences
+                                   WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3), 0), $4
+     ON CONFLICT (white_label_id, merchant_id, livemode) DO NOTHING`,
+    [feed.white_label_id, feed.merchant_id, feed.livemode, now],
+  );
+}
+
+/** Feeds whose head is past their cursor: they have events without deliveries yet. */
+export async function feedsBehind(db: Queryable, limit: number): Promise<FeedKey[]> {
+  const { rows } = await db.query<FeedKey>(
+    `SELECT c.white_label_id, c.merchant_id, c.livemode
+       FROM webhook_feed_cursors c
+       JOIN event_sequences s ON s.white_label_id = c.white_label_id AND s.merchant_id = c.merchant_id AND s.livemode = c.livemode
+      WHERE s.last_sequence > c.last_sequence
+      LIMIT $1`,
+    [limit],
+  );
+  return rows;
+}
+
+/**
+ * Locks a feed's cursor for this fan-out and reads it with the feed's committed head; null when
+ * another process is fanning the feed out right now. The head is read after the lock: the writer of
+ * sequence n holds the sequence row until it commits, so every event up to a committed head exists.
+ */
+export async function lockFeed(tx: Queryable, feed: FeedKey): Promise<{ last_sequence: number; head: number } | null> {
+  const { rows } = await tx.query<{ last_sequence: number; head: number }>(
+    `SELECT c.last_sequence,
+            coalesce((SELECT s.last_sequence FROM event_sequences s
+                       WHERE s.white_label_id = c.white_label_id AND s.merchant_id = c.merchant_id AND s.livemode = c.livemode), 0) AS head
+       FROM webhook_feed_cursors c
+      WHERE c.white_label_id = $1 AND c.merchant_id = $2 AND c.livemode = $3
+        FOR UPDATE SKIP LOCKED`,
+    [feed.white_label_id, feed.merchant_id, feed.livemode],
+  );
+  return rows[0] ?? null;
+}
+
+export interface FanoutPair {
+  event_id: string;
+  event_type: string;
+  event_created_at: Date;
+  endpoint_id: string;
+}
+
+/**
+ * The (event, endpoint) pairs of a feed's events in (after, upto]: enabled endpoints of the same
+ * merchant and environment subscribed to the type, plus every enabled endpoint for the five types
+ * that cannot be turned off.
+ */
+export async function fanoutPairs(tx: Queryable, feed: FeedKey, after: number, upto: number): Promise<FanoutPair[]> {
+  const { rows } = await tx.query<FanoutPair>(
+    `SELECT e.event_id, e.type AS event_type, e.created_at AS event_created_at, w.endpoint_id
+       FROM events e
+       JOIN webhook_endpoints w
+         ON w.white_label_id = e.white_label_id AND w.merchant_id = e.merchant_id AND w.livemode = e.livemode
+        AND w.status = 'enabled'
+        AND (w.event_types IS NULL OR e.type = ANY (w.event_types) OR e.type = ANY ($6::text[]))
+      WHERE e.white_label_id = $1 AND e.merchant_id = $2 AND e.livemode = $3 AND e.sequence > $4 AND e.sequence <= $5
+      ORDER BY e.sequence, w.endpoint_id`,
+    [feed.white_label_id, feed.merchant_id, feed.livemode, after, upto, [...UNSUBSCRIBABLE_EVENT_TYPES]],
+  );
+  return rows;
+}
+
+export interface NewDelivery extends FanoutPair {
+  delivery_id: string;
+}
+
+/**
+ * Inserts pending deliveries due at `now`; a pair that already has its delivery is skipped, which
+ * makes a repeated fan-out harmless. Returns how many were inserted.
+ */
+export async function insertDeliveries(tx: Queryable, feed: FeedKey, deliveries: readonly NewDelivery[], resend: boolean, now: Date): Promise<number> {
+  if (deliveries.length === 0) return 0;
+  const result = await tx.query(
+    `INSERT INTO webhook_deliveries (white_label_id, merchant_id, livemode, delivery_id, endpoint_id, event_id, event_type, event_created_at,
+       status, failure_reason, round, round_attempts, attempt_count, resend, resend_requested, next_attempt_at, leased_by, lease_expires_at,
+       last_attempt_at, last_http_status, last_error, created_at, updated_at, completed_at)
+     SELECT $1, $2, $3, d.delivery_id, d.endpoint_id, d.event_id, d.event_type, d.event_created_at,
+            'pending', NULL, 1, 0, 0, $8, false, $9, NULL, NULL, NULL, NULL, NULL, $9, $9, NULL
+       FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $10::timestamptz[])
+            AS d(delivery_id, endpoint_id, event_id, event_type, event_created_at)
+     ON CONFLICT (white_label_id, endpoint_id, event_id) DO NOTHING`,
+    [
+      feed.white_label_id, feed.merchant_id, feed.livemode,
+      deliveries.map((item) => item.delivery_id),
+      deliveries.map((item) => item.endpoint_id),
+      deliveries.map((item) => item.event_id),
+      deliveries.map((item) => item.event_type),
+      resend,
+      now,
+      deliveries.map((item) => item.event_created_at.toISOString()),
+    ],
+  );
+  return result.rowCount;
+}
+
+export async function advanceFeedCursor(tx: Queryable, feed: FeedKey, last_sequence: number, now: Date): Promise<void> {
+  await tx.query(
+    `UPDATE webhook_feed_cursors SET last_sequence = $4, updated_at = $5
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND last_sequence < $4`,
+    [feed.white_label_id, feed.merchant_id, feed.livemode, last_sequence, now],
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch: leases, attempts, completion
+
+const RETRY_DELAYS_PARAMETER = [...RETRY_DELAYS_MS];
+
+// Instants inside array parameters are sent as ISO text: both drivers serialise a Date in a plain
+// parameter, but an array element is turned into text by each driver in its own way.
+
+/**
+ * Recovers attempts whose dispatcher vanished (crash, frozen process): the lease ran out before the
+ * answer was recorded. Each becomes a `lost` attempt row (the receiver may or may not have seen it),
+ * and the delivery continues on the schedule as after a failure, or ends when that was attempt 11.
+ * A resend asked for during the lost attempt starts its round now. Returns how many were recovered.
+ */
+export async function recoverExpiredLeases(db: Queryable, now: Date, limit: number): Promise<number> {
+  const { rows } = await db.query<{ delivery_id: string }>(
+    `WITH expired AS (
+       SELECT white_label_id, delivery_id, endpoint_id, event_id, status, round, round_attempts, attempt_count, resend,
+              resend_requested, last_attempt_at
+         FROM webhook_deliveries
+        WHERE leased_by IS NOT NULL AND lease_expires_at <= $1
+        ORDER BY lease_expires_at
+        LIMIT $2
+          FOR UPDATE SKIP LOCKED
+     ),
+     recovered AS (
+       UPDATE webhook_deliveries d
+          SET leased_by = NULL, lease_expires_at = NULL, updated_at = $1, last_http_status = NULL, last_error = 'lost',
+              status = CASE WHEN e.status <> 'pending' THEN e.status
+                            WHEN e.resend_requested OR e.round_attempts < $4 THEN 'pending' ELSE 'failed' END,
+              failure_reason = CASE WHEN e.status = 'pending' AND NOT e.resend_requested AND e.round_attempts >= $4
+                                    THEN 'attempts_exhausted' ELSE d.failure_reason END,
+              completed_at = CASE WHEN e.status = 'pending' AND NOT e.resend_requested AND e.round_attempts >= $4
+                                  THEN $1 ELSE d.completed_at END,
+              next_attempt_at = CASE WHEN e.status <> 'pending' THEN NULL
+                                     WHEN e.resend_requested THEN $1
+                                     WHEN e.round_attempts >= $4 THEN NULL
+                                     ELSE greatest($1, e.last_attempt_at
+                                                       + ($3::double precision[])[e.round_attempts] * interval '1 millisecond') END,
+              round = CASE WHEN e.status = 'pending' AND e.resend_requested THEN e.round + 1 ELSE e.round END,
+              round_attempts = CASE WHEN e.status = 'pending' AND e.resend_requested THEN 0 ELSE e.round_attempts END,
+              resend = CASE WHEN e.status = 'pending' AND e.resend_requested THEN true ELSE e.resend END,
+              resend_requested = false
+         FROM expired e
+        WHERE d.white_label_id = e.white_label_id AND d.delivery_id = e.delivery_id
+       RETURNING d.white_label_id, d.delivery_id, d.next_attempt_at
+     )
+     INSERT INTO webhook_delivery_attempts (${ATTEMPT_COLUMNS})
+     SELECT e.white_label_id, e.delivery_id, e.attempt_count, e.endpoint_id, e.event_id, e.round, greatest(e.round_attempts, 1), e.resend,
+            NULL, 'lost', NULL, 'lost', e.last_attempt_at, NULL,
+            CASE WHEN e.resend_requested THEN NULL ELSE r.next_attempt_at END, $1
+       FROM expired e JOIN recovered r ON r.white_label_id = e.white_label_id AND r.delivery_id = e.delivery_id
+     ON CONFLICT (white_label_id, delivery_id, attempt_sequence) DO NOTHING
+     RETURNING delivery_id`,
+    [now, limit, RETRY_DELAYS_PARAMETER, MAX_ATTEMPTS],
+  );
+  return rows.length;
+}
+
+/** A delivery claimed for one attempt, with what the attempt sends. */
+export interface ClaimedDelivery {
+  white_label_id: string;
+  merchant_id: string;
+  livemode: boolean;
+  delivery_id: string;
+  endpoint_id: string;
+  event_id: string;
+  event_type: string;
+  round: number;
+  /** X-PG-Attempt of this attempt (already counted). */
+  round_attempts: number;
+  /** The fence of this claim. */
+  attempt_count: number;
+  resend: boolean;
+  url: string;
+  /** The stored envelope text: the exact body of every attempt. */
+  body: string;
+  api_version: string;
+  /** The claim instant (the attempt's start on the service clock). */
+  last_attempt_at: Date;
+}
+
+export interface ClaimInput {
+  now: Date;
+  /** Most attempts this claim may start. */
+  limit: number;
+  /** How many of the oldest due deliveries are considered for a fair pick across endpoints. */
+  scan: number;
+  /** Most attempts in flight to one endpoint, counted over every dispatcher's unexpired leases. */
+  per_endpoint: number;
+  worker_id: string;
+  lease_ms: number;
+}
+
+/**
+ * Claims due deliveries for one attempt each, in one statement. Endpoints already at their limit of
+ * attempts in flight are left out before the scan, and among the oldest due deliveries at most the
+ * free slots of each endpoint are taken, so a slow endpoint's backlog cannot crowd out the others.
+ * SKIP LOCKED plus the re-checked conditions make concurrent dispatchers claim disjoint rows, and a
+ * leased row is never claimed again until its lease is cleared or recovered.
+ */
+export async function claimDeliveries(db: Queryable, input: ClaimInput): Promise<ClaimedDelivery[]> {
+  const { rows } = await db.query<ClaimedDelivery>(
+    `WITH busy AS (
+       SELECT endpoint_id, count(*)::int AS in_flight
+         FROM webhook_deliveries
+        WHERE leased_by IS NOT NULL AND lease_expires_at > $1
+        GROUP BY endpoint_id
+     ),
+     due AS (
+       SELECT d.white_label_id, d.delivery_id, d.endpoint_id, d.next_attempt_at
+         FROM webhook_deliveries d
+         JOIN webhook_endpoints w ON w.white_label_id = d.white_label_id AND w.endpoint_id = d.endpoint_id AND w.status = 'enabled'
+        WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND d.leased_by IS NULL AND d.round_attempts < $7
+          AND NOT EXISTS (SELECT 1 FROM busy b WHERE b.endpoint_id = d.endpoint_id AND b.in_flight >= $4)
+        ORDER BY d.next_attempt_at
+        LIMIT $3
+     ),
+     ranked AS (
+       SELECT due.*, row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.next_attempt_at, due.delivery_id) AS rank
+         FROM due
+     ),
+     chosen AS (
+       SELECT r.white_label_id, r.delivery_id
+         FROM ranked r LEFT JOIN busy b ON b.endpoint_id = r.endpoint_id
+        WHERE r.rank + coalesce(b.in_flight, 0) <= $4
+        ORDER BY r.rank, r.next_attempt_at
+        LIMIT $2
+     ),
+     locked AS (
+       SELECT d.white_label_id, d.delivery_id
+         FROM webhook_deliveries d
+        WHERE (d.white_label_id, d.delivery_id) IN (SELECT white_label_id, delivery_id FROM chosen)
+          AND d.status = 'pending' AND d.next_attempt_at <= $1 AND d.leased_by IS NULL AND d.round_attempts < $7
+          FOR UPDATE SKIP LOCKED
+     ),
+     claimed AS (
+       UPDATE webhook_deliveries d
+          SET leased_by = $5, lease_expires_at = $1::timestamptz + $6::double precision * interval '1 millisecond',
+              attempt_count = d.attempt_count + 1, round_attempts = d.round_attempts + 1, last_attempt_at = $1, updated_at = $1
+         FROM locked l
+        WHERE d.white_label_id = l.white_label_id AND d.delivery_id = l.delivery_id
+       RETURNING d.white_label_id, d.merchant_id, d.livemode, d.delivery_id, d.endpoint_id, d.event_id, d.event_type, d.round,
+                 d.round_attempts, d.attempt_count, d.resend, d.last_attempt_at
+     )
+     SELECT c.white_label_id, c.merchant_id, c.livemode, c.delivery_id, c.endpoint_id, c.event_id, c.event_type, c.round,
+            c.round_attempts, c.attempt_count, c.resend, c.last_attempt_at, w.url, e.envelope::text AS body,
+            e.envelope->>'api_version' AS api_version
+       FROM claimed c
+       JOIN webhook_endpoints w ON w.white_label_id = c.white_label_id AND w.endpoint_id = c.endpoint_id
+       JOIN events e ON e.white_label_id = c.white_label_id AND e.event_id = c.event_id`,
+    [input.now, input.limit, input.scan, input.per_endpoint, input.worker_id, input.lease_ms, MAX_ATTEMPTS],
+  );
+  return rows;
+}
+
+/** What one finished attempt did to its delivery, decided by the dispatcher. */
+export interface AttemptCompletion {
+  white_label_id: string;
+  delivery_id: string;
+  /** The claim's fence. */
+  attempt_count: number;
+  endpoint_id: string;
+  event_id: string;
+  round: number;
+  attempt: number;
+  resend: boolean;
+  kid: string | null;
+  attempt_status: Exclude<AttemptStatus, 'lost'>;
+  http_status: number | null;
+  error: string | null;
+  started_at: Date;
+  duration_ms: number;
+  /** The delivery's state after this attempt. */
+  delivery_status: DeliveryStatus;
+  failure_reason: FailureReason | null;
+  next_attempt_at: Date | null;
+}
+
+/**
+ * Records finished attempts in one statement: each delivery still leased by this dispatcher for this
+ * very claim gets its new state and its attempt row; a claim that was recovered meanwhile (its lease
+ * ran out) changes nothing, since its attempt is already recorded as lost. A delivery that left
+ * pending meanwhile (its endpoint was disabled) keeps that state unless this attempt succeeded. A
+ * resend asked for during the attempt starts a new round now. Returns the deliveries updated.
+ */
+export async function completeAttempts(db: Queryable, worker_id: string, now: Date, items: readonly AttemptCompletion[]): Promise<string[]> {
+  if (items.length === 0) return [];
+  const { rows } = await db.query<{ delivery_id: string }>(
+    `WITH r AS (
+       SELECT * FROM unnest($3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::int[], $9::int[], $10::boolean[], $11::text[],
+                            $12::text[], $13::int[], $14::text[], $15::timestamptz[], $16::int[], $17::text[], $18::text[], $19::timestamptz[])
+         AS r(white_label_id, delivery_id, attempt_count, endpoint_id, event_id, round, attempt, resend, kid,
+              attempt_status, http_status, error, started_at, duration_ms, delivery_status, failure_reason, next_attempt_at)
+     ),
+     updated AS (
+       UPDATE webhook_deliveries d
+          SET status = CASE WHEN d.status = 'pending' AND d.resend_requested THEN 'pending'
+                            WHEN d.status = 'pending' OR r.delivery_status = 'succeeded' THEN r.delivery_status
+                            ELSE d.status END,
+              failure_reason = CASE WHEN d.status = 'pending' AND d.resend_requested THEN NULL
+                                    WHEN d.status = 'pending' OR r.delivery_status = 'succeeded' THEN r.failure_reason
+                                    ELSE d.failure_reason END,
+              next_attempt_at = CASE WHEN d.status = 'pending' AND d.resend_requested THEN $2
+                                     WHEN d.status = 'pending' OR r.delivery_status = 'succeeded' THEN r.next_attempt_at
+                                     ELSE d.next_attempt_at END,
+              completed_at = CASE WHEN d.status = 'pending' AND d.resend_requested THEN NULL
+                                  WHEN d.status = 'pending' OR r.delivery_status = 'succeeded'
+                                  THEN (CASE WHEN r.delivery_status = 'pending' THEN NULL ELSE $2 END)
+                                  ELSE d.completed_at END,
+              round = CASE WHEN d.status = 'pending' AND d.resend_requested THEN d.round + 1 ELSE d.round END,
+              round_attempts = CASE WHEN d.status = 'pending' AND d.resend_requested THEN 0 ELSE d.round_attempts END,
+              resend = CASE WHEN d.status = 'pending' AND d.resend_requested THEN true ELSE d.resend END,
+              resend_requested = false,
+              leased_by = NULL, lease_expires_at = NULL,
+              last_http_status = r.http_status, last_error = r.error, updated_at = $2
+         FROM r
+        WHERE d.white_label_id = r.white_label_id AND d.delivery_id = r.delivery_id
+          AND d.leased_by = $1 AND d.attempt_count = r.attempt_count
+       RETURNING d.white_label_id, d.delivery_id, d.status, d.round, d.next_attempt_at
+     )
+     INSERT INTO webhook_delivery_attempts (${ATTEMPT_COLUMNS})
+     SELECT r.white_label_id, r.delivery_id, r.attempt_count, r.endpoint_id, r.event_id, r.round, r.attempt, r.resend, r.kid,
+            r.attempt_status, r.http_status, r.error, r.started_at, r.duration_ms,
+            CASE WHEN u.round = r.round THEN u.next_attempt_at ELSE NULL END, $2
+       FROM r JOIN updated u ON u.white_label_id = r.white_label_id AND u.delivery_id = r.delivery_id
+     RETURNING delivery_id`,
+    [
+      worker_id,
+      now,
+      items.map((item) => item.white_label_id),
+      items.map((item) => item.delivery_id),
+      items.map((item) => item.attempt_count),
+      items.map((item) => item.endpoint_id),
+      items.map((item) => item.event_id),
+      items.map((item) => item.round),
+      items.map((item) => item.attempt),
+      items.map((item) => item.resend),
+      items.map((item) => item.kid),
+      items.map((item) => item.attempt_status),
+      items.map((item) => item.http_status),
+      items.map((item) => item.error),
+      items.map((item) => item.started_at.toISOString()),
+      items.map((item) => item.duration_ms),
+      items.map((item) => item.delivery_status),
+      items.map((item) => item.failure_reason),
+      items.map((item) => item.next_attempt_at?.toISOString() ?? null),
+    ],
+  );
+  return rows.map((row) => row.delivery_id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Back office: deliveries, attempts, resend and replay
+
+export interface DeliveryListFilter {
+  white_label_id: string;
+  endpoint_id: string;
+  status: DeliveryStatus | null;
+  event_id: string | null;
+  /** Exclusive: deliveries with a smaller id (newest first). */
+  starting_after: string | null;
+  limit: number;
+}
+
+export async function listDeliveries(db: Queryable, filter: DeliveryListFilter): Promise<DeliveryRow[]> {
+  const { rows } = await db.query<DeliveryRow>(
+    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
+      WHERE white_label_id = $1 AND endpoint_id = $2
+        AND ($3::text IS NULL OR status = $3)
+        AND ($4::text IS NULL OR event_id = $4)
+        AND ($5::text IS NULL OR delivery_id < $5)
+      ORDER BY delivery_id DESC
+      LIMIT $6`,
+    [filter.white_label_id, filter.endpoint_id, filter.status, filter.event_id, filter.starting_after, filter.limit],
+  );
+  return rows;
+}
+
+export async function findDelivery(db: Queryable, white_label_id: string, endpoint_id: string, delivery_id: string): Promise<DeliveryRow | null> {
+  const { rows } = await db.query<DeliveryRow>(
+    `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
+      WHERE white_label_id = $1 AND endpoint_id = $2 AND delivery_id = $3`,
+    [white_label_id, endpoint_id, delivery_id],
+  );
+  return rows[0] ?? null;
+}
+
+export async function listAttempts(db: Queryable, white_label_id: string, delivery_id: string): Promise<AttemptRow[]> {
+  const { rows } = await db.query<AttemptRow>(
+    `SELECT ${ATTEMPT_COLUMNS} FROM webhook_delivery_attempts
+      WHERE white_label_id = $1 AND delivery_id = $2
+      ORDER BY attempt_sequence`,
+    [white_label_id, delivery_id],
+  );
+  return rows;
+}
+
+/**
+ * Starts a new round of one delivery now (a resend). A delivery with an attempt in flight only gets
+ * `resend_requested`, and its round starts when that attempt ends, so that two attempts of one
+ * delivery never overlap.
+ */
+export async function rearmDelivery(tx: Queryable, white_label_id: string, delivery_id: string, now: Date): Promise<DeliveryRow | null> {
+  const { rows } = await tx.query<DeliveryRow>(
+    `UPDATE webhook_deliveries
+        SET resend_requested = (leased_by IS NOT NULL),
+            status = CASE WHEN leased_by IS NULL THEN 'pending' ELSE status END,
+            failure_reason = CASE WHEN leased_by IS NULL THEN NULL ELSE failure_reason END,
+            next_attempt_at = CASE WHEN leased_by IS NULL THEN $3::timestamptz ELSE next_attempt_at END,
+            completed_at = CASE WHEN leased_by IS NULL THEN NULL ELSE completed_at END,
+            round = CASE WHEN leased_by IS NULL THEN round + 1 ELSE round END,
+            round_attempts = CASE WHEN leased_by IS NULL THEN 0 ELSE round_attempts END,
+            resend = CASE WHEN leased_by IS NULL THEN true ELSE resend END,
+            updated_at = $3
+      WHERE white_label_id = $1 AND delivery_id = $2
+     RETURNING ${DELIVERY_COLUMNS}`,
+    [white_label_id, delivery_id, now],
+  );
+  return rows[0] ?? null;
+}
+
+export interface ReplayFilter {
+  white_label_id: string;
+  endpoint_id: string;
+  /** Null: every type. */
+  event_types: string[] | null;
+  created_after: Date;
+  created_before: Date;
+  only_failed: boolean;
+  limit: number;
+}
+
+/**
+ * Starts a new round now for the endpoint's finished deliveries whose event matches the filter
+ * (failed ones only, or failed and succeeded). Pending deliveries are already on their way and are
+ * left alone. Returns the ids, oldest event first.
+ */
+export async function rearmDeliveries(tx: Queryable, filter: ReplayFilter, now: Date): Promise<string[]> {
+  const { rows } = await tx.query<{ delivery_id: string }>(
+    `WITH chosen AS (
+       SELECT white_label_id, delivery_id FROM webhook_deliveries
+        WHERE white_label_id = $1 AND endpoint_id = $2
+          AND event_created_at >= $3 AND event_created_at < $4
+          AND ($5::text[] IS NULL OR event_type = ANY ($5::text[]))
+          AND (status = 'failed' OR (NOT $6::boolean AND status = 'succeeded'))
+          AND leased_by IS NULL
+        ORDER BY event_created_at, delivery_id
+        LIMIT $7
+          FOR UPDATE
+     )
+     UPDATE webhook_deliveries d
+        SET status = 'pending', failure_reason = NULL, next_attempt_at = $8, completed_at = NULL, round = d.round + 1,
+            round_attempts = 0, resend = true, resend_requested = false, updated_at = $8
+       FROM chosen c
+      WHERE d.white_label_id = c.white_label_id AND d.delivery_id = c.delivery_id
+     RETURNING d.delivery_id`,
+    [filter.white_label_id, filter.endpoint_id, filter.created_after, filter.created_before, filter.event_types, filter.only_failed, filter.limit, now],
+  );
+  return rows.map((row) => row.delivery_id);
+}
+
+/**
+ * Events of the endpoint's feed in the window that have no delivery to this endpoint yet (written
+ * before the endpoint existed, or of a type it was not subscribed to then), for a full replay.
+ */
+export async function eventsWithoutDelivery(
+  tx: Queryable,
+  endpoint: EndpointRow,
+  event_types: string[] | null,
+  created_after: Date,
+  created_before: Date,
+  limit: number,
+): Promise<Omit<FanoutPair, 'endpoint_id'>[]> {
+  const { rows } = await tx.query<Omit<FanoutPair, 'endpoint_id'>>(
+    `SELECT e.event_id, e.type AS event_type, e.created_at AS event_created_at
+       FROM events e
+      WHERE e.white_label_id = $1 AND e.merchant_id = $2 AND e.livemode = $3
+        AND e.created_at >= $4 AND e.created_at < $5
+        AND ($6::text[] IS NULL OR e.type = ANY ($6::text[]))
+        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                         WHERE d.white_label_id = e.white_label_id AND d.endpoint_id = $7 AND d.event_id = e.event_id)
+      ORDER BY e.sequence
+      LIMIT $8`,
+    [endpoint.white_label_id, endpoint.merchant_id, endpoint.livemode, created_after, created_before, event_types, endpoint.endpoint_id, limit],
+  );
+  return rows;
+}
+
+/** Housekeeping: deletes finished deliveries (with their attempts) completed before `before`. */
+export async function deleteFinishedDeliveriesBefore(db: Queryable, before: Date, limit: number): Promise<number> {
+  const { rows } = await db.query<{ delivery_id: string }>(
+    `WITH old AS (
+       SELECT white_label_id, delivery_id FROM webhook_deliveries
+        WHERE status <> 'pending' AND leased_by IS NULL AND completed_at < $1
+        LIMIT $2
+     ),
+     attempts AS (
+       DELETE FROM webhook_delivery_attempts a USING old
+        WHERE a.white_label_id = old.white_label_id AND a.delivery_id = old.delivery_id
+     )
+     DELETE FROM webhook_deliveries d USING old
+      WHERE d.white_label_id = old.white_label_id AND d.delivery_id = old.delivery_id
+     RETURNING d.delivery_id`,
+    [before, limit],
+  );
+  return rows.length;
+}

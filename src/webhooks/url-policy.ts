@@ -1,0 +1,187 @@
+import dns from 'node:dns';
+import net from 'node:net';
+
+/**
+ * Where webhooks may go. A receiver address is HTTPS (the certificate is checked on every attempt by
+ * the delivery client) and never a private, loopback, link-local or otherwise non-public address,
+ * checked when the endpoint is written and again at every connection, on the address actually
+ * dialled (so a name that later resolves somewhere private is refused too). The one exception: when
+ * the operator turns on `sandbox_loopback`, a sandbox endpoint may point at this machine's loopback,
+ * over plain HTTP or HTTPS, for local development. A live endpoint never may.
+ */
+
+/** Ranges that are never a public receiver (RFC 6890 special-purpose blocks and friends). */
+const NON_PUBLIC = new net.BlockList();
+for (const [network, prefix] of [
+  ['0.0.0.0', 8], // "this network"
+  ['10.0.0.0', 8], // private
+  ['100.64.0.0', 10], // carrier-grade NAT
+  ['127.0.0.0', 8], // loopback
+  ['169.254.0.0', 16], // link-local (and cloud metadata services)
+  ['172.16.0.0', 12], // private
+  ['192.0.0.0', 24], // IETF protocol assignments
+  ['192.0.2.0', 24], // documentation
+  ['192.88.99.0', 24], // 6to4 relay anycast
+  ['192.168.0.0', 16], // private
+  ['198.18.0.0', 15], // benchmarking
+  ['198.51.100.0', 24], // documentation
+  ['203.0.113.0', 24], // documentation
+  ['224.0.0.0', 4], // multicast
+  ['240.0.0.0', 4], // reserved, broadcast
+] as const) {
+  NON_PUBLIC.addSubnet(network, prefix, 'ipv4');
+}
+for (const [network, prefix] of [
+  ['::', 128], // unspecified
+  ['::1', 128], // loopback
+  ['64:ff9b:1::', 48], // local-use NAT64
+  ['100::', 64], // discard
+  ['2001:db8::', 32], // documentation
+  ['fc00::', 7], // unique local
+  ['fe80::', 10], // link-local
+  ['ff00::', 8], // multicast
+] as const) {
+  NON_PUBLIC.addSubnet(network, prefix, 'ipv6');
+}
+
+const LOOPBACK = new net.BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/**
+ * An IPv4 address embedded in an IPv6 one that carries it as is (IPv4-mapped `::ffff:a.b.c.d` and
+ * the NAT64 well-known prefix `64:ff9b::/96`), so that it is judged as the IPv4 address it reaches.
+ */
+function embeddedIpv4(address: string): string | null {
+  const lower = address.toLowerCase();
+  for (const prefix of ['::ffff:', '64:ff9b::']) {
+    if (!lower.startsWith(prefix)) continue;
+    const rest = lower.slice(prefix.length);
+    if (net.isIPv4(rest)) return rest;
+    const groups = rest.split(':');
+    if (groups.length === 2 && groups.every((group) => /^[0-9a-f]{1,4}$/.test(group))) {
+      const high = parseInt(groups[0] ?? '0', 16);
+      const low = parseInt(groups[1] ?? '0', 16);
+      return [high >> 8, high & 255, low >> 8, low & 255].join('.');
+    }
+  }
+  return null;
+}
+
+function normalise(address: string): { address: string; type: 'ipv4' | 'ipv6' } | null {
+  const bare = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
+  if (net.isIPv4(bare)) return { address: bare, type: 'ipv4' };
+  if (!net.isIPv6(bare)) return null;
+  const embedded = embeddedIpv4(bare);
+  return embedded ? { address: embedded, type: 'ipv4' } : { address: bare, type: 'ipv6' };
+}
+
+export function isLoopbackAddress(address: string): boolean {
+  const parsed = normalise(address);
+  return parsed !== null && LOOPBACK.check(parsed.address, parsed.type);
+}
+
+export function isPublicAddress(address: string): boolean {
+  const parsed = normalise(address);
+  return parsed !== null && !NON_PUBLIC.check(parsed.address, parsed.type);
+}
+
+/** Decides whether a resolved or literal address may receive a webhook of an environment. */
+export interface AddressPolicy {
+  allows(address: string, livemode: boolean): boolean;
+}
+
+export function defaultAddressPolicy(options: { sandbox_loopback: boolean }): AddressPolicy {
+  return {
+    allows(address, livemode) {
+      if (isLoopbackAddress(address)) return !livemode && options.sandbox_loopback;
+      return isPublicAddress(address);
+    },
+  };
+}
+
+/** Resolves a host name to every address it has (dns.lookup by default, as the connection will). */
+export type HostResolver = (hostname: string) => Promise<string[]>;
+
+export const systemResolver: HostResolver = async (hostname) => {
+  const addresses = await dns.promises.lookup(hostname, { all: true, verbatim: true });
+  return addresses.map((entry) => entry.address);
+};
+
+/** The URL's host as an address when it is a literal (IPv6 without its brackets), else null. */
+export function literalAddressOf(url: URL): string | null {
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  return net.isIP(host) ? host : null;
+}
+
+function isLocalhostName(hostname: string): boolean {
+  const lower = hostname.toLowerCase();
+  return lower === 'localhost' || lower.endsWith('.localhost');
+}
+
+export type UrlCheck = { ok: true; url: string } | { ok: false; reason: string; hint: string };
+
+export interface UrlCheckOptions {
+  livemode: boolean;
+  sandbox_loopback: boolean;
+  policy: AddressPolicy;
+  resolve: HostResolver;
+}
+
+export const MAX_URL_LENGTH = 2048;
+
+/**
+ * Checks an endpoint URL when it is written. The certificate cannot be judged here (that needs a
+ * connection), so a self-signed or expired certificate shows up as failed attempts instead.
+ */
+export async function checkEndpointUrl(text: string, options: UrlCheckOptions): Promise<UrlCheck> {
+  if (text.length > MAX_URL_LENGTH) return { ok: false, reason: 'too_long', hint: `at most ${MAX_URL_LENGTH} characters` };
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return { ok: false, reason: 'invalid_url', hint: 'an absolute https:// URL' };
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return { ok: false, reason: 'must_be_https', hint: 'https:// only' };
+  if (url.username || url.password) return { ok: false, reason: 'credentials_not_allowed', hint: 'no user or password in the URL' };
+  if (url.hash) return { ok: false, reason: 'fragment_not_allowed', hint: 'no #fragment' };
+  if (!url.hostname) return { ok: false, reason: 'invalid_url', hint: 'an absolute https:// URL' };
+
+  const literal = literalAddressOf(url);
+  let addresses: string[];
+  if (literal) {
+    addresses = [literal];
+  } else {
+    try {
+      addresses = await options.resolve(url.hostname);
+    } catch {
+      addresses = [];
+    }
+    if (addresses.length === 0) return { ok: false, reason: 'host_not_resolvable', hint: 'the host name does not resolve' };
+  }
+  if (url.protocol === 'http:') {
+    // The same rule as at connection time: a loopback literal or a localhost name, nothing that
+    // merely resolves to loopback today.
+    const loopbackOnly = addresses.every((address) => isLoopbackAddress(address)) && (literal !== null || isLocalhostName(url.hostname));
+    const allowed = !options.livemode && options.sandbox_loopback && loopbackOnly;
+    if (!allowed) {
+      return {
+        ok: false,
+        reason: 'must_be_https',
+        hint: options.livemode ? 'live endpoints must use https://' : 'plain http:// is allowed only to loopback in the sandbox, when the operator enables it',
+      };
+    }
+  }
+  if (addresses.some((address) => !options.policy.allows(address, options.livemode))) {
+    return { ok: false, reason: 'address_not_allowed', hint: 'the host must resolve to public addresses only' };
+  }
+  return { ok: true, url: url.href };
+}
+
+/** The connection-time check of the delivery client: may this URL's scheme be used for this environment? */
+export function schemeAllowed(url: URL, livemode: boolean, sandbox_loopback: boolean): boolean {
+  if (url.protocol === 'https:') return true;
+  if (url.protocol !== 'http:' || livemode || !sandbox_loopback) return false;
+  const literal = literalAddressOf(url);
+  return literal ? isLoopbackAddress(literal) : isLocalhostName(url.hostname);
+}
