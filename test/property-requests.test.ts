@@ -1497,6 +1497,10 @@ const ROUTE_TABLE: readonly RouteEntry[] = [
   { method: 'POST', segments: ['', 'v1', 'pay', 'withdrawals'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'pay', 'withdrawals', ':id'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'pay', 'withdrawals', ':id', 'cancel'], kind: 'merchant' },
+  { method: 'POST', segments: ['', 'v1', 'pay', 'deposits'], kind: 'merchant' },
+  { method: 'GET', segments: ['', 'v1', 'pay', 'deposits', ':id'], kind: 'merchant' },
+  { method: 'POST', segments: ['', 'v1', 'pay', 'deposits', ':id', 'cancel'], kind: 'merchant' },
+  { method: 'POST', segments: ['', 'v1', 'pay', 'deposits', ':id', 'slip-token'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'bo', 'withdrawal-approvals'], kind: 'backoffice' },
   { method: 'GET', segments: ['', 'v1', 'bo', 'withdrawals', ':id'], kind: 'backoffice' },
   { method: 'POST', segments: ['', 'v1', 'bo', 'withdrawals', ':id', 'approve'], kind: 'backoffice' },
@@ -1544,7 +1548,7 @@ function hasUnnameableParam(rawPath: string, segments: readonly string[]): boole
 const LITERAL_SEGMENTS = [
   'pay', 'events', 'banks', 'bo', 'brands', 'merchants', 'api-keys', 'credentials', 'suspend', 'resume', 'revoke', 'webhooks', 'test-vectors',
   'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup', 'beneficiaries',
-  'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy',
+  'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy', 'deposits', 'slip-token',
 ];
 
 const pathSegment = fc.oneof(
