@@ -122,6 +122,8 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       withdrawals,
       policies: depositPolicies, account_lookup_key: accountLookupKey,
       liquidity: sandboxLiquidity,
+      ledger,
+      fees,
       slip_tokens: new SlipTokenSigner(options.master_key),
       upload_base_url: () => options.config.upload_base_url ?? services.publicBaseUrl(),
     }),

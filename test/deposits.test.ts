@@ -105,12 +105,18 @@ describe('POST /v1/pay/deposits: matched at once (201)', () => {
     const [leg] = deposit.legs;
     expect(leg).toMatchObject({ sequence: 1, amount_minor: 10_000, leg_status: 'pending', method: 'promptpay_qr', expires_at: deposit.expires_at });
     expect(leg?.leg_ref).toMatch(/^dleg_/);
-    expect(leg?.receiver).toEqual({ bank_code: '014', bank_name_th: 'ธนาคารไทยพาณิชย์', account_number_masked: '******3690', account_name_masked: 'พิชั*** สุว***' });
+    // The counterparty pays out to one of its two sandbox-bank accounts.
+    const payees = {
+      '014': { receiver: { bank_code: '014', bank_name_th: 'ธนาคารไทยพาณิชย์', account_number_masked: '******3690', account_name_masked: 'พิชั*** สุว***' }, target: '0141472583690' },
+      '025': { receiver: { bank_code: '025', bank_name_th: 'ธนาคารกรุงศรีอยุธยา', account_number_masked: '******0001', account_name_masked: 'วร*** ปร***' }, target: '0258889990001' },
+    } as const;
+    const payee = payees[(leg?.receiver.bank_code ?? '014') as keyof typeof payees];
+    expect(leg?.receiver).toEqual(payee.receiver);
     // The QR is a valid EMVCo payload (CRC checked) for that account and amount.
     const qr = parse(leg?.qr_payload ?? '', true);
     expect(qr).not.toBeNull();
     expect(qr?.getTagValue('54')).toBe('100.00');
-    expect(qr?.getTagValue('29', '04')).toBe('0141472583690');
+    expect(qr?.getTagValue('29', '04')).toBe(payee.target);
     expect(deposit.slip_upload).toMatchObject({
       upload_url: `${app.instance.services.publicBaseUrl()}/v1/pay/deposits/${deposit.id}/slip`,
       max_bytes: 4_194_304,
@@ -122,7 +128,7 @@ describe('POST /v1/pay/deposits: matched at once (201)', () => {
     expect(events.map((event) => event.type)).toEqual(['deposit.created']);
     expect(events[0]!.data.previous_attributes).toBeNull();
     expect(events[0]!.data.object.status).toBe('awaiting_payment');
-    for (const secret of [deposit.slip_upload.token, leg?.qr_payload ?? 'x', '1472583690', (payload.sender as { account_number: string }).account_number]) expect(events[0]!.text).not.toContain(secret);
+    for (const secret of [deposit.slip_upload.token, leg?.qr_payload ?? 'x', payee.target.slice(3), (payload.sender as { account_number: string }).account_number]) expect(events[0]!.text).not.toContain(secret);
   });
 
   it('reserves the leg on the counterparty’s withdrawal, never the depositor’s own', async () => {
@@ -321,6 +327,8 @@ describe('matching rule', () => {
       slip_tokens: new SlipTokenSigner(TEST_MASTER_KEY),
       upload_base_url: () => 'http://localhost',
       liquidity: null,
+      ledger: services.ledger,
+      fees: services.fees,
     });
     const deposit = async (amount_minor: number) =>
       (await inTransaction(app, (tx) => plain.create(tx, accountOf(depositor), body(amount_minor) as unknown as CreateDepositInput, SYSTEM_CAUSE))).deposit;
@@ -405,10 +413,23 @@ describe('masking and the transition table', () => {
     expect(maskName('Somchai  Jaidee')).toBe('So*** Ja***');
   });
 
-  it('has the nine statuses and the moves of this slice', () => {
+  it('has the nine statuses and the moves built so far', () => {
     expect(DEPOSIT_TRANSITIONS.statuses).toHaveLength(9);
-    expect(DEPOSIT_TRANSITIONS.list().map((rule) => `${rule.from ?? '-'}>${rule.to}`).sort()).toEqual(
-      ['->awaiting_liquidity', '->awaiting_payment', 'awaiting_liquidity>awaiting_payment', 'awaiting_liquidity>canceled', 'awaiting_liquidity>canceled', 'awaiting_payment>canceled', 'awaiting_payment>expired'].sort(),
+    expect(DEPOSIT_TRANSITIONS.list().map((rule) => `${rule.from ?? '-'}>${rule.to}:${rule.trigger}`).sort()).toEqual(
+      [
+        '->awaiting_liquidity:create',
+        '->awaiting_payment:create',
+        'awaiting_liquidity>awaiting_payment:matched',
+        'awaiting_liquidity>canceled:cancel',
+        'awaiting_liquidity>canceled:liquidity_timeout',
+        'awaiting_payment>canceled:cancel',
+        'awaiting_payment>expired:expire',
+        'awaiting_payment>slip_processing:slip_received',
+        'slip_processing>settled:settle',
+        'under_review>settled:settle',
+        'settled>reversed:reverse',
+        'settled>settled:overpaid',
+      ].sort(),
     );
   });
 });

@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
-import type { DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
+import type { ClaimRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
 
 /** All SQL of deposits: policies, orders and legs, each query scoped by brand (and merchant for orders). */
 
@@ -7,6 +7,8 @@ const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, deposit_id, versio
   amount_minor, sender_bank_code, sender_account_sealed, sender_account_hmac, sender_account_last4, sender_name_th, sender_name_en,
   sender_id, device_fingerprint, client, fill_preference, min_ttl_seconds, expires_in_seconds, return_url, metadata,
   liquidity_source, expires_at, wait_started_at, late_slip_accepted_until, expired_reason, canceled_by, cancel_reason_code,
+  slip_received_at, slip_is_late, transferred_amount_minor, amount_received_minor, fee_total_minor, fee_breakdown,
+  credited_amount_minor, partial, settled_via, balance_transaction_id, settled_at, clearing_available_at, overpayment, reversal,
   created_at, updated_at`;
 
 const LEG_COLUMNS = `white_label_id, deposit_id, leg_ref, sequence, amount_minor, expires_at, status, withdrawal_id, withdrawal_leg_ref,
@@ -42,7 +44,11 @@ export async function upsertPolicy(db: Queryable, row: Omit<DepositPolicyRow, 'c
 /** Inserts an order unless its merchant_reference is taken; false then. */
 export async function insertOrder(db: Queryable, row: DepositRow): Promise<boolean> {
   const { rows } = await db.query(
-    `INSERT INTO deposit_orders (${ORDER_COLUMNS})
+    `INSERT INTO deposit_orders (white_label_id, merchant_id, livemode, deposit_id, version, status, merchant_reference, end_user_ref,
+       amount_minor, sender_bank_code, sender_account_sealed, sender_account_hmac, sender_account_last4, sender_name_th, sender_name_en,
+       sender_id, device_fingerprint, client, fill_preference, min_ttl_seconds, expires_in_seconds, return_url, metadata,
+       liquidity_source, expires_at, wait_started_at, late_slip_accepted_until, expired_reason, canceled_by, cancel_reason_code,
+       created_at, updated_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
              $26, $27, $28, $29, $30, $31, $32)
      ON CONFLICT (white_label_id, merchant_id, livemode, merchant_reference) DO NOTHING
@@ -64,12 +70,19 @@ export async function updateOrder(db: Queryable, row: DepositRow, expected_versi
   const { rows } = await db.query(
     `UPDATE deposit_orders
         SET version = $4, status = $5, liquidity_source = $6, expires_at = $7, wait_started_at = $8, late_slip_accepted_until = $9,
-            expired_reason = $10, canceled_by = $11, cancel_reason_code = $12, updated_at = $13
+            expired_reason = $10, canceled_by = $11, cancel_reason_code = $12, updated_at = $13, slip_received_at = $14,
+            slip_is_late = $15, transferred_amount_minor = $16, amount_received_minor = $17, fee_total_minor = $18,
+            fee_breakdown = $19, credited_amount_minor = $20, partial = $21, settled_via = $22, balance_transaction_id = $23,
+            settled_at = $24, clearing_available_at = $25, overpayment = $26, reversal = $27
       WHERE white_label_id = $1 AND deposit_id = $2 AND version = $3
       RETURNING deposit_id`,
     [
       row.white_label_id, row.deposit_id, expected_version, row.version, row.status, row.liquidity_source, row.expires_at,
       row.wait_started_at, row.late_slip_accepted_until, row.expired_reason, row.canceled_by, row.cancel_reason_code, row.updated_at,
+      row.slip_received_at, row.slip_is_late, row.transferred_amount_minor, row.amount_received_minor, row.fee_total_minor,
+      row.fee_breakdown === null ? null : JSON.stringify(row.fee_breakdown), row.credited_amount_minor, row.partial, row.settled_via,
+      row.balance_transaction_id, row.settled_at, row.clearing_available_at,
+      row.overpayment === null ? null : JSON.stringify(row.overpayment), row.reversal === null ? null : JSON.stringify(row.reversal),
     ],
   );
   return rows.length === 1;
@@ -160,6 +173,26 @@ export async function setLegStatus(db: Queryable, white_label_id: string, leg_re
     [white_label_id, leg_ref, from, to, now],
   );
   return rows.length === 1;
+}
+
+/** Inserts a claim once per `dedupe_key`; returns the stored claim (the first one on a repeat). */
+export async function insertClaim(db: Queryable, row: ClaimRow): Promise<ClaimRow> {
+  await db.query(
+    `INSERT INTO claims (white_label_id, merchant_id, livemode, claim_id, deposit_id, cause, amount_minor, slip_received_at, status,
+       dedupe_key, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+     ON CONFLICT (white_label_id, dedupe_key) DO NOTHING`,
+    [row.white_label_id, row.merchant_id, row.livemode, row.claim_id, row.deposit_id, row.cause, row.amount_minor, row.slip_received_at,
+      row.status, row.dedupe_key, row.created_at],
+  );
+  const { rows } = await db.query<ClaimRow>(
+    `SELECT white_label_id, merchant_id, livemode, claim_id, deposit_id, cause, amount_minor, slip_received_at, status, dedupe_key, created_at
+       FROM claims WHERE white_label_id = $1 AND dedupe_key = $2`,
+    [row.white_label_id, row.dedupe_key],
+  );
+  const stored = rows[0];
+  if (!stored) throw new Error('claim missing after insert');
+  return stored;
 }
 
 export type { DepositStatus };

@@ -11,10 +11,24 @@ import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { enqueueJob, cancelJobsByKey, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
+import type { LedgerService } from '../ledger/service.ts';
+import { CLEARING_PERIOD_MS } from '../ledger/service.ts';
+import type { FeeService } from '../fees/service.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
 import { slipUploadOf, type SlipTokenSigner, type SlipUpload } from './slip-token.ts';
-import { DEPOSIT_STATUSES, type CanceledBy, type DepositAccount, type DepositLegRow, type DepositRow, type DepositStatus, type FillPreference } from './types.ts';
+import {
+  DEPOSIT_STATUSES,
+  type CanceledBy,
+  type DepositAccount,
+  type DepositLegRow,
+  type DepositRow,
+  type DepositStatus,
+  type FillPreference,
+  type ClaimRow,
+  type OverpaymentSnapshot,
+  type ReversalSnapshot,
+} from './types.ts';
 
 /**
  * Deposit orders up to the slip: creation with its request rules, peer-to-peer matching against the
@@ -44,6 +58,11 @@ export const DEPOSIT_TRANSITIONS = new TransitionTable<DepositStatus>('deposit_o
   { from: 'awaiting_liquidity', to: 'canceled', trigger: 'cancel' },
   { from: 'awaiting_payment', to: 'expired', trigger: 'expire' },
   { from: 'awaiting_payment', to: 'canceled', trigger: 'cancel' },
+  { from: 'awaiting_payment', to: 'slip_processing', trigger: 'slip_received' },
+  { from: 'slip_processing', to: 'settled', trigger: 'settle' },
+  { from: 'under_review', to: 'settled', trigger: 'settle' },
+  { from: 'settled', to: 'reversed', trigger: 'reverse' },
+  { from: 'settled', to: 'settled', trigger: 'overpaid' },
 ]);
 
 const EVENT_OF_TRIGGER: Record<string, string> = {
@@ -52,6 +71,10 @@ const EVENT_OF_TRIGGER: Record<string, string> = {
   liquidity_timeout: 'deposit.canceled',
   cancel: 'deposit.canceled',
   expire: 'deposit.expired',
+  slip_received: 'deposit.slip_received',
+  settle: 'deposit.settled',
+  reverse: 'deposit.reversed',
+  overpaid: 'deposit.overpaid',
 };
 
 export interface LegView {
@@ -87,6 +110,20 @@ export type DepositView = {
   expired_reason?: string;
   canceled_by?: CanceledBy;
   cancel_reason_code?: string;
+  slip?: { received_at: string; is_late: boolean };
+  ordered_amount_minor?: number;
+  transferred_amount_minor?: number;
+  amount_received_minor?: number;
+  overpayment?: OverpaymentSnapshot | null;
+  fee_total_minor?: number;
+  fee_breakdown?: { component: string; amount_minor: number; rate_bps?: number }[];
+  credited_amount_minor?: number;
+  partial?: boolean;
+  settled_via?: 'auto' | 'review';
+  balance_transaction_id?: string | null;
+  settled_at?: string;
+  clearing_available_at?: string | null;
+  reversal?: ReversalSnapshot;
   livemode: boolean;
 };
 
@@ -174,8 +211,55 @@ export function depositView(row: DepositRow, legs: DepositLegRow[], options: Vie
     ...(row.expired_reason ? { expired_reason: row.expired_reason } : {}),
     ...(row.canceled_by ? { canceled_by: row.canceled_by } : {}),
     ...(row.cancel_reason_code ? { cancel_reason_code: row.cancel_reason_code } : {}),
+    ...(row.slip_received_at ? { slip: { received_at: formatTimestamp(row.slip_received_at), is_late: row.slip_is_late === true } } : {}),
+    ...(row.settled_at ? settlementFields(row) : {}),
+    ...(row.reversal ? { reversal: row.reversal } : {}),
     livemode: row.livemode,
   };
+}
+
+/** The fields present from settlement on (spec), with the five invariants asserted as they are shown. */
+function settlementFields(row: DepositRow): Partial<DepositView> {
+  invariant(
+    row.transferred_amount_minor !== null && row.amount_received_minor !== null && row.fee_total_minor !== null && row.credited_amount_minor !== null && row.settled_at,
+    'a settled order has its amounts',
+  );
+  assertSettlementInvariants({
+    ordered: row.amount_minor,
+    transferred: row.transferred_amount_minor,
+    received: row.amount_received_minor,
+    fee: row.fee_total_minor,
+    credited: row.credited_amount_minor,
+    overpayment: row.overpayment?.cause === 'same_transfer_excess' ? row.overpayment.amount_minor : null,
+  });
+  return {
+    ordered_amount_minor: row.amount_minor,
+    transferred_amount_minor: row.transferred_amount_minor,
+    amount_received_minor: row.amount_received_minor,
+    overpayment: row.overpayment,
+    fee_total_minor: row.fee_total_minor,
+    fee_breakdown: row.fee_breakdown ?? [],
+    credited_amount_minor: row.credited_amount_minor,
+    partial: row.partial === true,
+    settled_via: row.settled_via ?? 'auto',
+    balance_transaction_id: row.balance_transaction_id,
+    settled_at: formatTimestamp(row.settled_at),
+    clearing_available_at: row.clearing_available_at ? formatTimestamp(row.clearing_available_at) : null,
+  };
+}
+
+/**
+ * The spec's settlement invariants: 0 < A = min(V, X); 0 <= fee <= A; A - fee = credited; a same-slip
+ * overpayment has V = A + E and A = X. (The fifth, that a later transfer changes neither V nor A, holds
+ * because `recordAdditionalTransfer` writes neither.)
+ */
+export function assertSettlementInvariants(amounts: { ordered: number; transferred: number; received: number; fee: number; credited: number; overpayment: number | null }): void {
+  invariant(amounts.received > 0 && amounts.received === Math.min(amounts.transferred, amounts.ordered), 'invariant 1: 0 < A = min(V, X)');
+  invariant(amounts.fee >= 0 && amounts.fee <= amounts.received, 'invariant 2: 0 <= fee <= A');
+  invariant(amounts.received - amounts.fee === amounts.credited, 'invariant 3: A - fee = credited');
+  if (amounts.overpayment !== null) {
+    invariant(amounts.transferred === amounts.received + amounts.overpayment && amounts.received === amounts.ordered, 'invariant 4: V = A + E and A = X');
+  }
 }
 
 export interface CreateDepositInput {
@@ -221,6 +305,8 @@ export interface DepositDependencies {
   /** From `deriveAccountLookupKey(master_key)`: the HMAC key of account identities. */
   account_lookup_key: Buffer;
   liquidity?: LiquidityProvider | null;
+  ledger: LedgerService;
+  fees: FeeService;
   slip_tokens: SlipTokenSigner;
   /** The base of upload URLs (UPLOAD_BASE_URL, else the service's own address), read when a token is made. */
   upload_base_url: () => string;
@@ -264,7 +350,17 @@ export class DepositService {
 
   private async transition(
     tx: Queryable,
-    input: { before: DepositRow | null; after: DepositRow; trigger: string; cause: EventCause; legs?: DepositLegRow[]; jobs?: JobSpec[]; liquidity?: DepositView['liquidity'] },
+    input: {
+      before: DepositRow | null;
+      after: DepositRow;
+      trigger: string;
+      cause: EventCause;
+      legs?: DepositLegRow[];
+      jobs?: JobSpec[];
+      liquidity?: DepositView['liquidity'];
+      /** Shown in the event only, beside the order (e.g. the claim of a later transfer). */
+      event_extra?: Record<string, unknown>;
+    },
   ): Promise<DepositView> {
     const existingLegs = input.before ? await repository.listLegs(tx, input.after.white_label_id, input.after.deposit_id) : [];
     const legsAfter = [...existingLegs.map((leg) => input.legs?.find((changed) => changed.leg_ref === leg.leg_ref) ?? leg), ...(input.legs ?? []).filter((leg) => !existingLegs.some((old) => old.leg_ref === leg.leg_ref))];
@@ -280,12 +376,22 @@ export class DepositService {
         const stored = input.before ? await repository.updateOrder(db, input.after, input.before.version) : await repository.insertOrder(db, input.after);
         if (!stored) return false;
         for (const leg of input.legs ?? []) {
-          if (existingLegs.some((old) => old.leg_ref === leg.leg_ref)) continue;
-          await repository.insertLeg(db, leg);
+          const old = existingLegs.find((candidate) => candidate.leg_ref === leg.leg_ref);
+          if (!old) await repository.insertLeg(db, leg);
+          else if (old.status !== leg.status) invariant(await repository.setLegStatus(db, leg.white_label_id, leg.leg_ref, old.status, leg.status, leg.updated_at), 'a leg moves under its order lock');
         }
         return true;
       },
-      event: { type: EVENT_OF_TRIGGER[input.trigger] ?? 'deposit.updated', white_label_id: input.after.white_label_id, merchant_id: input.after.merchant_id, livemode: input.after.livemode, cause: input.cause },
+      event: {
+        type: EVENT_OF_TRIGGER[input.trigger] ?? 'deposit.updated',
+        white_label_id: input.after.white_label_id,
+        merchant_id: input.after.merchant_id,
+        livemode: input.after.livemode,
+        cause: input.cause,
+        ...(input.event_extra && beforeView
+          ? { object: { ...afterView, ...input.event_extra }, before_object: { ...beforeView, ...input.event_extra } }
+          : {}),
+      },
       ...(input.jobs ? { jobs: input.jobs } : {}),
     });
     if (!result.ok) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.after.merchant_reference } });
@@ -376,6 +482,20 @@ export class DepositService {
       expired_reason: null,
       canceled_by: null,
       cancel_reason_code: null,
+      slip_received_at: null,
+      slip_is_late: null,
+      transferred_amount_minor: null,
+      amount_received_minor: null,
+      fee_total_minor: null,
+      fee_breakdown: null,
+      credited_amount_minor: null,
+      partial: null,
+      settled_via: null,
+      balance_transaction_id: null,
+      settled_at: null,
+      clearing_available_at: null,
+      overpayment: null,
+      reversal: null,
       created_at: now,
       updated_at: now,
     };
@@ -589,7 +709,6 @@ export class DepositService {
       if (leg.status !== 'reserved') continue;
       const released = await this.deps.withdrawals.releaseLeg(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code, cause });
       invariant(released.ok, 'a reserved leg of an unpaid deposit can be released');
-      invariant(await repository.setLegStatus(tx, row.white_label_id, leg.leg_ref, 'reserved', 'released', now), 'the leg is locked through its order');
       changed.push({ ...leg, status: 'released', updated_at: now });
     }
     return changed;
@@ -640,6 +759,199 @@ export class DepositService {
     return ok(view);
   }
 
+  private async lockForChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+    return repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+  }
+
+  /**
+   * The slip intake's consumer claimed a receipt: `awaiting_payment` → `slip_processing`
+   * (`deposit.slip_received`). Idempotent: an order already processing its slip is returned as it is.
+   */
+  async markSlipReceived(tx: Queryable, input: { white_label_id: string; deposit_id: string; received_at: Date; cause: EventCause }): Promise<Result<DepositView>> {
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status === 'slip_processing') return ok(await this.view(tx, row));
+    if (row.status !== 'awaiting_payment') return fail('deposit_state_conflict', { details: { status: row.status } });
+    const view = await this.transition(tx, {
+      before: row,
+      after: { ...row, version: row.version + 1, status: 'slip_processing', slip_received_at: input.received_at, slip_is_late: false, updated_at: this.now() },
+      trigger: 'slip_received',
+      cause: input.cause,
+    });
+    return ok(view);
+  }
+
+  /**
+   * Settles an order whose slip verified V satang transferred (the verification issue calls this):
+   * A = min(V, X) is accepted, the fee of the deposit channel is taken from A, the merchant is credited
+   * A − fee into pending_clearing for 72 hours, the reserved withdrawal legs are filled by A in leg order
+   * (a short payment fills by V and returns the rest to the withdrawals' remaining), and an excess E =
+   * V − X opens a claim (`overpayment`, no automatic refund). `deposit.settled` is written before the
+   * `balance.credited` of its movement. Idempotent: a settled order is returned unchanged.
+   */
+  async settle(
+    tx: Queryable,
+    input: { white_label_id: string; deposit_id: string; transferred_amount_minor: number; settled_via: 'auto' | 'review'; cause: EventCause },
+  ): Promise<Result<DepositView>> {
+    const transferred = input.transferred_amount_minor;
+    invariant(Number.isSafeInteger(transferred) && transferred > 0, 'a verified transfer is a positive number of satang');
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status === 'settled' || row.status === 'reversed') return ok(await this.view(tx, row));
+    if (row.status !== 'slip_processing' && row.status !== 'under_review') return fail('deposit_state_conflict', { details: { status: row.status } });
+
+    const now = this.now();
+    const account = { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode };
+    const received = Math.min(transferred, row.amount_minor);
+    const excess = transferred > row.amount_minor ? transferred - row.amount_minor : 0;
+    const fee = await this.deps.fees.quote(tx, { ...account, channel: 'deposit' }, received);
+    const credited = received - fee.fee_total_minor;
+
+    // Pay the withdrawals: A across the legs in their order; a leg that gets nothing goes back.
+    let left = received;
+    const legs: DepositLegRow[] = [];
+    for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
+      if (leg.status !== 'reserved') continue;
+      const paid = Math.min(leg.amount_minor, left);
+      left -= paid;
+      if (paid > 0) {
+        const filled = await this.deps.withdrawals.recordFill(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, amount_minor: paid, cause: input.cause });
+        invariant(filled.ok, 'a reserved leg of a deposit being settled can be filled');
+        legs.push({ ...leg, status: 'filled', updated_at: now });
+      } else {
+        const released = await this.deps.withdrawals.releaseLeg(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code: 'deposit_short_paid', cause: input.cause });
+        invariant(released.ok, 'a reserved leg can be released');
+        legs.push({ ...leg, status: 'released', updated_at: now });
+      }
+    }
+    invariant(left === 0, 'the legs of an order cover its amount');
+
+    let overpayment: OverpaymentSnapshot | null = null;
+    if (excess > 0) {
+      const claim = await repository.insertClaim(tx, {
+        ...account,
+        claim_id: newId('claim'),
+        deposit_id: row.deposit_id,
+        cause: 'same_transfer_excess',
+        amount_minor: excess,
+        slip_received_at: row.slip_received_at ?? now,
+        status: 'open',
+        dedupe_key: `same_transfer_excess:${row.deposit_id}`,
+        created_at: now,
+      });
+      overpayment = claimSnapshot(claim);
+    }
+    const balanceTransactionId = credited > 0 ? newId('balance_transaction') : null;
+    const after: DepositRow = {
+      ...row,
+      version: row.version + 1,
+      status: 'settled',
+      transferred_amount_minor: transferred,
+      amount_received_minor: received,
+      fee_total_minor: fee.fee_total_minor,
+      fee_breakdown: fee.fee_breakdown,
+      credited_amount_minor: credited,
+      partial: transferred < row.amount_minor,
+      settled_via: input.settled_via,
+      balance_transaction_id: balanceTransactionId,
+      settled_at: now,
+      clearing_available_at: credited > 0 ? new Date(now.getTime() + CLEARING_PERIOD_MS) : null,
+      overpayment,
+      updated_at: now,
+    };
+    await cancelJobsByKey(tx, `${EXPIRE_DEPOSIT_TASK}:${row.deposit_id}`);
+    const view = await this.transition(tx, { before: row, after, trigger: 'settle', cause: input.cause, legs });
+    if (balanceTransactionId !== null) {
+      const movement = await this.deps.ledger.creditSettledDeposit(tx, { account, deposit_id: row.deposit_id, amount_minor: credited, cause: input.cause, balance_transaction_id: balanceTransactionId });
+      invariant(movement.id === balanceTransactionId, 'the credit carries the id the settlement named');
+    }
+    return ok(view);
+  }
+
+  /**
+   * Reverses a settled order (bank recall, invalidated slip, …): the credit is taken back (from
+   * pending clearing inside the 72 hours, else from available, see the ledger), and every fill it made
+   * on withdrawals is reversed, since their beneficiaries did not keep the money. Idempotent.
+   */
+  async reverse(tx: Queryable, input: { white_label_id: string; deposit_id: string; reason_code: string; cause: EventCause }): Promise<Result<DepositView>> {
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status === 'reversed') return ok(await this.view(tx, row));
+    if (row.status !== 'settled') return fail('deposit_state_conflict', { details: { status: row.status } });
+    const account = { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode };
+    let debitId: string | null = null;
+    if (row.balance_transaction_id) {
+      const debit = await this.deps.ledger.reverseDepositCredit(tx, {
+        account,
+        deposit_id: row.deposit_id,
+        credit_balance_transaction_id: row.balance_transaction_id,
+        reason_code: input.reason_code,
+        cause: input.cause,
+      });
+      debitId = debit.id;
+    }
+    for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
+      if (leg.status !== 'filled') continue;
+      const reversed = await this.deps.withdrawals.reverseFill(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code: 'deposit_reversed', cause: input.cause });
+      invariant(reversed.ok, 'a fill of a settled deposit can be reversed');
+    }
+    const now = this.now();
+    const view = await this.transition(tx, {
+      before: row,
+      after: {
+        ...row,
+        version: row.version + 1,
+        status: 'reversed',
+        clearing_available_at: null,
+        reversal: { reason_code: input.reason_code, reverses_balance_transaction_id: row.balance_transaction_id, balance_transaction_id: debitId, reversed_at: formatTimestamp(now) },
+        updated_at: now,
+      },
+      trigger: 'reverse',
+      cause: input.cause,
+    });
+    return ok(view);
+  }
+
+  /**
+   * Money transferred again after settlement: a claim (`additional_transfer`), `deposit.overpaid`, the
+   * status stays `settled`, and neither V nor A changes (invariant 5). `transfer_key` (the transfer's
+   * bank reference) makes it happen once.
+   */
+  async recordAdditionalTransfer(
+    tx: Queryable,
+    input: { white_label_id: string; deposit_id: string; amount_minor: number; slip_received_at: Date; transfer_key: string; cause: EventCause },
+  ): Promise<Result<DepositView>> {
+    invariant(Number.isSafeInteger(input.amount_minor) && input.amount_minor > 0, 'an additional transfer is a positive amount');
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status !== 'settled') return fail('deposit_state_conflict', { details: { status: row.status } });
+    const now = this.now();
+    const claim_id = newId('claim');
+    const claim = await repository.insertClaim(tx, {
+      white_label_id: row.white_label_id,
+      merchant_id: row.merchant_id,
+      livemode: row.livemode,
+      claim_id,
+      deposit_id: row.deposit_id,
+      cause: 'additional_transfer',
+      amount_minor: input.amount_minor,
+      slip_received_at: input.slip_received_at,
+      status: 'open',
+      dedupe_key: `additional_transfer:${row.deposit_id}:${input.transfer_key}`,
+      created_at: now,
+    });
+    if (claim.claim_id !== claim_id) return ok(await this.view(tx, row));
+    const snapshot = claimSnapshot(claim);
+    const view = await this.transition(tx, {
+      before: row,
+      after: { ...row, version: row.version + 1, overpayment: row.overpayment ?? snapshot, updated_at: now },
+      trigger: 'overpaid',
+      cause: input.cause,
+      event_extra: { additional_transfer: snapshot },
+    });
+    return ok(view);
+  }
+
   /** The caller's order, with payment instructions while it awaits payment; null outside its scope. */
   async get(db: Queryable, account: DepositAccount, deposit_id: string): Promise<DepositView | null> {
     const row = await repository.findOrder(db, account, deposit_id);
@@ -648,6 +960,17 @@ export class DepositService {
     const view = await this.view(db, row, policy ? await this.liquidityInfo(db, row, policy) : undefined);
     return this.withPaymentInstructions(db, view, row.white_label_id);
   }
+}
+
+function claimSnapshot(claim: ClaimRow): OverpaymentSnapshot {
+  return {
+    claim_id: claim.claim_id,
+    cause: claim.cause,
+    amount_minor: claim.amount_minor,
+    slip_received_at: formatTimestamp(claim.slip_received_at),
+    status: 'open',
+    action_required: 'contact_support',
+  };
 }
 
 /** The job handlers of deposit deadlines; each is one short transaction and a no-op once the order moved on. */

@@ -64,8 +64,50 @@ export interface DepositRow extends DepositAccount {
   expired_reason: string | null;
   canceled_by: CanceledBy | null;
   cancel_reason_code: string | null;
+  slip_received_at: Date | null;
+  slip_is_late: boolean | null;
+  transferred_amount_minor: number | null;
+  amount_received_minor: number | null;
+  fee_total_minor: number | null;
+  fee_breakdown: { component: string; amount_minor: number; rate_bps?: number }[] | null;
+  credited_amount_minor: number | null;
+  partial: boolean | null;
+  settled_via: 'auto' | 'review' | null;
+  balance_transaction_id: string | null;
+  settled_at: Date | null;
+  clearing_available_at: Date | null;
+  overpayment: OverpaymentSnapshot | null;
+  reversal: ReversalSnapshot | null;
   created_at: Date;
   updated_at: Date;
+}
+
+/** The `overpayment` object: an immutable snapshot of the claim at its creation (spec). */
+export interface OverpaymentSnapshot {
+  claim_id: string;
+  cause: 'same_transfer_excess' | 'additional_transfer';
+  amount_minor: number;
+  slip_received_at: string;
+  status: 'open';
+  action_required: 'contact_support';
+}
+
+export interface ReversalSnapshot {
+  reason_code: string;
+  reverses_balance_transaction_id: string | null;
+  balance_transaction_id: string | null;
+  reversed_at: string;
+}
+
+export interface ClaimRow extends DepositAccount {
+  claim_id: string;
+  deposit_id: string;
+  cause: OverpaymentSnapshot['cause'];
+  amount_minor: number;
+  slip_received_at: Date;
+  status: 'open' | 'resolved';
+  dedupe_key: string;
+  created_at: Date;
 }
 
 export interface DepositLegRow {

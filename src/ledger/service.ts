@@ -62,6 +62,8 @@ export interface PostInput {
   bucket_to: Bucket | null;
   /** Makes the movement happen once: the same key returns the first movement. */
   movement_key: string;
+  /** The id the movement will have, when the caller must name it first (in an event written before it). */
+  balance_transaction_id?: string;
   source: { type: string; id: string };
   available_at?: Date | null;
   reverses_balance_transaction_id?: string | null;
@@ -160,7 +162,7 @@ export class LedgerService {
 
     const row: BalanceTransactionRow = {
       ...input.account,
-      balance_transaction_id: newId('balance_transaction'),
+      balance_transaction_id: input.balance_transaction_id ?? newId('balance_transaction'),
       sequence: wallet.last_sequence + 1,
       movement_key: input.movement_key,
       type: input.type,
@@ -200,13 +202,14 @@ export class LedgerService {
    */
   async creditSettledDeposit(
     tx: Queryable,
-    input: { account: WalletAccount; deposit_id: string; amount_minor: number; cause: EventCause },
+    input: { account: WalletAccount; deposit_id: string; amount_minor: number; cause: EventCause; balance_transaction_id?: string },
   ): Promise<BalanceTransactionView> {
     const availableAt = new Date(this.clock.now().getTime() + CLEARING_PERIOD_MS);
     const posted = await this.post(tx, {
       account: input.account,
       type: 'deposit_settled',
       amount_minor: input.amount_minor,
+      ...(input.balance_transaction_id ? { balance_transaction_id: input.balance_transaction_id } : {}),
       bucket_from: null,
       bucket_to: 'pending_clearing',
       movement_key: `deposit_settled:${input.deposit_id}`,

@@ -151,6 +151,11 @@ const catalogue = {
     message: 'The deposit has no destination to pay in its current status; a waiting order gets one when it is matched.',
     message_th: 'รายการฝากยังไม่มีบัญชีปลายทางสำหรับชำระในสถานะปัจจุบัน',
   },
+  deposit_state_conflict: {
+    status: 409, type: 'invalid_request_error', retryable: true,
+    message: 'The deposit is not in a status that allows this change; re-read it.',
+    message_th: 'สถานะของรายการฝากไม่อนุญาตให้ทำรายการนี้ กรุณาอ่านข้อมูลใหม่',
+  },
   deposit_not_reviewable: {
     status: 409, type: 'invalid_request_error', retryable: false,
     message: 'The deposit is not under review for another reason.',
@@ -180,6 +185,11 @@ const catalogue = {
     status: 409, type: 'invalid_request_error', retryable: false,
     message: 'An open refund of this deposit already exists.',
     message_th: 'มีรายการคืนเงินของรายการฝากนี้ที่ยังเปิดอยู่แล้ว',
+  },
+  webhook_endpoint_disabled: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'The webhook endpoint is disabled; enable it before resending or replaying deliveries.',
+    message_th: 'ปลายทาง webhook ถูกปิดใช้งานอยู่ กรุณาเปิดใช้งานก่อนส่งซ้ำหรือเล่นซ้ำรายการ',
   },
   beneficiary_not_verified: {
     status: 409, type: 'invalid_request_error', retryable: true,

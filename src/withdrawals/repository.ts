@@ -173,18 +173,19 @@ export async function insertLeg(db: Queryable, row: WithdrawalLegRow): Promise<v
   );
 }
 
+/** Moves a leg on from `expected_status`; a short fill also lowers `amount_minor` to what was paid. */
 export async function updateLeg(db: Queryable, row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): Promise<boolean> {
   const { rows } = await db.query(
     `UPDATE withdrawal_legs
         SET status = $4, sequence = $5, fee_recognized_minor = $6, settled_at = $7, balance_transaction_id = $8,
             fee_balance_transaction_id = $9, auto_confirm_at = $10, receipt_state = $11, release_reason_code = $12,
-            reversal_reason_code = $13, replacement_withdrawal_id = $14, updated_at = $15
+            reversal_reason_code = $13, replacement_withdrawal_id = $14, updated_at = $15, amount_minor = $16
       WHERE white_label_id = $1 AND leg_ref = $2 AND status = $3
       RETURNING leg_ref`,
     [
       row.white_label_id, row.leg_ref, expected_status, row.status, row.sequence, row.fee_recognized_minor, row.settled_at,
       row.balance_transaction_id, row.fee_balance_transaction_id, row.auto_confirm_at, row.receipt_state, row.release_reason_code,
-      row.reversal_reason_code, row.replacement_withdrawal_id, row.updated_at,
+      row.reversal_reason_code, row.replacement_withdrawal_id, row.updated_at, row.amount_minor,
     ],
   );
   return rows.length === 1;

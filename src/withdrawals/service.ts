@@ -805,6 +805,7 @@ export class WithdrawalService {
       updated_at: now,
     };
     invariant(await repository.updateLeg(tx, filledLeg, 'reserved'), 'the leg is locked through its order');
+    invariant(filledLeg.amount_minor === paid, 'a fill records what was paid');
 
     const filled = row.filled_minor + paid;
     const base: WithdrawalRow = {
