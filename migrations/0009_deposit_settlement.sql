@@ -46,3 +46,28 @@ CREATE TABLE claims (
   UNIQUE (white_label_id, dedupe_key),
   FOREIGN KEY (white_label_id, deposit_id) REFERENCES deposit_orders (white_label_id, deposit_id)
 );
+
+-- The merchant's deposit list: newest first, keyset-paged by (created_at, deposit_id).
+CREATE INDEX deposit_orders_listing ON deposit_orders (white_label_id, merchant_id, livemode, created_at DESC, deposit_id DESC);
+
+CREATE TABLE senders (
+  -- An end user's sender account that a settled deposit verified (bank, account and name all matched).
+  -- `sender_id` in a later deposit then names it, so its declared details cannot mismatch.
+  white_label_id          text NOT NULL,
+  merchant_id             text NOT NULL,
+  livemode                boolean NOT NULL,
+  sender_id               text NOT NULL CHECK (sender_id LIKE 'snd\_%'),
+  end_user_ref            text NOT NULL,
+  bank_code               text NOT NULL,
+  account_sealed          text NOT NULL,                                  -- the account number, sealed (SecretBox)
+  account_hmac            text NOT NULL,                                  -- HMAC of bank_code:account_number
+  account_last4           text NOT NULL,
+  name_th                 text NOT NULL,
+  name_en                 text,
+  verified_by_deposit_id  text NOT NULL,                                  -- the settled deposit that verified it
+  created_at              timestamptz NOT NULL,
+  last_used_at            timestamptz NOT NULL,
+  PRIMARY KEY (white_label_id, sender_id),
+  UNIQUE (white_label_id, merchant_id, livemode, end_user_ref, account_hmac),
+  FOREIGN KEY (white_label_id, merchant_id) REFERENCES merchants (white_label_id, merchant_id)
+);

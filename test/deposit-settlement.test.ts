@@ -280,3 +280,66 @@ describe('settlement invariants (property)', () => {
     );
   }, 120_000);
 });
+
+describe('registered senders and the list', () => {
+  it('a settled deposit with a verified sender registers it; sender_id then stands for it, for that end user only', async () => {
+    const merchant = await newMerchant();
+    const deposit = await matchedDeposit(merchant, 20_000);
+    await receiveSlip(deposit);
+    const settled = await inTransaction(app, (tx) =>
+      deposits().settle(tx, { white_label_id: brand(), deposit_id: deposit.id, transferred_amount_minor: 20_000, settled_via: 'auto', sender_verified: true, cause: SYSTEM_CAUSE }),
+    );
+    expect(settled.ok).toBe(true);
+    const list = await app.signed({ url: `/v1/pay/senders?end_user_ref=${deposit.end_user_ref}`, credentials: merchant });
+    expect(list.statusCode).toBe(200);
+    const senders = list.json<{ data: { id: string; account_number_masked: string; account_name_th_masked: string; bank_code: string }[] }>().data;
+    expect(senders).toEqual([expect.objectContaining({ object: 'sender', bank_code: '002', account_number_masked: deposit.sender.account_number_masked, account_name_th_masked: 'สม*** ใจ***', end_user_ref: deposit.end_user_ref })]);
+    expect(senders[0]?.id).toMatch(/^snd_/);
+    expect(list.body).not.toMatch(/77\d{8}/);
+    // Another end user sees nothing, and cannot use the id.
+    expect((await app.signed({ url: '/v1/pay/senders?end_user_ref=someone-else', credentials: merchant })).json()).toEqual({ object: 'list', data: [] });
+    const base = { amount_minor: 30_000, currency: 'THB', sender_id: senders[0]?.id };
+    const foreign = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: merchant, body: { ...base, merchant_reference: 'snd-foreign', end_user_ref: 'someone-else' } });
+    expect(foreign.json()).toMatchObject({ error: { code: 'validation_error', details: { fields: [{ path: 'sender_id', reason: 'unknown_sender' }] } } });
+    const own = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: merchant, body: { ...base, merchant_reference: 'snd-own', end_user_ref: deposit.end_user_ref } });
+    expect(own.statusCode).toBe(201);
+    expect(own.json()).toMatchObject({ sender: deposit.sender });
+    const both = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: merchant, body: { ...base, merchant_reference: 'snd-both', end_user_ref: 'x', sender: { bank_code: '002', account_number: '1234567890', account_name_th: 'สมชาย ใจดี' } } });
+    expect(both.json()).toMatchObject({ error: { code: 'validation_error', details: { fields: [{ path: 'sender_id', reason: 'not_allowed_with' }] } } });
+  });
+
+  it('GET /v1/pay/deposits lists newest first with filters and a cursor bound to them', async () => {
+    const merchant = await newMerchant();
+    const created: DepositView[] = [];
+    for (let index = 0; index < 5; index += 1) {
+      created.push(await matchedDeposit(merchant, 10_000 + index * 100));
+      app.clock.advance(1_000);
+    }
+    const canceled = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${created[1]!.id}/cancel`, idempotency_key: crypto.randomUUID(), credentials: merchant });
+    expect(canceled.statusCode).toBe(200);
+    const first = await app.signed({ url: '/v1/pay/deposits?limit=2', credentials: merchant });
+    expect(first.statusCode).toBe(200);
+    const page1 = first.json<{ data: DepositView[]; has_more: boolean; next_cursor: string | null }>();
+    expect(page1.data.map((item) => item.id)).toEqual([created[4]!.id, created[3]!.id]);
+    expect(page1.has_more).toBe(true);
+    expect(page1.data[0]).not.toHaveProperty('slip_upload');
+    expect(JSON.stringify(page1)).not.toContain('qr_payload');
+    const page2 = (await app.signed({ url: `/v1/pay/deposits?limit=3&cursor=${page1.next_cursor}`, credentials: merchant })).json<{ data: DepositView[]; has_more: boolean; next_cursor: string | null }>();
+    expect(page2.data.map((item) => item.id)).toEqual([created[2]!.id, created[1]!.id, created[0]!.id]);
+    expect(page2).toMatchObject({ has_more: false, next_cursor: null });
+    const filtered = (await app.signed({ url: '/v1/pay/deposits?status=canceled', credentials: merchant })).json<{ data: DepositView[] }>();
+    expect(filtered.data.map((item) => item.id)).toEqual([created[1]!.id]);
+    const ascending = (await app.signed({ url: '/v1/pay/deposits?order=asc&limit=1', credentials: merchant })).json<{ data: DepositView[] }>();
+    expect(ascending.data[0]?.id).toBe(created[0]!.id);
+    const mismatch = await app.signed({ url: `/v1/pay/deposits?limit=2&status=settled&cursor=${page1.next_cursor}`, credentials: merchant });
+    expect(mismatch.statusCode).toBe(400);
+    expect(mismatch.json()).toMatchObject({ error: { code: 'cursor_filter_mismatch' } });
+    const junk = await app.signed({ url: '/v1/pay/deposits?cursor=not-a-cursor', credentials: merchant });
+    expect(junk.json()).toMatchObject({ error: { code: 'validation_error', details: { fields: [{ path: 'cursor', reason: 'invalid_cursor' }] } } });
+    expect((await app.signed({ url: '/v1/pay/deposits?limit=101', credentials: merchant })).statusCode).toBe(422);
+    expect((await app.signed({ url: '/v1/pay/deposits?status=paid', credentials: merchant })).statusCode).toBe(422);
+    // Another merchant's list does not include these.
+    const other = await newMerchant();
+    expect((await app.signed({ url: '/v1/pay/deposits', credentials: other })).json()).toMatchObject({ data: [], has_more: false });
+  });
+});

@@ -1498,6 +1498,8 @@ const ROUTE_TABLE: readonly RouteEntry[] = [
   { method: 'GET', segments: ['', 'v1', 'pay', 'withdrawals', ':id'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'pay', 'withdrawals', ':id', 'cancel'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'pay', 'deposits'], kind: 'merchant' },
+  { method: 'GET', segments: ['', 'v1', 'pay', 'deposits'], kind: 'merchant' },
+  { method: 'GET', segments: ['', 'v1', 'pay', 'senders'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'pay', 'deposits', ':id'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'pay', 'deposits', ':id', 'cancel'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'pay', 'deposits', ':id', 'slip-token'], kind: 'merchant' },
@@ -1548,7 +1550,7 @@ function hasUnnameableParam(rawPath: string, segments: readonly string[]): boole
 const LITERAL_SEGMENTS = [
   'pay', 'events', 'banks', 'bo', 'brands', 'merchants', 'api-keys', 'credentials', 'suspend', 'resume', 'revoke', 'webhooks', 'test-vectors',
   'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup', 'beneficiaries',
-  'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy', 'deposits', 'slip-token',
+  'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy', 'deposits', 'slip-token', 'senders',
 ];
 
 const pathSegment = fc.oneof(

@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
-import type { ClaimRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
+import type { ClaimRow, SenderRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
 
 /** All SQL of deposits: policies, orders and legs, each query scoped by brand (and merchant for orders). */
 
@@ -193,6 +193,80 @@ export async function insertClaim(db: Queryable, row: ClaimRow): Promise<ClaimRo
   const stored = rows[0];
   if (!stored) throw new Error('claim missing after insert');
   return stored;
+}
+
+export interface ListFilters {
+  status: DepositStatus | null;
+  end_user_ref: string | null;
+  created_from: Date | null;
+  created_to: Date | null;
+  descending: boolean;
+  /** The (created_at, deposit_id) of the last row of the previous page. */
+  after: { created_at: Date; deposit_id: string } | null;
+  limit: number;
+}
+
+/** One page of the merchant's orders, keyset-paged on (created_at, deposit_id) in either direction. */
+export async function listOrders(db: Queryable, account: DepositAccount, filters: ListFilters): Promise<DepositRow[]> {
+  // Two fixed statements (one per direction) so that each is prepared once and can use the index.
+  const sql = filters.descending
+    ? `SELECT ${ORDER_COLUMNS} FROM deposit_orders
+        WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3
+          AND ($4::text IS NULL OR status = $4::text) AND ($5::text IS NULL OR end_user_ref = $5::text)
+          AND ($6::timestamptz IS NULL OR created_at >= $6::timestamptz) AND ($7::timestamptz IS NULL OR created_at < $7::timestamptz)
+          AND ($8::timestamptz IS NULL OR (created_at, deposit_id) < ($8::timestamptz, $9::text))
+        ORDER BY created_at DESC, deposit_id DESC LIMIT $10`
+    : `SELECT ${ORDER_COLUMNS} FROM deposit_orders
+        WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3
+          AND ($4::text IS NULL OR status = $4::text) AND ($5::text IS NULL OR end_user_ref = $5::text)
+          AND ($6::timestamptz IS NULL OR created_at >= $6::timestamptz) AND ($7::timestamptz IS NULL OR created_at < $7::timestamptz)
+          AND ($8::timestamptz IS NULL OR (created_at, deposit_id) > ($8::timestamptz, $9::text))
+        ORDER BY created_at, deposit_id LIMIT $10`;
+  const { rows } = await db.query<DepositRow>(sql, [
+    account.white_label_id, account.merchant_id, account.livemode, filters.status, filters.end_user_ref, filters.created_from,
+    filters.created_to, filters.after?.created_at ?? null, filters.after?.deposit_id ?? null, filters.limit,
+  ]);
+  return rows;
+}
+
+/** The legs of many orders at once (a list page). */
+export async function listLegsOfOrders(db: Queryable, white_label_id: string, deposit_ids: string[]): Promise<DepositLegRow[]> {
+  if (deposit_ids.length === 0) return [];
+  const { rows } = await db.query<DepositLegRow>(
+    `SELECT ${LEG_COLUMNS} FROM deposit_legs WHERE white_label_id = $1 AND deposit_id = ANY($2::text[]) ORDER BY deposit_id, sequence`,
+    [white_label_id, deposit_ids],
+  );
+  return rows;
+}
+
+const SENDER_COLUMNS = `white_label_id, merchant_id, livemode, sender_id, end_user_ref, bank_code, account_sealed, account_hmac,
+  account_last4, name_th, name_en, verified_by_deposit_id, created_at, last_used_at`;
+
+/** Registers a verified sender once per (end user, account); a repeat only refreshes `last_used_at`. */
+export async function upsertSender(db: Queryable, row: SenderRow): Promise<void> {
+  await db.query(
+    `INSERT INTO senders (${SENDER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+     ON CONFLICT (white_label_id, merchant_id, livemode, end_user_ref, account_hmac) DO UPDATE SET last_used_at = EXCLUDED.last_used_at`,
+    [row.white_label_id, row.merchant_id, row.livemode, row.sender_id, row.end_user_ref, row.bank_code, row.account_sealed, row.account_hmac,
+      row.account_last4, row.name_th, row.name_en, row.verified_by_deposit_id, row.created_at, row.last_used_at],
+  );
+}
+
+export async function listSenders(db: Queryable, account: DepositAccount, end_user_ref: string): Promise<SenderRow[]> {
+  const { rows } = await db.query<SenderRow>(
+    `SELECT ${SENDER_COLUMNS} FROM senders WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND end_user_ref = $4
+      ORDER BY last_used_at DESC, sender_id LIMIT 50`,
+    [account.white_label_id, account.merchant_id, account.livemode, end_user_ref],
+  );
+  return rows;
+}
+
+export async function findSender(db: Queryable, account: DepositAccount, sender_id: string): Promise<SenderRow | null> {
+  const { rows } = await db.query<SenderRow>(
+    `SELECT ${SENDER_COLUMNS} FROM senders WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND sender_id = $4`,
+    [account.white_label_id, account.merchant_id, account.livemode, sender_id],
+  );
+  return rows[0] ?? null;
 }
 
 export type { DepositStatus };

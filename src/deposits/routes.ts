@@ -4,6 +4,8 @@ import type { RouteRegistrar, Services } from '../http/context.ts';
 import { creationBuckets } from '../http/rate-limit.ts';
 import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merchantReferenceSchema, metadataSchema } from '../http/order-fields.ts';
 import { beneficiaryAccountFields } from '../beneficiaries/routes.ts';
+import { parseTimestamp } from '../platform/time.ts';
+import { DEPOSIT_STATUSES } from './types.ts';
 
 /**
  * POST /v1/pay/deposits (201 matched, 202 waiting for liquidity), GET /v1/pay/deposits/:id and
@@ -41,8 +43,85 @@ export const createDepositSchema = z
   })
   .strict();
 
+const LIST_MAX_LIMIT = 100;
+const LIST_DEFAULT_LIMIT = 20;
+const timestampText = z.string().max(40).refine((text) => parseTimestamp(text) !== null, { params: { reason: 'invalid_timestamp' } });
+
+const listQuerySchema = z
+  .object({
+    status: z.enum(DEPOSIT_STATUSES).optional(),
+    end_user_ref: z.string().min(1).max(64).optional(),
+    from: timestampText.optional(),
+    to: timestampText.optional(),
+    order: z.enum(['asc', 'desc']).optional(),
+    limit: z.string().refine((text) => /^[0-9]{1,3}$/.test(text) && Number(text) >= 1 && Number(text) <= LIST_MAX_LIMIT, { params: { reason: 'out_of_range', hint: `1 to ${LIST_MAX_LIMIT}` } }).optional(),
+    cursor: z.string().min(1).max(1000).optional(),
+  })
+  .strict();
+
+/** The filters a list cursor is bound to: changing any of them mid-cursor is cursor_filter_mismatch. */
+const cursorSchema = z
+  .object({
+    v: z.literal(1),
+    created_at: z.number().int().min(0).max(253_402_300_799_999),
+    id: z.string().min(1).max(100),
+    filters: z.object({ status: z.string().nullable(), end_user_ref: z.string().nullable(), from: z.string().nullable(), to: z.string().nullable(), order: z.enum(['asc', 'desc']) }),
+  })
+  .strict();
+type ListCursor = z.infer<typeof cursorSchema>;
+
+function decodeListCursor(text: string): ListCursor {
+  try {
+    const parsed = cursorSchema.safeParse(JSON.parse(Buffer.from(text, 'base64url').toString('utf8')));
+    if (parsed.success) return parsed.data;
+  } catch {
+    // Falls through to the validation error below: a cursor is opaque, and a damaged one is just invalid.
+  }
+  throw new ApiError('validation_error', { details: { fields: [{ path: 'cursor', reason: 'invalid_cursor' }] } });
+}
+
 export function registerDepositRoutes(registrar: RouteRegistrar, services: Services): void {
   const deposits = services.deposits;
+
+  registrar.merchant({
+    method: 'GET',
+    url: '/v1/pay/deposits',
+    scope: 'pay:read',
+    query: listQuerySchema,
+    async handler({ context, db, query }) {
+      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const filters: ListCursor['filters'] = {
+        status: query.status ?? null,
+        end_user_ref: query.end_user_ref ?? null,
+        from: query.from ?? null,
+        to: query.to ?? null,
+        order: query.order ?? 'desc',
+      };
+      let after: { created_at: Date; deposit_id: string } | null = null;
+      if (query.cursor !== undefined) {
+        const cursor = decodeListCursor(query.cursor);
+        if (JSON.stringify(cursor.filters) !== JSON.stringify(filters)) throw new ApiError('cursor_filter_mismatch');
+        after = { created_at: new Date(cursor.created_at), deposit_id: cursor.id };
+      }
+      const limit = query.limit === undefined ? LIST_DEFAULT_LIMIT : Number(query.limit);
+      const { views } = await deposits.list(db, account, {
+        status: query.status ?? null,
+        end_user_ref: filters.end_user_ref,
+        created_from: filters.from ? parseTimestamp(filters.from) : null,
+        created_to: filters.to ? parseTimestamp(filters.to) : null,
+        descending: filters.order === 'desc',
+        after,
+        limit: limit + 1,
+      });
+      const page = views.slice(0, limit);
+      const last = page.at(-1);
+      const nextCursor =
+        views.length > limit && last
+          ? Buffer.from(JSON.stringify({ v: 1, created_at: Date.parse(last.created_at), id: last.id, filters } satisfies ListCursor), 'utf8').toString('base64url')
+          : null;
+      return { status: 200, body: { object: 'list', data: page, has_more: nextCursor !== null, next_cursor: nextCursor } };
+    },
+  });
 
   registrar.merchant({
     method: 'POST',
@@ -55,6 +134,17 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
       const created = await deposits.create(db, account, body, context.cause);
       if (created.matched) return { status: 201, body: { ...created.deposit, slip_upload: created.slip_upload }, headers: { 'Cache-Control': 'no-store' } };
       return { status: 202, body: { ...created.deposit, retry_after_seconds: created.retry_after_seconds } };
+    },
+  });
+
+  registrar.merchant({
+    method: 'GET',
+    url: '/v1/pay/senders',
+    scope: 'pay:read',
+    query: z.object({ end_user_ref: z.string().min(1).max(64) }).strict(),
+    async handler({ context, db, query }) {
+      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      return { status: 200, body: { object: 'list', data: await deposits.senders(db, account, query.end_user_ref) } };
     },
   });
 

@@ -262,6 +262,19 @@ export function assertSettlementInvariants(amounts: { ordered: number; transferr
   }
 }
 
+/** A registered sender as `GET /v1/pay/senders` shows it (the spec leaves the fields to us). */
+export interface SenderView {
+  id: string;
+  object: 'sender';
+  end_user_ref: string;
+  bank_code: string;
+  bank_name_th: string;
+  account_number_masked: string;
+  account_name_th_masked: string;
+  created_at: string;
+  last_used_at: string;
+}
+
 export interface CreateDepositInput {
   amount_minor: number;
   merchant_reference: string;
@@ -414,12 +427,34 @@ export class DepositService {
       throw new ApiError('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
     }
     if (!input.sender && !input.sender_id) throw new ApiError('sender_required');
+    if (input.sender && input.sender_id !== undefined) throw validationError('sender_id', 'not_allowed_with', 'send sender or sender_id, not both');
+    // The declared sender: the one in the body, or the registered sender the id names (its account stays sealed).
+    let sender: { bank_code: string; account_sealed: string; account_hmac: string; account_last4: string; account_name_th: string; account_name_en: string | null; sender_id: string | null };
     if (input.sender_id !== undefined) {
-      // Registered senders are created from settled deposits (slip verification); until one exists no id can name one.
-      throw validationError('sender_id', 'unknown_sender', 'an id from GET /v1/pay/senders');
+      const registered = await repository.findSender(tx, account, input.sender_id);
+      if (!registered || registered.end_user_ref !== input.end_user_ref) throw validationError('sender_id', 'unknown_sender', 'an id from GET /v1/pay/senders for this end_user_ref');
+      sender = {
+        bank_code: registered.bank_code,
+        account_sealed: registered.account_sealed,
+        account_hmac: registered.account_hmac,
+        account_last4: registered.account_last4,
+        account_name_th: registered.name_th,
+        account_name_en: registered.name_en,
+        sender_id: registered.sender_id,
+      };
+    } else {
+      const declared = input.sender;
+      invariant(declared, 'a sender is present');
+      sender = {
+        bank_code: declared.bank_code,
+        account_sealed: this.deps.secretBox.seal(declared.account_number, SENDER_ACCOUNT_PURPOSE),
+        account_hmac: this.senderHmac(declared.bank_code, declared.account_number),
+        account_last4: declared.account_number.slice(-4),
+        account_name_th: declared.account_name_th,
+        account_name_en: declared.account_name_en ?? null,
+        sender_id: null,
+      };
     }
-    const sender = input.sender;
-    invariant(sender, 'a sender is present');
     const bank = await findBank(tx, sender.bank_code);
     if (!bank) throw validationError('sender.bank_code', 'unknown_bank', 'a three-digit code from GET /v1/pay/banks');
     if (!bank.available || !bank.sides.includes('sender')) {
@@ -443,7 +478,7 @@ export class DepositService {
 
     // One end user's creations are serialised, so two concurrent requests count each other.
     await tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`deposits:user:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${input.end_user_ref}`]);
-    const hmac = this.senderHmac(sender.bank_code, sender.account_number);
+    const hmac = sender.account_hmac;
     const duplicates = await repository.findOpenDuplicates(tx, account, input.amount_minor, hmac);
     if (duplicates.length > 0) throw new ApiError('duplicate_open_deposit', { details: { open_deposit_ids: duplicates } });
     const client = input.client;
@@ -462,12 +497,12 @@ export class DepositService {
       end_user_ref: input.end_user_ref,
       amount_minor: input.amount_minor,
       sender_bank_code: sender.bank_code,
-      sender_account_sealed: this.deps.secretBox.seal(sender.account_number, SENDER_ACCOUNT_PURPOSE),
+      sender_account_sealed: sender.account_sealed,
       sender_account_hmac: hmac,
-      sender_account_last4: sender.account_number.slice(-4),
+      sender_account_last4: sender.account_last4,
       sender_name_th: sender.account_name_th,
-      sender_name_en: sender.account_name_en ?? null,
-      sender_id: null,
+      sender_name_en: sender.account_name_en,
+      sender_id: sender.sender_id,
       device_fingerprint: clientComplete ? (client?.device_fingerprint ?? null) : null,
       client: client ? (Object.fromEntries(Object.entries(client).filter(([, value]) => value !== undefined)) as Record<string, string>) : null,
       fill_preference: input.fill_preference ?? 'any',
@@ -791,7 +826,15 @@ export class DepositService {
    */
   async settle(
     tx: Queryable,
-    input: { white_label_id: string; deposit_id: string; transferred_amount_minor: number; settled_via: 'auto' | 'review'; cause: EventCause },
+    input: {
+      white_label_id: string;
+      deposit_id: string;
+      transferred_amount_minor: number;
+      settled_via: 'auto' | 'review';
+      /** True when the slip proved the declared sender (bank, account and name all matched): it is registered. */
+      sender_verified?: boolean;
+      cause: EventCause;
+    },
   ): Promise<Result<DepositView>> {
     const transferred = input.transferred_amount_minor;
     invariant(Number.isSafeInteger(transferred) && transferred > 0, 'a verified transfer is a positive number of satang');
@@ -860,6 +903,22 @@ export class DepositService {
       updated_at: now,
     };
     await cancelJobsByKey(tx, `${EXPIRE_DEPOSIT_TASK}:${row.deposit_id}`);
+    if (input.sender_verified) {
+      await repository.upsertSender(tx, {
+        ...account,
+        sender_id: newId('sender'),
+        end_user_ref: row.end_user_ref,
+        bank_code: row.sender_bank_code,
+        account_sealed: row.sender_account_sealed,
+        account_hmac: row.sender_account_hmac,
+        account_last4: row.sender_account_last4,
+        name_th: row.sender_name_th,
+        name_en: row.sender_name_en,
+        verified_by_deposit_id: row.deposit_id,
+        created_at: now,
+        last_used_at: now,
+      });
+    }
     const view = await this.transition(tx, { before: row, after, trigger: 'settle', cause: input.cause, legs });
     if (balanceTransactionId !== null) {
       const movement = await this.deps.ledger.creditSettledDeposit(tx, { account, deposit_id: row.deposit_id, amount_minor: credited, cause: input.cause, balance_transaction_id: balanceTransactionId });
@@ -950,6 +1009,41 @@ export class DepositService {
       event_extra: { additional_transfer: snapshot },
     });
     return ok(view);
+  }
+
+  /**
+   * One page of the caller's orders (no payment instructions in a list: they are read per order).
+   * Returns one row more than asked when there is a next page.
+   */
+  async list(db: Queryable, account: DepositAccount, filters: repository.ListFilters): Promise<{ views: DepositView[]; last: DepositRow | null }> {
+    const rows = await repository.listOrders(db, account, filters);
+    const legs = await repository.listLegsOfOrders(db, account.white_label_id, rows.map((row) => row.deposit_id));
+    const now = this.now();
+    return {
+      views: rows.map((row) => depositView(row, legs.filter((leg) => leg.deposit_id === row.deposit_id), { now })),
+      last: rows.at(-1) ?? null,
+    };
+  }
+
+  /** GET /v1/pay/senders: the end user's registered senders, masked, most recently used first. */
+  async senders(db: Queryable, account: DepositAccount, end_user_ref: string): Promise<SenderView[]> {
+    const rows = await repository.listSenders(db, account, end_user_ref);
+    const views: SenderView[] = [];
+    for (const row of rows) {
+      const bank = await findBank(db, row.bank_code);
+      views.push({
+        id: row.sender_id,
+        object: 'sender',
+        end_user_ref: row.end_user_ref,
+        bank_code: row.bank_code,
+        bank_name_th: bank?.name_th ?? row.bank_code,
+        account_number_masked: maskAccount(row.account_last4),
+        account_name_th_masked: maskName(row.name_th),
+        created_at: formatTimestamp(row.created_at),
+        last_used_at: formatTimestamp(row.last_used_at),
+      });
+    }
+    return views;
   }
 
   /** The caller's order, with payment instructions while it awaits payment; null outside its scope. */

@@ -127,3 +127,17 @@ export interface DepositLegRow {
   created_at: Date;
   updated_at: Date;
 }
+
+export interface SenderRow extends DepositAccount {
+  sender_id: string;
+  end_user_ref: string;
+  bank_code: string;
+  account_sealed: string;
+  account_hmac: string;
+  account_last4: string;
+  name_th: string;
+  name_en: string | null;
+  verified_by_deposit_id: string;
+  created_at: Date;
+  last_used_at: Date;
+}
