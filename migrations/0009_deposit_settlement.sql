@@ -16,6 +16,10 @@ ALTER TABLE deposit_orders
   ADD COLUMN clearing_available_at    timestamptz,                 -- when the credit moves to available; null while held
   ADD COLUMN overpayment              json,                        -- the claim snapshot of an excess, or null
   ADD COLUMN reversal                 json,                        -- reason and movements of a reversal
+  ADD COLUMN review                   json,                        -- the review object while under review
+  ADD COLUMN rejection                json,                        -- code and display texts once rejected
+  ADD COLUMN verification             json,                        -- the six booleans of the last verified slip
+  ADD COLUMN slip_attempts            integer NOT NULL DEFAULT 0 CHECK (slip_attempts BETWEEN 0 AND 3), -- slips taken for this order
   -- The spec's settlement invariants 1-3 on every settled or reversed row.
   ADD CONSTRAINT deposit_orders_settlement CHECK (
     status NOT IN ('settled', 'reversed') OR (
@@ -27,7 +31,9 @@ ALTER TABLE deposit_orders
       AND credited_amount_minor = amount_received_minor - fee_total_minor
       AND partial = (transferred_amount_minor < amount_minor)
     )),
-  ADD CONSTRAINT deposit_orders_reversal CHECK ((status = 'reversed') = (reversal IS NOT NULL));
+  ADD CONSTRAINT deposit_orders_reversal CHECK ((status = 'reversed') = (reversal IS NOT NULL)),
+  ADD CONSTRAINT deposit_orders_review CHECK (status <> 'under_review' OR review IS NOT NULL),
+  ADD CONSTRAINT deposit_orders_rejection CHECK ((status = 'rejected') = (rejection IS NOT NULL));
 
 CREATE TABLE claims (
   -- Money that arrived beyond what an order accepted: never refunded automatically, resolved with support.

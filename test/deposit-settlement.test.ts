@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
 import { accountOf, inTransaction } from './support/withdrawals.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
-import type { DepositView } from '../src/deposits/service.ts';
+import { DEPOSIT_TRANSITIONS, type DepositView } from '../src/deposits/service.ts';
 import type { WithdrawalView } from '../src/withdrawals/service.ts';
 
 /**
@@ -341,5 +341,129 @@ describe('registered senders and the list', () => {
     // Another merchant's list does not include these.
     const other = await newMerchant();
     expect((await app.signed({ url: '/v1/pay/deposits', credentials: other })).json()).toMatchObject({ data: [], has_more: false });
+  });
+});
+
+describe('review, rejection, unreadable and late slips: the rest of the table', () => {
+  const review = (deposit: DepositView, code = 'SENDER_NAME_MISMATCH') =>
+    inTransaction(app, (tx) =>
+      deposits().sendToReview(tx, {
+        white_label_id: brand(),
+        deposit_id: deposit.id,
+        reasons: [{ code, display_th: 'ชื่อผู้โอนไม่ตรงกับที่ลงทะเบียน', display_en: 'Sender name does not match', actionable_by: 'support', detail: { registered_name_masked: 'สม*** ใจ***' } }],
+        verification: { amount_exact: true, within_time_window: true, sender_bank_match: true, sender_account_match: true, sender_name_match: false, receiver_match: true },
+        cause: SYSTEM_CAUSE,
+      }),
+    );
+
+  it('slip_processing → under_review → (escalate) → settled via review, with verification and review shown', async () => {
+    const merchant = await newMerchant();
+    const deposit = await matchedDeposit(merchant, 10_100);
+    await receiveSlip(deposit);
+    const reviewed = await review(deposit);
+    expect(reviewed.ok && reviewed.value).toMatchObject({
+      status: 'under_review',
+      review: { opened_at: app.clock.now().toISOString(), escalated: false, four_eyes_required: false, estimated_resolution_bucket: 'under_1h', reasons: [{ code: 'SENDER_NAME_MISMATCH' }] },
+      verification: { sender_name_match: false, amount_exact: true },
+    });
+    const escalated = await inTransaction(app, (tx) => deposits().escalateReview(tx, { white_label_id: brand(), deposit_id: deposit.id, cause: SYSTEM_CAUSE }));
+    expect(escalated.ok && escalated.value).toMatchObject({ status: 'under_review', review: { escalated: true }, version: (reviewed.ok ? reviewed.value.version : 0) + 1 });
+    const settled = await settle(deposit, 10_100, 'review');
+    expect(settled.ok && settled.value).toMatchObject({ status: 'settled', settled_via: 'review' });
+    expect(settled.ok && settled.value).not.toHaveProperty('review');
+    expect(await eventTypes(deposit.id, merchant.merchant_id)).toEqual(['deposit.created', 'deposit.slip_received', 'deposit.under_review', 'deposit.review_updated', 'deposit.settled', 'balance.credited']);
+  });
+
+  it('under_review → rejected: display texts, legs released, terminal, no money moved', async () => {
+    const merchant = await newMerchant();
+    const deposit = await matchedDeposit(merchant, 10_600);
+    await receiveSlip(deposit);
+    await review(deposit, 'BANK_DISABLED');
+    const rejected = await inTransaction(app, (tx) =>
+      deposits().rejectReview(tx, { white_label_id: brand(), deposit_id: deposit.id, rejection: { code: 'TRANSFER_NOT_FOUND', display_th: 'ไม่พบรายการโอน', display_en: 'Transfer not found' }, cause: SYSTEM_CAUSE }),
+    );
+    expect(rejected.ok && rejected.value).toMatchObject({ status: 'rejected', is_terminal: true, rejection: { code: 'TRANSFER_NOT_FOUND' } });
+    expect((await withdrawalsPaidBy(deposit))[0]?.status).toBe('released');
+    expect((await app.signed({ url: '/v1/pay/balance', credentials: merchant })).json()).toMatchObject({ pending_clearing_minor: 0, available_minor: 0 });
+    expect((await eventTypes(deposit.id, merchant.merchant_id)).at(-1)).toBe('deposit.rejected');
+  });
+
+  it('an unreadable slip returns the order to awaiting_payment, or expires it past its deadline; three slips at most', async () => {
+    const merchant = await newMerchant();
+    const deposit = await matchedDeposit(merchant, 14_000);
+    const unreadable = () => inTransaction(app, (tx) => deposits().markSlipUnreadable(tx, { white_label_id: brand(), deposit_id: deposit.id, cause: SYSTEM_CAUSE }));
+    await receiveSlip(deposit);
+    const back = await unreadable();
+    expect(back.ok && back.value).toMatchObject({ status: 'awaiting_payment', slip: { attempts_left: 2 } });
+    await receiveSlip(deposit);
+    app.clock.advance(16 * 60_000);
+    const expired = await unreadable();
+    expect(expired.ok && expired.value).toMatchObject({ status: 'expired', expired_reason: 'no_payment', is_terminal: false });
+    expect((await withdrawalsPaidBy(deposit))[0]?.status).toBe('released');
+    // A late slip inside the window goes through the pipeline; it re-reserves its withdrawal when it settles.
+    const late = await receiveSlip(deposit);
+    expect(late).toMatchObject({ status: 'slip_processing', slip: { is_late: true, attempts_left: 0 } });
+    const settled = await settle(deposit, 14_000);
+    expect(settled.ok && settled.value).toMatchObject({ status: 'settled', amount_received_minor: 14_000 });
+    expect((await withdrawalsPaidBy(deposit))[0]?.status).toBe('filled');
+    const types = await eventTypes(deposit.id, merchant.merchant_id);
+    expect(types.filter((type) => type.startsWith('deposit.'))).toEqual([
+      'deposit.created', 'deposit.slip_received', 'deposit.slip_rejected', 'deposit.slip_received', 'deposit.slip_rejected', 'deposit.slip_received', 'deposit.settled',
+    ]);
+  });
+
+  it('a slip for a canceled order is always reviewed (CANCELED_ORDER_SLIP); after the window it is 410 late_slip_window_closed', async () => {
+    const merchant = await newMerchant();
+    const deposit = await matchedDeposit(merchant, 10_900);
+    await app.signed({ method: 'POST', url: `/v1/pay/deposits/${deposit.id}/cancel`, idempotency_key: crypto.randomUUID(), credentials: merchant });
+    const reviewed = await receiveSlip(deposit);
+    expect(reviewed).toMatchObject({ status: 'under_review', slip: { is_late: true }, review: { reasons: [{ code: 'CANCELED_ORDER_SLIP', actionable_by: 'support' }] } });
+
+    const other = await matchedDeposit(merchant, 11_200);
+    app.clock.advance(15 * 60_000 + 24 * HOUR_MS);
+    await app.instance.worker.runDueJobs();
+    const closed = await inTransaction(app, (tx) => deposits().markSlipReceived(tx, { white_label_id: brand(), deposit_id: other.id, received_at: app.clock.now(), cause: SYSTEM_CAUSE }));
+    expect(!closed.ok && closed.error.code).toBe('late_slip_window_closed');
+    expect(!closed.ok && closed.error.details).toMatchObject({ deposit_id: other.id, late_slip_accepted_until: new Date(Date.parse(other.expires_at) + 24 * HOUR_MS).toISOString() });
+    expect(!closed.ok && String(closed.error.details.claim_url)).toContain(other.id);
+  });
+});
+
+describe('the whole table', () => {
+  it('every transition of DEPOSIT_TRANSITIONS has been walked in this file (read back from the events)', async () => {
+    // The moves the blocks above do not make: the liquidity wait (matched, timed out, canceled) and expiry by its job.
+    const merchant = await newMerchant();
+    counter += 1;
+    const waitBody = (amount_minor: number, ref: string) => ({
+      amount_minor,
+      currency: 'THB',
+      merchant_reference: ref,
+      end_user_ref: `${ref}-user`,
+      sender: { bank_code: '002', account_number: `88${String(counter).padStart(8, '0')}`, account_name_th: 'สมชาย ใจดี' },
+    });
+    const waiting = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: merchant, body: waitBody(10_500, `walk-wait-${counter}`) });
+    expect(waiting.statusCode).toBe(202);
+    const live = await app.createMerchant({ white_label_id: brand(), livemode: true });
+    const timeout = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: live, body: waitBody(10_000, `walk-timeout-${counter}`) });
+    const cancelWaiting = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: live, body: waitBody(20_000, `walk-cancel-${counter}`) });
+    expect((await app.signed({ method: 'POST', url: `/v1/pay/deposits/${cancelWaiting.json<DepositView>().id}/cancel`, idempotency_key: crypto.randomUUID(), credentials: live })).statusCode).toBe(200);
+    const toExpire = await matchedDeposit(merchant, 15_000);
+    for (let round = 0; round < 40; round += 1) {
+      app.clock.advance(30_000);
+      await app.instance.worker.runDueJobs();
+    }
+    expect(timeout.statusCode).toBe(202);
+    expect((await app.signed({ url: `/v1/pay/deposits/${toExpire.id}`, credentials: merchant })).json()).toMatchObject({ status: 'expired' });
+
+    const { rows } = await app.testDatabase.database.query<{ text: string; type: string }>("SELECT type, envelope::text AS text FROM events WHERE type LIKE 'deposit.%'");
+    const walked = new Set<string>();
+    for (const row of rows) {
+      const data = (JSON.parse(row.text) as { data: { object: { status: string }; previous_attributes: { status?: string } | null } }).data;
+      const from = data.previous_attributes === null ? '(none)' : (data.previous_attributes.status ?? data.object.status);
+      walked.add(`${from}>${data.object.status}`);
+    }
+    const table = new Set(DEPOSIT_TRANSITIONS.list().map((rule) => `${rule.from ?? '(none)'}>${rule.to}`));
+    expect([...table].filter((move) => !walked.has(move))).toEqual([]);
+    expect([...walked].filter((move) => !table.has(move))).toEqual([]);
   });
 });

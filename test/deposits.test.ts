@@ -361,7 +361,7 @@ describe('POST /v1/pay/deposits: bad input changes nothing', () => {
     await expectCode(body(9_900), 422, 'amount_not_supported');
     await expectCode(body(5_000_100), 422, 'amount_not_supported');
     await expectCode(body(10_000, { sender: undefined }), 422, 'sender_required');
-    await expectCode(body(10_000, { sender: undefined, sender_id: 'snd_01K0NOSUCH0000000000000000' }), 422, 'validation_error', { fields: [{ path: 'sender_id', reason: 'unknown_sender', hint: 'an id from GET /v1/pay/senders' }] });
+    await expectCode(body(10_000, { sender: undefined, sender_id: 'snd_01K0NOSUCH0000000000000000' }), 422, 'validation_error', { fields: [expect.objectContaining({ path: 'sender_id', reason: 'unknown_sender' })] });
     await expectCode(body(10_000, { sender: { ...SENDER, account_name_th: 'นางสาวสมหญิง รักไทย' } }), 422, 'validation_error', { fields: [expect.objectContaining({ path: 'sender.account_name_th', reason: 'must_not_contain_title' })] });
     await expectCode(body(10_000, { sender: { ...SENDER, account_name_th: 'Mrs. Somying' } }), 422, 'validation_error');
     await expectCode(body(10_000, { sender: { ...SENDER, account_number: '012-345-6789' } }), 422, 'validation_error', { fields: [expect.objectContaining({ path: 'sender.account_number', reason: 'must_be_digits' })] });
@@ -429,6 +429,13 @@ describe('masking and the transition table', () => {
         'under_review>settled:settle',
         'settled>reversed:reverse',
         'settled>settled:overpaid',
+        'expired>slip_processing:slip_received',
+        'slip_processing>under_review:review',
+        'canceled>under_review:review',
+        'under_review>under_review:escalate',
+        'under_review>rejected:reject',
+        'slip_processing>awaiting_payment:slip_unreadable',
+        'slip_processing>expired:slip_unreadable',
       ].sort(),
     );
   });

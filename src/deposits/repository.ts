@@ -9,7 +9,7 @@ const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, deposit_id, versio
   liquidity_source, expires_at, wait_started_at, late_slip_accepted_until, expired_reason, canceled_by, cancel_reason_code,
   slip_received_at, slip_is_late, transferred_amount_minor, amount_received_minor, fee_total_minor, fee_breakdown,
   credited_amount_minor, partial, settled_via, balance_transaction_id, settled_at, clearing_available_at, overpayment, reversal,
-  created_at, updated_at`;
+  review, rejection, verification, slip_attempts, created_at, updated_at`;
 
 const LEG_COLUMNS = `white_label_id, deposit_id, leg_ref, sequence, amount_minor, expires_at, status, withdrawal_id, withdrawal_leg_ref,
   receiver_bank_code, receiver_bank_name_th, receiver_account_last4, receiver_name_masked, created_at, updated_at`;
@@ -73,7 +73,8 @@ export async function updateOrder(db: Queryable, row: DepositRow, expected_versi
             expired_reason = $10, canceled_by = $11, cancel_reason_code = $12, updated_at = $13, slip_received_at = $14,
             slip_is_late = $15, transferred_amount_minor = $16, amount_received_minor = $17, fee_total_minor = $18,
             fee_breakdown = $19, credited_amount_minor = $20, partial = $21, settled_via = $22, balance_transaction_id = $23,
-            settled_at = $24, clearing_available_at = $25, overpayment = $26, reversal = $27
+            settled_at = $24, clearing_available_at = $25, overpayment = $26, reversal = $27, review = $28, rejection = $29,
+            verification = $30, slip_attempts = $31
       WHERE white_label_id = $1 AND deposit_id = $2 AND version = $3
       RETURNING deposit_id`,
     [
@@ -83,6 +84,8 @@ export async function updateOrder(db: Queryable, row: DepositRow, expected_versi
       row.fee_breakdown === null ? null : JSON.stringify(row.fee_breakdown), row.credited_amount_minor, row.partial, row.settled_via,
       row.balance_transaction_id, row.settled_at, row.clearing_available_at,
       row.overpayment === null ? null : JSON.stringify(row.overpayment), row.reversal === null ? null : JSON.stringify(row.reversal),
+      row.review === null ? null : JSON.stringify(row.review), row.rejection === null ? null : JSON.stringify(row.rejection),
+      row.verification === null ? null : JSON.stringify(row.verification), row.slip_attempts,
     ],
   );
   return rows.length === 1;
@@ -165,6 +168,16 @@ export async function listLegs(db: Queryable, white_label_id: string, deposit_id
     [white_label_id, deposit_id],
   );
   return rows;
+}
+
+/** Points a deposit leg at a new withdrawal leg (a late slip reserving its withdrawal again). */
+export async function relinkLeg(db: Queryable, white_label_id: string, leg_ref: string, withdrawal_leg_ref: string, now: Date): Promise<boolean> {
+  const { rows } = await db.query(
+    `UPDATE deposit_legs SET withdrawal_leg_ref = $3, status = 'reserved', updated_at = $4
+      WHERE white_label_id = $1 AND leg_ref = $2 AND status = 'released' RETURNING leg_ref`,
+    [white_label_id, leg_ref, withdrawal_leg_ref, now],
+  );
+  return rows.length === 1;
 }
 
 export async function setLegStatus(db: Queryable, white_label_id: string, leg_ref: string, from: DepositLegRow['status'], to: DepositLegRow['status'], now: Date): Promise<boolean> {

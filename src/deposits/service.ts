@@ -27,7 +27,11 @@ import {
   type FillPreference,
   type ClaimRow,
   type OverpaymentSnapshot,
+  type RejectionObject,
   type ReversalSnapshot,
+  type ReviewObject,
+  type ReviewReason,
+  type VerificationBooleans,
 } from './types.ts';
 
 /**
@@ -63,6 +67,15 @@ export const DEPOSIT_TRANSITIONS = new TransitionTable<DepositStatus>('deposit_o
   { from: 'under_review', to: 'settled', trigger: 'settle' },
   { from: 'settled', to: 'reversed', trigger: 'reverse' },
   { from: 'settled', to: 'settled', trigger: 'overpaid' },
+  // A slip for an expired order inside its late-slip window goes through the normal pipeline.
+  { from: 'expired', to: 'slip_processing', trigger: 'slip_received' },
+  { from: 'slip_processing', to: 'under_review', trigger: 'review' },
+  // A slip for a canceled order inside its window is always reviewed (CANCELED_ORDER_SLIP).
+  { from: 'canceled', to: 'under_review', trigger: 'review' },
+  { from: 'under_review', to: 'under_review', trigger: 'escalate' },
+  { from: 'under_review', to: 'rejected', trigger: 'reject' },
+  { from: 'slip_processing', to: 'awaiting_payment', trigger: 'slip_unreadable' },
+  { from: 'slip_processing', to: 'expired', trigger: 'slip_unreadable' },
 ]);
 
 const EVENT_OF_TRIGGER: Record<string, string> = {
@@ -75,6 +88,21 @@ const EVENT_OF_TRIGGER: Record<string, string> = {
   settle: 'deposit.settled',
   reverse: 'deposit.reversed',
   overpaid: 'deposit.overpaid',
+  review: 'deposit.under_review',
+  escalate: 'deposit.review_updated',
+  reject: 'deposit.rejected',
+  slip_unreadable: 'deposit.slip_rejected',
+};
+
+/** Slips accepted per order, counting expired and not-yet-expired cases (spec, Limits). */
+export const MAX_SLIP_UPLOADS = 3;
+
+/** The review reason of a slip for a canceled order (spec: forced every time). */
+export const CANCELED_ORDER_SLIP_REASON: ReviewReason = {
+  code: 'CANCELED_ORDER_SLIP',
+  display_th: 'รายการนี้ถูกยกเลิกแล้ว เจ้าหน้าที่กำลังตรวจสอบการโอนเงิน',
+  display_en: 'This order was canceled; support is checking the transfer.',
+  actionable_by: 'support',
 };
 
 export interface LegView {
@@ -110,7 +138,7 @@ export type DepositView = {
   expired_reason?: string;
   canceled_by?: CanceledBy;
   cancel_reason_code?: string;
-  slip?: { received_at: string; is_late: boolean };
+  slip?: { received_at: string; is_late: boolean; attempts_left: number };
   ordered_amount_minor?: number;
   transferred_amount_minor?: number;
   amount_received_minor?: number;
@@ -124,6 +152,9 @@ export type DepositView = {
   settled_at?: string;
   clearing_available_at?: string | null;
   reversal?: ReversalSnapshot;
+  review?: ReviewObject;
+  rejection?: RejectionObject;
+  verification?: VerificationBooleans;
   livemode: boolean;
 };
 
@@ -211,7 +242,10 @@ export function depositView(row: DepositRow, legs: DepositLegRow[], options: Vie
     ...(row.expired_reason ? { expired_reason: row.expired_reason } : {}),
     ...(row.canceled_by ? { canceled_by: row.canceled_by } : {}),
     ...(row.cancel_reason_code ? { cancel_reason_code: row.cancel_reason_code } : {}),
-    ...(row.slip_received_at ? { slip: { received_at: formatTimestamp(row.slip_received_at), is_late: row.slip_is_late === true } } : {}),
+    ...(row.slip_received_at ? { slip: { received_at: formatTimestamp(row.slip_received_at), is_late: row.slip_is_late === true, attempts_left: MAX_SLIP_UPLOADS - row.slip_attempts } } : {}),
+    ...(row.verification ? { verification: row.verification } : {}),
+    ...(row.status === 'under_review' && row.review ? { review: row.review } : {}),
+    ...(row.rejection ? { rejection: row.rejection } : {}),
     ...(row.settled_at ? settlementFields(row) : {}),
     ...(row.reversal ? { reversal: row.reversal } : {}),
     livemode: row.livemode,
@@ -531,6 +565,10 @@ export class DepositService {
       clearing_available_at: null,
       overpayment: null,
       reversal: null,
+      review: null,
+      rejection: null,
+      verification: null,
+      slip_attempts: 0,
       created_at: now,
       updated_at: now,
     };
@@ -799,21 +837,115 @@ export class DepositService {
   }
 
   /**
-   * The slip intake's consumer claimed a receipt: `awaiting_payment` → `slip_processing`
-   * (`deposit.slip_received`). Idempotent: an order already processing its slip is returned as it is.
+   * The slip intake's consumer claimed a receipt (at most 3 per order). `awaiting_payment` →
+   * `slip_processing`; `expired` inside its late-slip window → `slip_processing` with `slip.is_late`;
+   * `canceled` inside its window → `under_review` with CANCELED_ORDER_SLIP, every time; after the
+   * window (or with none) → `late_slip_window_closed`. An order already processing is returned as it is.
    */
   async markSlipReceived(tx: Queryable, input: { white_label_id: string; deposit_id: string; received_at: Date; cause: EventCause }): Promise<Result<DepositView>> {
     const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
     if (!row) return fail('resource_not_found');
     if (row.status === 'slip_processing') return ok(await this.view(tx, row));
-    if (row.status !== 'awaiting_payment') return fail('deposit_state_conflict', { details: { status: row.status } });
-    const view = await this.transition(tx, {
-      before: row,
-      after: { ...row, version: row.version + 1, status: 'slip_processing', slip_received_at: input.received_at, slip_is_late: false, updated_at: this.now() },
-      trigger: 'slip_received',
-      cause: input.cause,
-    });
-    return ok(view);
+    const now = this.now();
+    const late = row.status === 'expired' || row.status === 'canceled';
+    if (late && (row.late_slip_accepted_until === null || row.late_slip_accepted_until.getTime() <= now.getTime())) {
+      return fail('late_slip_window_closed', {
+        details: {
+          deposit_id: row.deposit_id,
+          late_slip_accepted_until: row.late_slip_accepted_until ? formatTimestamp(row.late_slip_accepted_until) : null,
+          claim_url: `${this.deps.upload_base_url()}/v1/bo/claims?deposit_id=${row.deposit_id}`,
+        },
+      });
+    }
+    if (row.status !== 'awaiting_payment' && !late) return fail('deposit_state_conflict', { details: { status: row.status } });
+    if (row.slip_attempts >= MAX_SLIP_UPLOADS) return fail('deposit_state_conflict', { details: { status: row.status, reason: 'slip_limit_reached' } });
+    const received = { ...row, version: row.version + 1, slip_received_at: input.received_at, slip_is_late: late, slip_attempts: row.slip_attempts + 1, updated_at: now };
+    if (row.status === 'canceled') {
+      return ok(await this.transition(tx, { before: row, after: { ...received, status: 'under_review', review: this.newReview([CANCELED_ORDER_SLIP_REASON], false) }, trigger: 'review', cause: input.cause }));
+    }
+    return ok(await this.transition(tx, { before: row, after: { ...received, status: 'slip_processing' }, trigger: 'slip_received', cause: input.cause }));
+  }
+
+  private newReview(reasons: ReviewReason[], four_eyes_required: boolean): ReviewObject {
+    invariant(reasons.length > 0, 'a review has a reason');
+    return {
+      opened_at: formatTimestamp(this.now()),
+      escalated: false,
+      four_eyes_required,
+      // Support-actionable reasons wait for a person; ones the end user can fix are usually quick.
+      estimated_resolution_bucket: four_eyes_required ? 'under_4h' : reasons[0]?.actionable_by === 'end_user' ? 'under_15m' : 'under_1h',
+      reasons,
+    };
+  }
+
+  /** Verification sends the order to review (`deposit.under_review` with `review.reasons[]`). */
+  async sendToReview(
+    tx: Queryable,
+    input: { white_label_id: string; deposit_id: string; reasons: ReviewReason[]; four_eyes_required?: boolean; verification?: VerificationBooleans; cause: EventCause },
+  ): Promise<Result<DepositView>> {
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status === 'under_review') return ok(await this.view(tx, row));
+    if (row.status !== 'slip_processing') return fail('deposit_state_conflict', { details: { status: row.status } });
+    const after: DepositRow = {
+      ...row,
+      version: row.version + 1,
+      status: 'under_review',
+      review: this.newReview(input.reasons, input.four_eyes_required ?? false),
+      verification: input.verification ?? row.verification,
+      updated_at: this.now(),
+    };
+    return ok(await this.transition(tx, { before: row, after, trigger: 'review', cause: input.cause }));
+  }
+
+  /** Escalation moves `version` only: money and status stay (`deposit.review_updated`). */
+  async escalateReview(tx: Queryable, input: { white_label_id: string; deposit_id: string; cause: EventCause }): Promise<Result<DepositView>> {
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status !== 'under_review' || !row.review) return fail('deposit_state_conflict', { details: { status: row.status } });
+    if (row.review.escalated) return ok(await this.view(tx, row));
+    const after: DepositRow = { ...row, version: row.version + 1, review: { ...row.review, escalated: true, estimated_resolution_bucket: 'extended' }, updated_at: this.now() };
+    return ok(await this.transition(tx, { before: row, after, trigger: 'escalate', cause: input.cause }));
+  }
+
+  /**
+   * A reviewer does not approve: `rejected` (`deposit.rejected`), with display texts and never the
+   * reviewer's notes; reserved legs go back to their withdrawals. There is no automatic refund.
+   */
+  async rejectReview(tx: Queryable, input: { white_label_id: string; deposit_id: string; rejection: RejectionObject; cause: EventCause }): Promise<Result<DepositView>> {
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status === 'rejected') return ok(await this.view(tx, row));
+    if (row.status !== 'under_review') return fail('deposit_state_conflict', { details: { status: row.status } });
+    const legs = await this.releaseLegs(tx, row, 'deposit_rejected', input.cause);
+    const after: DepositRow = { ...row, version: row.version + 1, status: 'rejected', rejection: input.rejection, updated_at: this.now() };
+    return ok(await this.transition(tx, { before: row, after, trigger: 'reject', cause: input.cause, legs }));
+  }
+
+  /**
+   * The slip image could not be read: back to `awaiting_payment` while the order has not expired, else
+   * `expired` (legs released, late-slip window from the deadline). `deposit.slip_rejected` says the
+   * slip, not the money, was refused; `slip.attempts_left` tells how many uploads remain.
+   */
+  async markSlipUnreadable(tx: Queryable, input: { white_label_id: string; deposit_id: string; cause: EventCause }): Promise<Result<DepositView>> {
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status !== 'slip_processing') return fail('deposit_state_conflict', { details: { status: row.status } });
+    const now = this.now();
+    const stillOpen = !row.slip_is_late && row.expires_at.getTime() > now.getTime();
+    if (stillOpen) {
+      return ok(await this.transition(tx, { before: row, after: { ...row, version: row.version + 1, status: 'awaiting_payment', updated_at: now }, trigger: 'slip_unreadable', cause: input.cause }));
+    }
+    const legs = row.slip_is_late ? [] : await this.releaseLegs(tx, row, 'deposit_expired', input.cause);
+    const after: DepositRow = {
+      ...row,
+      version: row.version + 1,
+      status: 'expired',
+      expired_reason: row.expired_reason ?? 'no_payment',
+      late_slip_accepted_until: row.late_slip_accepted_until ?? new Date(row.expires_at.getTime() + LATE_SLIP_WINDOW_MS),
+      updated_at: now,
+    };
+    return ok(await this.transition(tx, { before: row, after, trigger: 'slip_unreadable', cause: input.cause, legs }));
   }
 
   /**
@@ -833,6 +965,7 @@ export class DepositService {
       settled_via: 'auto' | 'review';
       /** True when the slip proved the declared sender (bank, account and name all matched): it is registered. */
       sender_verified?: boolean;
+      verification?: VerificationBooleans;
       cause: EventCause;
     },
   ): Promise<Result<DepositView>> {
@@ -849,6 +982,26 @@ export class DepositService {
     const excess = transferred > row.amount_minor ? transferred - row.amount_minor : 0;
     const fee = await this.deps.fees.quote(tx, { ...account, channel: 'deposit' }, received);
     const credited = received - fee.fee_total_minor;
+
+    // A late slip paid legs whose reservations were released at expiry: reserve the same withdrawals
+    // again. If one of them can no longer take its leg, the money landed where it is not owed any more.
+    if (row.slip_is_late) {
+      for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
+        if (leg.status !== 'released') continue;
+        const again = await this.deps.withdrawals.reserveLeg(tx, {
+          white_label_id: row.white_label_id,
+          livemode: row.livemode,
+          withdrawal_id: leg.withdrawal_id,
+          deposit_id: row.deposit_id,
+          deposit_leg_key: `${leg.leg_ref}:late`,
+          amount_minor: leg.amount_minor,
+          cause: input.cause,
+        });
+        // Thrown, not returned: legs reserved again before this one must roll back with the transaction.
+        if (!again.ok) throw new ApiError('alloc_state_conflict', { details: { leg_ref: leg.leg_ref, withdrawal_id: leg.withdrawal_id } });
+        invariant(await repository.relinkLeg(tx, row.white_label_id, leg.leg_ref, again.value.leg_ref, now), 'the leg is locked through its order');
+      }
+    }
 
     // Pay the withdrawals: A across the legs in their order; a leg that gets nothing goes back.
     let left = received;
@@ -900,6 +1053,7 @@ export class DepositService {
       settled_at: now,
       clearing_available_at: credited > 0 ? new Date(now.getTime() + CLEARING_PERIOD_MS) : null,
       overpayment,
+      verification: input.verification ?? row.verification,
       updated_at: now,
     };
     await cancelJobsByKey(tx, `${EXPIRE_DEPOSIT_TASK}:${row.deposit_id}`);

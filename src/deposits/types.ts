@@ -78,6 +78,10 @@ export interface DepositRow extends DepositAccount {
   clearing_available_at: Date | null;
   overpayment: OverpaymentSnapshot | null;
   reversal: ReversalSnapshot | null;
+  review: ReviewObject | null;
+  rejection: RejectionObject | null;
+  verification: VerificationBooleans | null;
+  slip_attempts: number;
   created_at: Date;
   updated_at: Date;
 }
@@ -140,4 +144,37 @@ export interface SenderRow extends DepositAccount {
   verified_by_deposit_id: string;
   created_at: Date;
   last_used_at: Date;
+}
+
+/** One review reason (spec, review): `reasons[0]` is the one to display. */
+export interface ReviewReason {
+  code: string;
+  display_th: string;
+  display_en: string;
+  actionable_by: 'end_user' | 'support';
+  detail?: Record<string, unknown>;
+}
+
+export interface ReviewObject {
+  opened_at: string;
+  escalated: boolean;
+  four_eyes_required: boolean;
+  estimated_resolution_bucket: 'under_15m' | 'under_1h' | 'under_4h' | 'extended';
+  reasons: ReviewReason[];
+}
+
+export interface RejectionObject {
+  code: string;
+  display_th: string;
+  display_en: string;
+}
+
+/** The six booleans of a verified slip (spec, verification). */
+export interface VerificationBooleans {
+  amount_exact: boolean;
+  within_time_window: boolean;
+  sender_bank_match: boolean;
+  sender_account_match: boolean;
+  sender_name_match: boolean;
+  receiver_match: boolean;
 }
