@@ -13,10 +13,17 @@ CREATE TABLE deposit_policies (
   max_expires_in_seconds   integer NOT NULL CHECK (max_expires_in_seconds BETWEEN 60 AND 86400),     -- the clamp of expires_in_seconds
   max_legs                 integer NOT NULL CHECK (max_legs BETWEEN 1 AND 10),                      -- most destinations one deposit may be split into
   liquidity_wait_seconds   integer NOT NULL CHECK (liquidity_wait_seconds BETWEEN 10 AND 3600),     -- awaiting_liquidity gives up after this
+  -- The brand's external gateway account: fallback liquidity when no withdrawal matches (all four or none).
+  gateway_bank_code        text CHECK (gateway_bank_code ~ '^[0-9]{3}$'),
+  gateway_account_sealed   text,                                        -- the account number, sealed (SecretBox)
+  gateway_account_last4    text,
+  gateway_account_name_th  text,
   created_at               timestamptz NOT NULL,
   updated_at               timestamptz NOT NULL,
   PRIMARY KEY (white_label_id, livemode),
   CHECK (min_amount_minor <= max_amount_minor),
+  CHECK ((gateway_bank_code IS NULL) = (gateway_account_sealed IS NULL) AND (gateway_bank_code IS NULL) = (gateway_account_last4 IS NULL)
+         AND (gateway_bank_code IS NULL) = (gateway_account_name_th IS NULL)),
   CHECK (default_expires_in_seconds <= max_expires_in_seconds)
 );
 
@@ -74,8 +81,9 @@ CREATE TABLE deposit_legs (
   amount_minor            bigint NOT NULL CHECK (amount_minor > 0),
   expires_at              timestamptz NOT NULL,                          -- the reservation holds until then (hold_until)
   status                  text NOT NULL CHECK (status IN ('reserved', 'released', 'filled')),
-  withdrawal_id           text NOT NULL,                                 -- the withdrawal this leg pays
-  withdrawal_leg_ref      text NOT NULL,                                 -- the withdrawal side's key of the same leg
+  destination             text NOT NULL CHECK (destination IN ('withdrawal', 'gateway')), -- who receives the transfer
+  withdrawal_id           text,                                          -- the withdrawal this leg pays (withdrawal legs)
+  withdrawal_leg_ref      text,                                          -- the withdrawal side's key of the same leg
   receiver_bank_code      text NOT NULL,
   receiver_bank_name_th   text NOT NULL,
   receiver_account_last4  text NOT NULL,
@@ -84,7 +92,8 @@ CREATE TABLE deposit_legs (
   updated_at              timestamptz NOT NULL,
   PRIMARY KEY (white_label_id, leg_ref),
   UNIQUE (white_label_id, deposit_id, sequence),
-  FOREIGN KEY (white_label_id, deposit_id) REFERENCES deposit_orders (white_label_id, deposit_id)
+  FOREIGN KEY (white_label_id, deposit_id) REFERENCES deposit_orders (white_label_id, deposit_id),
+  CHECK ((destination = 'withdrawal') = (withdrawal_id IS NOT NULL AND withdrawal_leg_ref IS NOT NULL))
 );
 
 CREATE TABLE sandbox_counterparties (

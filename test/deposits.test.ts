@@ -479,3 +479,49 @@ describe('concurrency', () => {
     expect(pool).toBeLessThanOrEqual(150_000);
   });
 });
+
+describe('external gateway fallback liquidity', () => {
+  it('a brand’s gateway account takes a deposit nothing else can match, unless the merchant asked for internal only', async () => {
+    const policy = {
+      white_label_id: app.sandbox.white_label_id,
+      mode: 'live',
+      min_amount_minor: 10_000,
+      max_amount_minor: 1_000_000,
+      default_expires_in_seconds: 600,
+      max_expires_in_seconds: 1800,
+      max_legs: 2,
+      liquidity_wait_seconds: 120,
+      gateway: { bank_code: '014', account_number: '5550001112', account_name_th: 'บริษัท เกตเวย์ จำกัด' },
+    };
+    const bad = await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: { ...policy, min_amount_minor: 10_050 } });
+    expect(bad.statusCode).toBe(422);
+    const set = await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: policy });
+    expect(set.statusCode).toBe(200);
+    expect(set.json()).toMatchObject({ object: 'deposit_policy', source: 'brand', max_legs: 2, gateway: { bank_code: '014', account_number_masked: '******1112' } });
+    expect(set.body).not.toContain('5550001112');
+    const { rows } = await app.testDatabase.database.query<{ details: unknown }>("SELECT details FROM audit_log WHERE action = 'deposit_policy.updated'");
+    expect(JSON.stringify(rows)).not.toContain('5550001112');
+    const read = await app.backoffice({ url: `/v1/bo/deposit-policy?mode=live&white_label_id=${app.sandbox.white_label_id}` });
+    expect(read.json()).toMatchObject({ liquidity_wait_seconds: 120, gateway: { account_number_masked: '******1112' } });
+
+    const live = await app.createMerchant({ white_label_id: app.sandbox.white_label_id, livemode: true });
+    const response = await createDeposit(body(30_000), live);
+    expect(response.statusCode).toBe(201);
+    const deposit = response.json<DepositView>();
+    expect(deposit).toMatchObject({ liquidity_source: 'external_gateway', leg_count: 1, legs: [{ amount_minor: 30_000, receiver: { bank_code: '014', account_number_masked: '******1112', account_name_masked: 'บริ*** เก*** จำกั***' } }] });
+    expect(parse(deposit.legs[0]?.qr_payload ?? '', true)?.getTagValue('29', '04')).toBe('0145550001112');
+    expect(deposit.expires_at).toBe(new Date(app.clock.now().getTime() + 600_000).toISOString());
+
+    const internalOnly = await createDeposit(body(30_000, { fill_preference: 'internal_only' }), live);
+    expect(internalOnly.statusCode).toBe(202);
+
+    // Settling a gateway leg fills no withdrawal and credits the merchant as usual.
+    const services = app.instance.services;
+    await inTransaction(app, (tx) => services.deposits.markSlipReceived(tx, { white_label_id: app.sandbox.white_label_id, deposit_id: deposit.id, received_at: app.clock.now(), cause: SYSTEM_CAUSE }));
+    const settled = await inTransaction(app, (tx) =>
+      services.deposits.settle(tx, { white_label_id: app.sandbox.white_label_id, deposit_id: deposit.id, transferred_amount_minor: 30_000, settled_via: 'auto', cause: SYSTEM_CAUSE }),
+    );
+    expect(settled.ok && settled.value).toMatchObject({ status: 'settled', legs: [{ leg_status: 'complete' }] });
+    expect((await app.signed({ url: '/v1/pay/balance', credentials: live })).json()).toMatchObject({ pending_clearing_minor: 30_000 - 482 });
+  });
+});

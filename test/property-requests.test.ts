@@ -1508,6 +1508,8 @@ const ROUTE_TABLE: readonly RouteEntry[] = [
   { method: 'POST', segments: ['', 'v1', 'bo', 'withdrawals', ':id', 'approve'], kind: 'backoffice' },
   { method: 'POST', segments: ['', 'v1', 'bo', 'withdrawals', ':id', 'reject'], kind: 'backoffice' },
   { method: 'GET', segments: ['', 'v1', 'bo', 'withdrawal-policy'], kind: 'backoffice' },
+  { method: 'GET', segments: ['', 'v1', 'bo', 'deposit-policy'], kind: 'backoffice' },
+  { method: 'POST', segments: ['', 'v1', 'bo', 'deposit-policy'], kind: 'backoffice' },
   { method: 'POST', segments: ['', 'v1', 'bo', 'withdrawal-policy'], kind: 'backoffice' },
   { method: 'POST', segments: TEST_ROUTE.split('/'), kind: 'merchant' },
   { method: 'POST', segments: TEST_ROUTE_ALT.split('/'), kind: 'merchant' },
@@ -1550,7 +1552,7 @@ function hasUnnameableParam(rawPath: string, segments: readonly string[]): boole
 const LITERAL_SEGMENTS = [
   'pay', 'events', 'banks', 'bo', 'brands', 'merchants', 'api-keys', 'credentials', 'suspend', 'resume', 'revoke', 'webhooks', 'test-vectors',
   'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup', 'beneficiaries',
-  'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy', 'deposits', 'slip-token', 'senders',
+  'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy', 'deposits', 'slip-token', 'senders', 'deposit-policy',
 ];
 
 const pathSegment = fc.oneof(

@@ -20,6 +20,16 @@ export interface DepositPolicy {
   max_legs: number;
   /** How long an order waits in `awaiting_liquidity` before it is canceled. */
   liquidity_wait_seconds: number;
+  /** The brand's external gateway account, fallback liquidity when no withdrawal matches; null for none. */
+  gateway: GatewayAccount | null;
+}
+
+/** A gateway account as the policy keeps it: the number sealed, never in clear outside the payment instructions. */
+export interface GatewayAccount {
+  bank_code: string;
+  account_sealed: string;
+  account_last4: string;
+  account_name_th: string;
 }
 
 export const DEFAULT_DEPOSIT_POLICY: Readonly<DepositPolicy> = Object.freeze({
@@ -30,6 +40,7 @@ export const DEFAULT_DEPOSIT_POLICY: Readonly<DepositPolicy> = Object.freeze({
   max_expires_in_seconds: 60 * 60,
   max_legs: 3,
   liquidity_wait_seconds: 5 * 60,
+  gateway: null,
 });
 
 export function assertDepositPolicy(policy: DepositPolicy): void {
@@ -48,6 +59,10 @@ function policyOf(row: DepositPolicyRow): DepositPolicy {
     max_expires_in_seconds: row.max_expires_in_seconds,
     max_legs: row.max_legs,
     liquidity_wait_seconds: row.liquidity_wait_seconds,
+    gateway:
+      row.gateway_bank_code && row.gateway_account_sealed && row.gateway_account_last4 && row.gateway_account_name_th
+        ? { bank_code: row.gateway_bank_code, account_sealed: row.gateway_account_sealed, account_last4: row.gateway_account_last4, account_name_th: row.gateway_account_name_th }
+        : null,
   };
 }
 
@@ -61,7 +76,20 @@ export class DepositPolicyService {
 
   async setPolicy(db: Queryable, white_label_id: string, livemode: boolean, policy: DepositPolicy): Promise<DepositPolicy & { source: 'brand' }> {
     assertDepositPolicy(policy);
-    const row = await repository.upsertPolicy(db, { white_label_id, livemode, ...policy }, this.clock.now());
+    const { gateway, ...terms } = policy;
+    const row = await repository.upsertPolicy(
+      db,
+      {
+        white_label_id,
+        livemode,
+        ...terms,
+        gateway_bank_code: gateway?.bank_code ?? null,
+        gateway_account_sealed: gateway?.account_sealed ?? null,
+        gateway_account_last4: gateway?.account_last4 ?? null,
+        gateway_account_name_th: gateway?.account_name_th ?? null,
+      },
+      this.clock.now(),
+    );
     return { ...policyOf(row), source: 'brand' };
   }
 }

@@ -11,11 +11,12 @@ const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, deposit_id, versio
   credited_amount_minor, partial, settled_via, balance_transaction_id, settled_at, clearing_available_at, overpayment, reversal,
   review, rejection, verification, slip_attempts, created_at, updated_at`;
 
-const LEG_COLUMNS = `white_label_id, deposit_id, leg_ref, sequence, amount_minor, expires_at, status, withdrawal_id, withdrawal_leg_ref,
+const LEG_COLUMNS = `white_label_id, deposit_id, leg_ref, sequence, amount_minor, expires_at, status, destination, withdrawal_id, withdrawal_leg_ref,
   receiver_bank_code, receiver_bank_name_th, receiver_account_last4, receiver_name_masked, created_at, updated_at`;
 
 const POLICY_COLUMNS = `white_label_id, livemode, min_amount_minor, max_amount_minor, default_expires_in_seconds, max_expires_in_seconds,
-  max_legs, liquidity_wait_seconds, created_at, updated_at`;
+  max_legs, liquidity_wait_seconds, gateway_bank_code, gateway_account_sealed, gateway_account_last4, gateway_account_name_th,
+  created_at, updated_at`;
 
 export async function findPolicy(db: Queryable, white_label_id: string, livemode: boolean): Promise<DepositPolicyRow | null> {
   const { rows } = await db.query<DepositPolicyRow>(`SELECT ${POLICY_COLUMNS} FROM deposit_policies WHERE white_label_id = $1 AND livemode = $2`, [
@@ -27,14 +28,18 @@ export async function findPolicy(db: Queryable, white_label_id: string, livemode
 
 export async function upsertPolicy(db: Queryable, row: Omit<DepositPolicyRow, 'created_at' | 'updated_at'>, now: Date): Promise<DepositPolicyRow> {
   const { rows } = await db.query<DepositPolicyRow>(
-    `INSERT INTO deposit_policies (${POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+    `INSERT INTO deposit_policies (${POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
      ON CONFLICT (white_label_id, livemode) DO UPDATE SET
        min_amount_minor = EXCLUDED.min_amount_minor, max_amount_minor = EXCLUDED.max_amount_minor,
        default_expires_in_seconds = EXCLUDED.default_expires_in_seconds, max_expires_in_seconds = EXCLUDED.max_expires_in_seconds,
-       max_legs = EXCLUDED.max_legs, liquidity_wait_seconds = EXCLUDED.liquidity_wait_seconds, updated_at = EXCLUDED.updated_at
+       max_legs = EXCLUDED.max_legs, liquidity_wait_seconds = EXCLUDED.liquidity_wait_seconds,
+       gateway_bank_code = EXCLUDED.gateway_bank_code, gateway_account_sealed = EXCLUDED.gateway_account_sealed,
+       gateway_account_last4 = EXCLUDED.gateway_account_last4, gateway_account_name_th = EXCLUDED.gateway_account_name_th,
+       updated_at = EXCLUDED.updated_at
      RETURNING ${POLICY_COLUMNS}`,
     [row.white_label_id, row.livemode, row.min_amount_minor, row.max_amount_minor, row.default_expires_in_seconds, row.max_expires_in_seconds,
-      row.max_legs, row.liquidity_wait_seconds, now],
+      row.max_legs, row.liquidity_wait_seconds, row.gateway_bank_code, row.gateway_account_sealed, row.gateway_account_last4,
+      row.gateway_account_name_th, now],
   );
   const stored = rows[0];
   if (!stored) throw new Error('deposit policy upsert returned no row');
@@ -153,9 +158,9 @@ export async function findOpenDuplicates(db: Queryable, account: DepositAccount,
 
 export async function insertLeg(db: Queryable, row: DepositLegRow): Promise<void> {
   await db.query(
-    `INSERT INTO deposit_legs (${LEG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+    `INSERT INTO deposit_legs (${LEG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
     [
-      row.white_label_id, row.deposit_id, row.leg_ref, row.sequence, row.amount_minor, row.expires_at, row.status, row.withdrawal_id,
+      row.white_label_id, row.deposit_id, row.leg_ref, row.sequence, row.amount_minor, row.expires_at, row.status, row.destination, row.withdrawal_id,
       row.withdrawal_leg_ref, row.receiver_bank_code, row.receiver_bank_name_th, row.receiver_account_last4, row.receiver_name_masked,
       row.created_at, row.updated_at,
     ],

@@ -6,6 +6,10 @@ import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merc
 import { beneficiaryAccountFields } from '../beneficiaries/routes.ts';
 import { parseTimestamp } from '../platform/time.ts';
 import { DEPOSIT_STATUSES } from './types.ts';
+import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
+import { idText } from '../tenancy/schemas.ts';
+import { GATEWAY_ACCOUNT_PURPOSE, maskAccount } from './service.ts';
+import type { DepositPolicy } from './policy.ts';
 
 /**
  * POST /v1/pay/deposits (201 matched, 202 waiting for liquidity), GET /v1/pay/deposits/:id and
@@ -80,8 +84,93 @@ function decodeListCursor(text: string): ListCursor {
   throw new ApiError('validation_error', { details: { fields: [{ path: 'cursor', reason: 'invalid_cursor' }] } });
 }
 
+const modeSchema = z.enum(['test', 'live']);
+
+/** The policy as the back office shows it: the gateway account masked. */
+function policyView(white_label_id: string, mode: 'test' | 'live', policy: DepositPolicy & { source: string }) {
+  const { gateway, ...terms } = policy;
+  return {
+    object: 'deposit_policy',
+    white_label_id,
+    mode,
+    ...terms,
+    gateway: gateway ? { bank_code: gateway.bank_code, account_number_masked: maskAccount(gateway.account_last4), account_name_th: gateway.account_name_th } : null,
+  };
+}
+
+const depositPolicySchema = z
+  .object({
+    white_label_id: idText.optional(),
+    mode: modeSchema,
+    min_amount_minor: amountMinorSchema,
+    max_amount_minor: amountMinorSchema,
+    default_expires_in_seconds: z.number().int().min(60).max(86_400),
+    max_expires_in_seconds: z.number().int().min(60).max(86_400),
+    max_legs: z.number().int().min(1).max(10),
+    liquidity_wait_seconds: z.number().int().min(10).max(3600),
+    gateway: z
+      .object({ bank_code: beneficiaryAccountFields.bank_code, account_number: beneficiaryAccountFields.account_number, account_name_th: beneficiaryAccountFields.account_name_th })
+      .strict()
+      .nullable(),
+  })
+  .strict()
+  .superRefine((body, context) => {
+    for (const field of ['min_amount_minor', 'max_amount_minor'] as const) {
+      if (body[field] % 100 !== 0) context.addIssue({ code: 'custom', path: [field], params: { reason: 'must_be_whole_baht' }, message: 'whole baht' });
+    }
+    if (body.min_amount_minor > body.max_amount_minor) context.addIssue({ code: 'custom', path: ['min_amount_minor'], params: { reason: 'too_large', hint: 'at most max_amount_minor' }, message: 'range' });
+    if (body.default_expires_in_seconds > body.max_expires_in_seconds) {
+      context.addIssue({ code: 'custom', path: ['default_expires_in_seconds'], params: { reason: 'too_large', hint: 'at most max_expires_in_seconds' }, message: 'range' });
+    }
+  });
+
 export function registerDepositRoutes(registrar: RouteRegistrar, services: Services): void {
   const deposits = services.deposits;
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/deposit-policy',
+    roles: ['platform_admin', 'operator', 'reviewer'],
+    query: z.object({ mode: modeSchema, white_label_id: idText.optional() }).strict(),
+    async handler({ context, query }) {
+      const brand = brandToActOn(context, query.white_label_id);
+      if (!(await services.tenancy.getBrand(brand))) throw new ApiError('resource_not_found');
+      const policy = await services.depositPolicies.policyFor(services.database, brand, query.mode === 'live');
+      return { status: 200, body: policyView(brand, query.mode, policy) };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/deposit-policy',
+    roles: ['platform_admin', 'operator'],
+    body: depositPolicySchema,
+    async handler({ context, body }) {
+      const brand = brandToActOn(context, body.white_label_id);
+      if (!(await services.tenancy.getBrand(brand))) throw new ApiError('resource_not_found');
+      const { white_label_id: _ignored, mode, gateway, ...terms } = body;
+      const policy = await services.database.transaction(async (tx) => {
+        const stored = await services.depositPolicies.setPolicy(tx, brand, mode === 'live', {
+          ...terms,
+          gateway: gateway
+            ? {
+                bank_code: gateway.bank_code,
+                account_sealed: services.secretBox.seal(gateway.account_number, GATEWAY_ACCOUNT_PURPOSE),
+                account_last4: gateway.account_number.slice(-4),
+                account_name_th: gateway.account_name_th,
+              }
+            : null,
+        });
+        // The audit row names the gateway by its masked number only.
+        await services.tenancy.audit(tx, actorOf(context), brand, 'deposit_policy.updated', 'deposit_policy', `${brand}:${mode}`, {
+          ...terms,
+          gateway: gateway ? { bank_code: gateway.bank_code, account_number_masked: maskAccount(gateway.account_number.slice(-4)) } : null,
+        });
+        return stored;
+      });
+      return { status: 200, body: policyView(brand, mode, policy) };
+    },
+  });
 
   registrar.merchant({
     method: 'GET',

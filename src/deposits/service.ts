@@ -360,6 +360,8 @@ export interface DepositDependencies {
 }
 
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
+/** The SecretBox purpose of a brand's gateway account number (see DepositPolicyService). */
+export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
 
 interface PlannedLeg {
   withdrawal_id: string;
@@ -389,10 +391,25 @@ export class DepositService {
     const rows = await repository.listLegs(db, white_label_id, view.id);
     for (const leg of view.legs) {
       const row = rows.find((candidate) => candidate.leg_ref === leg.leg_ref);
-      const destination = row ? await this.deps.withdrawals.destinationOf(db, white_label_id, row.withdrawal_leg_ref) : null;
+      const destination = row ? await this.payeeOf(db, view.livemode, row) : null;
       legs.push(destination ? { ...leg, qr_payload: promptPayPayload(destination.bank_code, destination.account_number, leg.amount_minor) } : leg);
     }
     return { ...view, legs };
+  }
+
+  /** Who a leg pays, in full: the withdrawal's beneficiary, or the brand's gateway account. */
+  private async payeeOf(db: Queryable, livemode: boolean, leg: DepositLegRow): Promise<{ bank_code: string; account_number: string; account_name_th: string } | null> {
+    if (leg.destination === 'withdrawal') {
+      invariant(leg.withdrawal_leg_ref, 'a withdrawal leg names its withdrawal leg');
+      return this.deps.withdrawals.destinationOf(db, leg.white_label_id, leg.withdrawal_leg_ref);
+    }
+    const policy = await this.deps.policies.policyFor(db, leg.white_label_id, livemode);
+    if (!policy.gateway) return null;
+    return {
+      bank_code: policy.gateway.bank_code,
+      account_number: this.deps.secretBox.open(policy.gateway.account_sealed, GATEWAY_ACCOUNT_PURPOSE),
+      account_name_th: policy.gateway.account_name_th,
+    };
   }
 
   private async transition(
@@ -573,10 +590,17 @@ export class DepositService {
       updated_at: now,
     };
 
-    const legs = await this.reserve(tx, row, policy, cause);
-    if (legs) {
-      const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: 'internal', expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
-      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs: legs.map((leg) => ({ ...leg, expires_at: matched.expires_at })), jobs: [this.expireJob(matched)] });
+    const reservation = await this.reserve(tx, row, policy, cause);
+    if (reservation) {
+      const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
+      const view = await this.transition(tx, {
+        before: null,
+        after: matched,
+        trigger: 'create',
+        cause,
+        legs: reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at })),
+        jobs: [this.expireJob(matched)],
+      });
       return {
         deposit: await this.withPaymentInstructions(tx, view, account.white_label_id),
         slip_upload: this.slipUpload(matched, cause.api_version),
@@ -629,7 +653,12 @@ export class DepositService {
    * the most remaining (fewest legs first, oldest on a tie), up to the brand's `max_legs`. Returns the
    * reserved legs, or null when the amount cannot be covered now (nothing is reserved then).
    */
-  private async reserve(tx: Queryable, row: DepositRow, policy: DepositPolicy, cause: EventCause): Promise<DepositLegRow[] | null> {
+  private async reserve(
+    tx: Queryable,
+    row: DepositRow,
+    policy: DepositPolicy,
+    cause: EventCause,
+  ): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway' } | null> {
     const scope = { white_label_id: row.white_label_id, livemode: row.livemode, exclude_merchant_id: row.merchant_id };
     if (this.deps.liquidity && (await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: row.amount_minor, order_created_at: row.created_at })) === 'wait') {
       return null;
@@ -651,10 +680,37 @@ export class DepositService {
       }
       if (left > 0) plan = [];
     }
-    if (plan.length === 0) return null;
+    const now = this.now();
+    if (plan.length === 0) {
+      // Fallback liquidity: the brand's gateway account takes the whole amount, unless the merchant asked for internal only.
+      if (row.fill_preference === 'internal_only' || !policy.gateway) return null;
+      const bank = await findBank(tx, policy.gateway.bank_code);
+      return {
+        source: 'external_gateway',
+        legs: [
+          {
+            white_label_id: row.white_label_id,
+            deposit_id: row.deposit_id,
+            leg_ref: newId('deposit_leg'),
+            sequence: 1,
+            amount_minor: row.amount_minor,
+            expires_at: now,
+            status: 'reserved',
+            destination: 'gateway',
+            withdrawal_id: null,
+            withdrawal_leg_ref: null,
+            receiver_bank_code: policy.gateway.bank_code,
+            receiver_bank_name_th: bank?.name_th ?? policy.gateway.bank_code,
+            receiver_account_last4: policy.gateway.account_last4,
+            receiver_name_masked: maskName(policy.gateway.account_name_th),
+            created_at: now,
+            updated_at: now,
+          },
+        ],
+      };
+    }
     invariant(plan.reduce((sum, leg) => sum + leg.amount_minor, 0) === row.amount_minor, 'legs sum to the order amount');
 
-    const now = this.now();
     const legs: DepositLegRow[] = [];
     for (const [index, planned] of plan.entries()) {
       const leg_ref = newId('deposit_leg');
@@ -680,6 +736,7 @@ export class DepositService {
         amount_minor: planned.amount_minor,
         expires_at: now,
         status: 'reserved',
+        destination: 'withdrawal',
         withdrawal_id: planned.withdrawal_id,
         withdrawal_leg_ref: reserved.value.leg_ref,
         receiver_bank_code: destination.bank_code,
@@ -690,7 +747,7 @@ export class DepositService {
         updated_at: now,
       });
     }
-    return legs;
+    return { legs, source: 'internal' };
   }
 
   /** What a waiting order is told: when it started, how often matching runs, which amounts would match now. */
@@ -756,16 +813,17 @@ export class DepositService {
       return 'canceled';
     }
     const policy = await this.deps.policies.policyFor(tx, row.white_label_id, row.livemode);
-    const legs = await this.reserve(tx, row, policy, SYSTEM_CAUSE);
-    if (!legs) {
+    const reservation = await this.reserve(tx, row, policy, SYSTEM_CAUSE);
+    if (!reservation) {
       await enqueueJob(tx, this.deps.clock, this.retryJob(row));
       return 'awaiting_liquidity';
     }
+    const legs = reservation.legs;
     const matched: DepositRow = {
       ...row,
       version: row.version + 1,
       status: 'awaiting_payment',
-      liquidity_source: 'internal',
+      liquidity_source: reservation.source,
       expires_at: new Date(now.getTime() + row.expires_in_seconds * SECOND_MS),
       updated_at: now,
     };
@@ -780,8 +838,11 @@ export class DepositService {
     const now = this.now();
     for (const leg of legs) {
       if (leg.status !== 'reserved') continue;
-      const released = await this.deps.withdrawals.releaseLeg(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code, cause });
-      invariant(released.ok, 'a reserved leg of an unpaid deposit can be released');
+      if (leg.destination === 'withdrawal') {
+        invariant(leg.withdrawal_leg_ref, 'a withdrawal leg names its withdrawal leg');
+        const released = await this.deps.withdrawals.releaseLeg(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code, cause });
+        invariant(released.ok, 'a reserved leg of an unpaid deposit can be released');
+      }
       changed.push({ ...leg, status: 'released', updated_at: now });
     }
     return changed;
@@ -988,6 +1049,11 @@ export class DepositService {
     if (row.slip_is_late) {
       for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
         if (leg.status !== 'released') continue;
+        if (leg.destination === 'gateway') {
+          invariant(await repository.setLegStatus(tx, row.white_label_id, leg.leg_ref, 'released', 'reserved', now), 'the leg is locked through its order');
+          continue;
+        }
+        invariant(leg.withdrawal_id, 'a withdrawal leg names its withdrawal');
         const again = await this.deps.withdrawals.reserveLeg(tx, {
           white_label_id: row.white_label_id,
           livemode: row.livemode,
@@ -1010,6 +1076,12 @@ export class DepositService {
       if (leg.status !== 'reserved') continue;
       const paid = Math.min(leg.amount_minor, left);
       left -= paid;
+      if (leg.destination === 'gateway') {
+        // The gateway account is outside the brand's withdrawals: nothing to fill there.
+        legs.push({ ...leg, status: paid > 0 ? 'filled' : 'released', updated_at: now });
+        continue;
+      }
+      invariant(leg.withdrawal_leg_ref, 'a withdrawal leg names its withdrawal leg');
       if (paid > 0) {
         const filled = await this.deps.withdrawals.recordFill(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, amount_minor: paid, cause: input.cause });
         invariant(filled.ok, 'a reserved leg of a deposit being settled can be filled');
@@ -1104,7 +1176,7 @@ export class DepositService {
       debitId = debit.id;
     }
     for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
-      if (leg.status !== 'filled') continue;
+      if (leg.status !== 'filled' || leg.destination !== 'withdrawal' || !leg.withdrawal_leg_ref) continue;
       const reversed = await this.deps.withdrawals.reverseFill(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code: 'deposit_reversed', cause: input.cause });
       invariant(reversed.ok, 'a fill of a settled deposit can be reversed');
     }

@@ -32,6 +32,10 @@ export interface DepositPolicyRow {
   max_expires_in_seconds: number;
   max_legs: number;
   liquidity_wait_seconds: number;
+  gateway_bank_code: string | null;
+  gateway_account_sealed: string | null;
+  gateway_account_last4: string | null;
+  gateway_account_name_th: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -122,8 +126,10 @@ export interface DepositLegRow {
   amount_minor: number;
   expires_at: Date;
   status: DepositLegStatus;
-  withdrawal_id: string;
-  withdrawal_leg_ref: string;
+  /** A withdrawal of the brand (peer to peer) or the brand's external gateway account (fallback). */
+  destination: 'withdrawal' | 'gateway';
+  withdrawal_id: string | null;
+  withdrawal_leg_ref: string | null;
   receiver_bank_code: string;
   receiver_bank_name_th: string;
   receiver_account_last4: string;
