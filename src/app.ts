@@ -32,6 +32,7 @@ import { registerDepositRoutes } from './deposits/routes.ts';
 import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
 import { SandboxLiquidity } from './sandbox/liquidity.ts';
 import { SlipTokenSigner } from './deposits/slip-token.ts';
+import { QrImageLinks } from './deposits/qr-image.ts';
 import { IdempotencyService } from './http/idempotency.ts';
 import { buildServer, type RouteModule } from './http/server.ts';
 import type { Services } from './http/context.ts';
@@ -125,6 +126,8 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       ledger,
       fees,
       slip_tokens: new SlipTokenSigner(options.master_key),
+      qr_links: new QrImageLinks(options.master_key),
+      public_base_url: () => services.publicBaseUrl(),
       upload_base_url: () => options.config.upload_base_url ?? services.publicBaseUrl(),
     }),
     depositPolicies,

@@ -8,6 +8,7 @@ import { DEPOSIT_TRANSITIONS, DepositService, maskName, type CreateDepositInput,
 import { deriveAccountLookupKey } from '../src/beneficiaries/service.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
 import { SlipTokenSigner } from '../src/deposits/slip-token.ts';
+import { QrImageLinks } from '../src/deposits/qr-image.ts';
 import type { WithdrawalView } from '../src/withdrawals/service.ts';
 
 /**
@@ -187,6 +188,25 @@ describe('POST /v1/pay/deposits: matched at once (201)', () => {
     expect(check(resign({ scope: 'slip:read' }))).toEqual({ ok: false, reason: 'wrong_scope' });
   });
 
+  it('qr_image_url serves the PNG without credentials, only with its signature and before the deadline', async () => {
+    const url = deposit.legs[0]?.qr_image_url ?? '';
+    expect(url.startsWith(`${app.instance.services.publicBaseUrl()}/v1/pay/deposits/${deposit.id}/legs/${deposit.legs[0]?.leg_ref}/qr.png?`)).toBe(true);
+    expect(url).not.toContain(deposit.legs[0]?.qr_payload ?? 'x');
+    for (const accountNumber of ['1472583690', '8889990001']) expect(url).not.toContain(accountNumber);
+    const path = url.slice(app.instance.services.publicBaseUrl().length);
+    const image = await app.instance.app.inject({ method: 'GET', url: path });
+    expect(image.statusCode).toBe(200);
+    expect(image.headers['content-type']).toBe('image/png');
+    expect(image.headers['cache-control']).toBe('private, no-store');
+    expect(image.rawPayload.subarray(0, 8).toString('hex')).toBe('89504e470d0a1a0a');
+    const tampered = path.replace(/signature=([A-Za-z0-9_-])/, (_match, first: string) => `signature=${first === 'A' ? 'B' : 'A'}`);
+    expect((await app.instance.app.inject({ method: 'GET', url: tampered })).statusCode).toBe(404);
+    const otherLeg = path.replace(deposit.legs[0]?.leg_ref ?? '', 'dleg_01K0NOTTHISLEG000000000000');
+    expect((await app.instance.app.inject({ method: 'GET', url: otherLeg })).statusCode).toBe(404);
+    const withoutSignature = await app.instance.app.inject({ method: 'GET', url: path.split('?')[0] ?? '' });
+    expect(withoutSignature.statusCode).toBe(422);
+  });
+
   it('POST /slip-token issues a fresh capability with Cache-Control: no-store', async () => {
     const response = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${deposit.id}/slip-token`, idempotency_key: `st-${deposit.id}` });
     expect(response.statusCode).toBe(200);
@@ -325,6 +345,8 @@ describe('matching rule', () => {
       policies: services.depositPolicies,
       account_lookup_key: deriveAccountLookupKey(TEST_MASTER_KEY),
       slip_tokens: new SlipTokenSigner(TEST_MASTER_KEY),
+      qr_links: new QrImageLinks(TEST_MASTER_KEY),
+      public_base_url: () => 'http://localhost',
       upload_base_url: () => 'http://localhost',
       liquidity: null,
       ledger: services.ledger,

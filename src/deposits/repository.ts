@@ -113,6 +113,12 @@ export async function lockOrderInBrand(db: Queryable, white_label_id: string, de
   return rows[0] ?? null;
 }
 
+/** An order by id within a brand, for a capability link that names the brand (no merchant in scope). */
+export async function findOrderInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+  const { rows } = await db.query<DepositRow>(`SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2`, [white_label_id, deposit_id]);
+  return rows[0] ?? null;
+}
+
 export async function findOrderByReference(db: Queryable, account: DepositAccount, merchant_reference: string): Promise<DepositRow | null> {
   const { rows } = await db.query<DepositRow>(
     `SELECT ${ORDER_COLUMNS} FROM deposit_orders

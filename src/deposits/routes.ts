@@ -226,6 +226,30 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
     },
   });
 
+  // The QR image of a leg, for the end user's browser: no merchant credentials, a signed link instead.
+  registrar.public({
+    method: 'GET',
+    url: '/v1/pay/deposits/:id/legs/:leg_ref/qr.png',
+    query: z
+      .object({
+        wl: z.string().min(1).max(100),
+        expires: z.string().regex(/^[0-9]{1,12}$/),
+        signature: z.string().min(1).max(100),
+      })
+      .strict(),
+    async handler({ query, params }) {
+      const png = await deposits.qrImage(services.database, {
+        white_label_id: query.wl,
+        deposit_id: params.id ?? '',
+        leg_ref: params.leg_ref ?? '',
+        expires: Number(query.expires),
+        signature: query.signature,
+      });
+      if (!png) throw new ApiError('resource_not_found');
+      return { status: 200, body: null, binary: { content_type: 'image/png', bytes: png }, headers: { 'Cache-Control': 'private, no-store' } };
+    },
+  });
+
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/senders',

@@ -17,6 +17,7 @@ import type { FeeService } from '../fees/service.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
 import { slipUploadOf, type SlipTokenSigner, type SlipUpload } from './slip-token.ts';
+import { renderQrPng, type QrImageLinks } from './qr-image.ts';
 import {
   DEPOSIT_STATUSES,
   type CanceledBy,
@@ -113,6 +114,7 @@ export interface LegView {
   leg_status: 'pending' | 'complete';
   method: 'promptpay_qr';
   qr_payload?: string;
+  qr_image_url?: string;
   receiver: { bank_code: string; bank_name_th: string; account_number_masked: string; account_name_masked: string };
 }
 
@@ -355,6 +357,9 @@ export interface DepositDependencies {
   ledger: LedgerService;
   fees: FeeService;
   slip_tokens: SlipTokenSigner;
+  qr_links: QrImageLinks;
+  /** The service's own address, for `qr_image_url`. */
+  public_base_url: () => string;
   /** The base of upload URLs (UPLOAD_BASE_URL, else the service's own address), read when a token is made. */
   upload_base_url: () => string;
 }
@@ -392,7 +397,17 @@ export class DepositService {
     for (const leg of view.legs) {
       const row = rows.find((candidate) => candidate.leg_ref === leg.leg_ref);
       const destination = row ? await this.payeeOf(db, view.livemode, row) : null;
-      legs.push(destination ? { ...leg, qr_payload: promptPayPayload(destination.bank_code, destination.account_number, leg.amount_minor) } : leg);
+      if (!row || !destination || row.status !== 'reserved') {
+        legs.push(leg);
+        continue;
+      }
+      const qr_image_url = this.deps.qr_links.url(this.deps.public_base_url(), {
+        white_label_id,
+        deposit_id: view.id,
+        leg_ref: leg.leg_ref,
+        expires: Math.floor(row.expires_at.getTime() / 1000),
+      });
+      legs.push({ ...leg, qr_payload: promptPayPayload(destination.bank_code, destination.account_number, leg.amount_minor), qr_image_url });
     }
     return { ...view, legs };
   }
@@ -1270,6 +1285,22 @@ export class DepositService {
       });
     }
     return views;
+  }
+
+  /**
+   * The PNG of a leg's QR for a signed `qr_image_url`: only while the order awaits payment and the leg
+   * is reserved; null (404) for anything else, a bad signature or an expired link.
+   */
+  async qrImage(db: Queryable, input: { white_label_id: string; deposit_id: string; leg_ref: string; expires: number; signature: string }): Promise<Buffer | null> {
+    const target = { white_label_id: input.white_label_id, deposit_id: input.deposit_id, leg_ref: input.leg_ref, expires: input.expires };
+    if (!this.deps.qr_links.verify(target, input.signature, this.now())) return null;
+    const row = await repository.findOrderInBrand(db, input.white_label_id, input.deposit_id);
+    if (!row || row.status !== 'awaiting_payment') return null;
+    const leg = (await repository.listLegs(db, input.white_label_id, input.deposit_id)).find((candidate) => candidate.leg_ref === input.leg_ref);
+    if (!leg || leg.status !== 'reserved') return null;
+    const payee = await this.payeeOf(db, row.livemode, leg);
+    if (!payee) return null;
+    return renderQrPng(promptPayPayload(payee.bank_code, payee.account_number, leg.amount_minor));
   }
 
   /** The caller's order, with payment instructions while it awaits payment; null outside its scope. */

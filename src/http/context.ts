@@ -70,6 +70,8 @@ export interface RouteOutcome {
   status: SuccessStatus;
   body: unknown;
   headers?: Record<string, string>;
+  /** Bytes sent instead of the JSON body (public routes only: merchant answers are JSON and stored for replay). */
+  binary?: { content_type: string; bytes: Buffer };
 }
 
 export interface ExtraBucket {
@@ -116,6 +118,7 @@ export interface PublicRouteSpec<QuerySchema extends z.ZodType | undefined> {
   handler: (input: {
     request_id: string;
     query: QuerySchema extends z.ZodType ? z.infer<QuerySchema> : Record<string, never>;
+    params: Record<string, string>;
   }) => Promise<RouteOutcome>;
 }
 

@@ -400,16 +400,19 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
   async function runPublic<Q extends z.ZodType | undefined>(spec: PublicRouteSpec<Q>, request: RateAwareRequest, reply: FastifyReply) {
     refuseGetBody(request);
+    const params = checkedParams(request);
     request.rateState = await countPublic(request);
     if (isExceeded(request.rateState)) throw rateLimitedError(request.rateState);
     const query = parseOrThrow(spec.query ?? noQuerySchema, parseQuery(request.raw.url ?? '')) as never;
-    const outcome = await spec.handler({ request_id: request.id, query });
+    const outcome = await spec.handler({ request_id: request.id, query, params });
     return sendOutcome(request, reply, outcome);
   }
 
   async function sendOutcome(request: RateAwareRequest, reply: FastifyReply, outcome: RouteOutcome) {
     await ensureRateHeaders(request, reply);
     if (outcome.headers) for (const [name, value] of Object.entries(outcome.headers)) reply.header(name, value);
+    // A binary answer (an image) goes out as it is, with the media type its route named.
+    if (outcome.binary) return reply.code(outcome.status).header('content-type', outcome.binary.content_type).send(outcome.binary.bytes);
     return sendJson(reply, outcome.status, JSON.stringify(outcome.body));
   }
 
