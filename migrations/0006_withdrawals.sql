@@ -93,7 +93,8 @@ CREATE TABLE withdrawal_legs (
   leg_ref                 text NOT NULL CHECK (leg_ref LIKE 'wleg\_%'),  -- the withdrawal side's key of the fill
   deposit_leg_key         text NOT NULL,                                  -- the deposit side's key of its leg (dedupes reservations)
   deposit_id              text NOT NULL,                                  -- the paying deposit (possibly another merchant's)
-  amount_minor            bigint NOT NULL CHECK (amount_minor > 0),
+  amount_minor            bigint NOT NULL CHECK (amount_minor > 0),        -- reserved, then what the fill paid
+  reserved_amount_minor   bigint NOT NULL CHECK (reserved_amount_minor >= amount_minor), -- what the deposit leg reserved (idempotency)
   status                  text NOT NULL CHECK (status IN ('reserved', 'released', 'filled', 'reversed')),
   sequence                integer CHECK (sequence > 0),                   -- fill number within the order, from 1
   fee_recognized_minor    bigint CHECK (fee_recognized_minor >= 0),       -- fee share this fill consumed

@@ -747,6 +747,16 @@ describe('approval by brand policy (back office)', () => {
     await expectConsistent(payer);
   });
 
+  it('an order past its approval deadline cannot be approved, even before its job ran', async () => {
+    const order = await createOrder(payer, 1_100_000);
+    app.clock.advance(HOUR_MS);
+    const late = await app.backoffice({ method: 'POST', url: `/v1/bo/withdrawals/${order.id}/approve`, body: {}, token: reviewerToken });
+    expect(late.statusCode).toBe(409);
+    expect(errorOf(late)).toMatchObject({ code: 'withdrawal_not_pending_approval', details: { reason: 'approval_ttl_expired' } });
+    await app.instance.worker.runDueJobs();
+    expect(await getOrder(payer, order.id)).toMatchObject({ status: 'canceled', cancel_reason_code: 'approval_ttl_expired' });
+  });
+
   it('an order left unapproved is canceled with approval_ttl_expired by its durable job', async () => {
     const order = await createOrder(payer, 1_500_000);
     app.clock.advance(HOUR_MS + 1_000);

@@ -14,7 +14,7 @@ const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, ver
   release_balance_transaction_id, created_at, updated_at, closed_at`;
 
 const LEG_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, leg_ref, deposit_leg_key, deposit_id, amount_minor,
-  status, sequence, fee_recognized_minor, settled_at, balance_transaction_id, fee_balance_transaction_id, auto_confirm_at,
+  reserved_amount_minor, status, sequence, fee_recognized_minor, settled_at, balance_transaction_id, fee_balance_transaction_id, auto_confirm_at,
   receipt_state, release_reason_code, reversal_reason_code, replacement_withdrawal_id, created_at, updated_at`;
 
 export async function findPolicy(db: Queryable, white_label_id: string, livemode: boolean): Promise<WithdrawalPolicyRow | null> {
@@ -163,10 +163,10 @@ export async function lockMatchable(
 export async function insertLeg(db: Queryable, row: WithdrawalLegRow): Promise<void> {
   await db.query(
     `INSERT INTO withdrawal_legs (${LEG_COLUMNS})
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
     [
       row.white_label_id, row.merchant_id, row.livemode, row.withdrawal_id, row.leg_ref, row.deposit_leg_key, row.deposit_id,
-      row.amount_minor, row.status, row.sequence, row.fee_recognized_minor, row.settled_at, row.balance_transaction_id,
+      row.amount_minor, row.reserved_amount_minor, row.status, row.sequence, row.fee_recognized_minor, row.settled_at, row.balance_transaction_id,
       row.fee_balance_transaction_id, row.auto_confirm_at, row.receipt_state, row.release_reason_code, row.reversal_reason_code,
       row.replacement_withdrawal_id, row.created_at, row.updated_at,
     ],

@@ -565,6 +565,10 @@ export class WithdrawalService {
     if (!row) return null;
     if (row.status !== 'pending_approval') return fail('withdrawal_not_pending_approval', { details: { status: row.status } });
     const now = this.deps.clock.now();
+    // Past its approval deadline the order is being canceled (its job may just be late): too late to approve.
+    if (row.approval_expires_at && row.approval_expires_at.getTime() <= now.getTime()) {
+      return fail('withdrawal_not_pending_approval', { details: { status: row.status, reason: 'approval_ttl_expired' } });
+    }
     const policy = await this.deps.policies.policyFor(tx, row.white_label_id, row.livemode);
     const after: WithdrawalRow = {
       ...row,
@@ -667,7 +671,10 @@ export class WithdrawalService {
     if (!row || row.livemode !== input.livemode) return fail('withdrawal_state_conflict', { details: { reason: 'not_found' } });
     const existing = await repository.findLegByDepositKey(tx, input.white_label_id, input.deposit_leg_key);
     if (existing) {
-      invariant(existing.withdrawal_id === input.withdrawal_id && existing.amount_minor === input.amount_minor, `deposit leg ${input.deposit_leg_key} was reserved with other terms`);
+      invariant(
+        existing.withdrawal_id === input.withdrawal_id && existing.reserved_amount_minor === input.amount_minor,
+        `deposit leg ${input.deposit_leg_key} was reserved with other terms`,
+      );
       return ok(legReservation(existing, row));
     }
     const refuse = (reason: string) => fail<LegReservation>('withdrawal_state_conflict', { details: { reason, withdrawal_id: row.withdrawal_id } });
@@ -685,6 +692,7 @@ export class WithdrawalService {
       deposit_leg_key: input.deposit_leg_key,
       deposit_id: input.deposit_id,
       amount_minor: input.amount_minor,
+      reserved_amount_minor: input.amount_minor,
       status: 'reserved',
       sequence: null,
       fee_recognized_minor: null,

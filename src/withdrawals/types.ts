@@ -74,6 +74,7 @@ export interface WithdrawalLegRow extends WithdrawalAccount {
   deposit_leg_key: string;
   deposit_id: string;
   amount_minor: number;
+  reserved_amount_minor: number;
   status: LegStatus;
   sequence: number | null;
   fee_recognized_minor: number | null;
