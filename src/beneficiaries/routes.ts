@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { RouteRegistrar, Services } from '../http/context.ts';
+import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import { ACCOUNT_NUMBER_PATTERN, BANK_CODE_PATTERN, PROMPTPAY_ID_PATTERN, startsWithHonorific } from './service.ts';
 
@@ -47,7 +47,7 @@ export function registerBeneficiaryRoutes(registrar: RouteRegistrar, services: S
     scope: 'pay:write',
     body: createBeneficiarySchema,
     async handler({ context, db, body }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       const { beneficiary, created } = await beneficiaries.create(db, account, body, context.cause);
       return { status: created ? 201 : 200, body: beneficiary };
     },
@@ -58,7 +58,7 @@ export function registerBeneficiaryRoutes(registrar: RouteRegistrar, services: S
     url: '/v1/pay/beneficiaries/:id',
     scope: 'pay:read',
     async handler({ context, db, params }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       const beneficiary = await beneficiaries.get(db, account, params.id ?? '');
       if (!beneficiary) throw new ApiError('resource_not_found');
       return { status: 200, body: beneficiary };

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
-import type { RouteRegistrar, Services } from '../http/context.ts';
+import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
 import { creationBuckets } from '../http/rate-limit.ts';
 import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merchantReferenceSchema, metadataSchema } from '../http/order-fields.ts';
 import { beneficiaryAccountFields } from '../beneficiaries/routes.ts';
@@ -178,7 +178,7 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
     scope: 'pay:read',
     query: listQuerySchema,
     async handler({ context, db, query }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       const filters: ListCursor['filters'] = {
         status: query.status ?? null,
         end_user_ref: query.end_user_ref ?? null,
@@ -219,7 +219,7 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
     body: createDepositSchema,
     extraBuckets: (body, context) => creationBuckets(body, context),
     async handler({ context, db, body }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       const created = await deposits.create(db, account, body, context.cause);
       if (created.matched) return { status: 201, body: { ...created.deposit, slip_upload: created.slip_upload }, headers: { 'Cache-Control': 'no-store' } };
       return { status: 202, body: { ...created.deposit, retry_after_seconds: created.retry_after_seconds } };
@@ -256,7 +256,7 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
     scope: 'pay:read',
     query: z.object({ end_user_ref: z.string().min(1).max(64) }).strict(),
     async handler({ context, db, query }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       return { status: 200, body: { object: 'list', data: await deposits.senders(db, account, query.end_user_ref) } };
     },
   });
@@ -266,7 +266,7 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
     url: '/v1/pay/deposits/:id',
     scope: 'pay:read',
     async handler({ context, db, params }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       const found = await deposits.get(db, account, params.id ?? '');
       if (!found) throw new ApiError('resource_not_found');
       return { status: 200, body: found };
@@ -278,7 +278,7 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
     url: '/v1/pay/deposits/:id/slip-token',
     scope: 'pay:write',
     async handler({ context, db, params }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       const result = await deposits.issueSlipToken(db, account, params.id ?? '', context.api_version);
       if (!result) throw new ApiError('resource_not_found');
       if (!result.ok) throw result.error;
@@ -291,7 +291,7 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
     url: '/v1/pay/deposits/:id/cancel',
     scope: 'pay:write',
     async handler({ context, db, params }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       const result = await deposits.cancel(db, account, params.id ?? '', 'merchant', context.cause);
       if (!result) throw new ApiError('resource_not_found');
       if (!result.ok) throw result.error;

@@ -56,6 +56,11 @@ export interface MerchantContext {
   cause: EventCause;
 }
 
+/** The (brand, merchant, environment) a merchant request acts in: the scope of every query it makes. */
+export function accountOfContext(context: MerchantContext): { white_label_id: string; merchant_id: string; livemode: boolean } {
+  return { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+}
+
 export interface BackofficeContext {
   request_id: string;
   credential_id: string;

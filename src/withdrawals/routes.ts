@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
 import { CURRENT_API_VERSION } from '../events/envelope.ts';
 import type { EventCause } from '../events/service.ts';
-import type { BackofficeContext, RouteRegistrar, Services } from '../http/context.ts';
+import { accountOfContext, type BackofficeContext, type RouteRegistrar, type Services } from '../http/context.ts';
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { creationBuckets } from '../http/rate-limit.ts';
 import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merchantReferenceSchema, metadataSchema } from '../http/order-fields.ts';
@@ -63,7 +63,7 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
     body: createWithdrawalSchema,
     extraBuckets: (body, context) => creationBuckets(body, context),
     async handler({ context, db, body }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       let beneficiaryId: string;
       if (body.beneficiary_id !== undefined) {
         const beneficiary = await services.beneficiaries.findForWithdrawal(db, account, body.beneficiary_id);
@@ -110,7 +110,7 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
     url: '/v1/pay/withdrawals/:id',
     scope: 'pay:read',
     async handler({ context, db, params }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       const found = await withdrawals.get(db, account, params.id ?? '');
       if (!found) throw new ApiError('resource_not_found');
       return { status: 200, body: found };
@@ -122,7 +122,7 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
     url: '/v1/pay/withdrawals/:id/cancel',
     scope: 'pay:write',
     async handler({ context, db, params }) {
-      const account = { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode };
+      const account = accountOfContext(context);
       const result = await withdrawals.cancel(db, account, params.id ?? '', context.cause);
       if (!result) throw new ApiError('resource_not_found');
       return { status: 200, body: unwrap(result) };

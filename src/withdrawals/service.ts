@@ -284,36 +284,24 @@ function accountOf(row: WithdrawalAccount): WithdrawalAccount {
   return { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode };
 }
 
+/** A deadline of one thing: one pending job per task and id (`job_key`), with ids only in its payload. */
+function deadlineJob(task: string, white_label_id: string, target: { withdrawal_id: string } | { leg_ref: string }, run_at: Date): JobSpec {
+  const id = 'withdrawal_id' in target ? target.withdrawal_id : target.leg_ref;
+  return { task, payload: { white_label_id, ...target }, run_at, job_key: `${task}:${id}`, white_label_id };
+}
+
 function expireJob(row: WithdrawalRow): JobSpec {
-  return {
-    task: EXPIRE_WITHDRAWAL_TASK,
-    payload: { white_label_id: row.white_label_id, withdrawal_id: row.withdrawal_id },
-    run_at: row.expires_at,
-    job_key: `${EXPIRE_WITHDRAWAL_TASK}:${row.withdrawal_id}`,
-    white_label_id: row.white_label_id,
-  };
+  return deadlineJob(EXPIRE_WITHDRAWAL_TASK, row.white_label_id, { withdrawal_id: row.withdrawal_id }, row.expires_at);
 }
 
 function approvalTtlJob(row: WithdrawalRow): JobSpec {
   invariant(row.approval_expires_at, 'an approval deadline exists while pending');
-  return {
-    task: APPROVAL_TTL_TASK,
-    payload: { white_label_id: row.white_label_id, withdrawal_id: row.withdrawal_id },
-    run_at: row.approval_expires_at,
-    job_key: `${APPROVAL_TTL_TASK}:${row.withdrawal_id}`,
-    white_label_id: row.white_label_id,
-  };
+  return deadlineJob(APPROVAL_TTL_TASK, row.white_label_id, { withdrawal_id: row.withdrawal_id }, row.approval_expires_at);
 }
 
 function autoConfirmJob(leg: WithdrawalLegRow): JobSpec {
   invariant(leg.auto_confirm_at, 'a fill has its auto-confirm time');
-  return {
-    task: AUTO_CONFIRM_FILL_TASK,
-    payload: { white_label_id: leg.white_label_id, leg_ref: leg.leg_ref },
-    run_at: leg.auto_confirm_at,
-    job_key: `${AUTO_CONFIRM_FILL_TASK}:${leg.leg_ref}`,
-    white_label_id: leg.white_label_id,
-  };
+  return deadlineJob(AUTO_CONFIRM_FILL_TASK, leg.white_label_id, { leg_ref: leg.leg_ref }, leg.auto_confirm_at);
 }
 
 export class WithdrawalService {
