@@ -31,6 +31,7 @@ import { DepositPolicyService } from './deposits/policy.ts';
 import { registerDepositRoutes } from './deposits/routes.ts';
 import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
 import { SandboxLiquidity } from './sandbox/liquidity.ts';
+import { MatchingService } from './matching/service.ts';
 import { SlipTokenSigner } from './deposits/slip-token.ts';
 import { QrImageLinks } from './deposits/qr-image.ts';
 import { IdempotencyService } from './http/idempotency.ts';
@@ -122,7 +123,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       secretBox,
       withdrawals,
       policies: depositPolicies, account_lookup_key: accountLookupKey,
-      liquidity: sandboxLiquidity,
+      matching: new MatchingService({ withdrawals, liquidity: sandboxLiquidity }),
       ledger,
       fees,
       slip_tokens: new SlipTokenSigner(options.master_key),

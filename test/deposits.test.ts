@@ -9,6 +9,7 @@ import { deriveAccountLookupKey } from '../src/beneficiaries/service.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
 import { SlipTokenSigner } from '../src/deposits/slip-token.ts';
 import { QrImageLinks } from '../src/deposits/qr-image.ts';
+import { MatchingService } from '../src/matching/service.ts';
 import type { WithdrawalView } from '../src/withdrawals/service.ts';
 
 /**
@@ -348,7 +349,7 @@ describe('matching rule', () => {
       qr_links: new QrImageLinks(TEST_MASTER_KEY),
       public_base_url: () => 'http://localhost',
       upload_base_url: () => 'http://localhost',
-      liquidity: null,
+      matching: new MatchingService({ withdrawals: services.withdrawals, liquidity: null }),
       ledger: services.ledger,
       fees: services.fees,
     });

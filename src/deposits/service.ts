@@ -11,6 +11,7 @@ import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { enqueueJob, cancelJobsByKey, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
+import type { MatchingService } from '../matching/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import { CLEARING_PERIOD_MS } from '../ledger/service.ts';
 import type { FeeService } from '../fees/service.ts';
@@ -334,17 +335,6 @@ export interface CreatedDeposit {
   retry_after_seconds?: number;
 }
 
-/**
- * Supplies liquidity before matching (the sandbox counterparty; live mode has none). 'wait' holds the
- * order back from matching this round (a sandbox scenario that simulates a liquidity wait).
- */
-export interface LiquidityProvider {
-  ensureFor(
-    tx: Queryable,
-    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date },
-  ): Promise<'match' | 'wait'>;
-}
-
 export interface DepositDependencies {
   events: EventsService;
   clock: Clock;
@@ -353,7 +343,7 @@ export interface DepositDependencies {
   policies: DepositPolicyService;
   /** From `deriveAccountLookupKey(master_key)`: the HMAC key of account identities. */
   account_lookup_key: Buffer;
-  liquidity?: LiquidityProvider | null;
+  matching: MatchingService;
   ledger: LedgerService;
   fees: FeeService;
   slip_tokens: SlipTokenSigner;
@@ -367,11 +357,6 @@ export interface DepositDependencies {
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
 /** The SecretBox purpose of a brand's gateway account number (see DepositPolicyService). */
 export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
-
-interface PlannedLeg {
-  withdrawal_id: string;
-  amount_minor: number;
-}
 
 function validationError(path: string, reason: string, hint?: string): ApiError {
   return new ApiError('validation_error', { details: { fields: [hint ? { path, reason, hint } : { path, reason }] } });
@@ -662,122 +647,50 @@ export class DepositService {
     return ok(this.slipUpload(row, api_version));
   }
 
-  /**
-   * Matching: within the brand and environment, never the depositor's own withdrawals. One leg from
-   * the oldest order that can take the whole amount; otherwise whole-baht legs from the orders with
-   * the most remaining (fewest legs first, oldest on a tie), up to the brand's `max_legs`. Returns the
-   * reserved legs, or null when the amount cannot be covered now (nothing is reserved then).
-   */
-  private async reserve(
-    tx: Queryable,
-    row: DepositRow,
-    policy: DepositPolicy,
-    cause: EventCause,
-  ): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway' } | null> {
-    const scope = { white_label_id: row.white_label_id, livemode: row.livemode, exclude_merchant_id: row.merchant_id };
-    if (this.deps.liquidity && (await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: row.amount_minor, order_created_at: row.created_at })) === 'wait') {
-      return null;
-    }
-    let plan: PlannedLeg[] = [];
-    const [whole] = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: row.amount_minor, limit: 1 });
-    if (whole) {
-      plan = [{ withdrawal_id: whole.id, amount_minor: row.amount_minor }];
-    } else if (policy.max_legs > 1) {
-      const candidates = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: 100, limit: policy.max_legs, largest_first: true });
-      let left = row.amount_minor;
-      for (const candidate of candidates) {
-        if (left === 0) break;
-        const take = Math.min(left, candidate.remaining_minor - (candidate.remaining_minor % 100));
-        if (take > 0) {
-          plan.push({ withdrawal_id: candidate.id, amount_minor: take });
-          left -= take;
-        }
-      }
-      if (left > 0) plan = [];
-    }
-    const now = this.now();
-    if (plan.length === 0) {
-      // Fallback liquidity: the brand's gateway account takes the whole amount, unless the merchant asked for internal only.
-      if (row.fill_preference === 'internal_only' || !policy.gateway) return null;
-      const bank = await findBank(tx, policy.gateway.bank_code);
-      return {
-        source: 'external_gateway',
-        legs: [
-          {
-            white_label_id: row.white_label_id,
-            deposit_id: row.deposit_id,
-            leg_ref: newId('deposit_leg'),
-            sequence: 1,
-            amount_minor: row.amount_minor,
-            expires_at: now,
-            status: 'reserved',
-            destination: 'gateway',
-            withdrawal_id: null,
-            withdrawal_leg_ref: null,
-            receiver_bank_code: policy.gateway.bank_code,
-            receiver_bank_name_th: bank?.name_th ?? policy.gateway.bank_code,
-            receiver_account_last4: policy.gateway.account_last4,
-            receiver_name_masked: maskName(policy.gateway.account_name_th),
-            created_at: now,
-            updated_at: now,
-          },
-        ],
-      };
-    }
-    invariant(plan.reduce((sum, leg) => sum + leg.amount_minor, 0) === row.amount_minor, 'legs sum to the order amount');
-
-    const legs: DepositLegRow[] = [];
-    for (const [index, planned] of plan.entries()) {
-      const leg_ref = newId('deposit_leg');
-      const reserved = await this.deps.withdrawals.reserveLeg(tx, {
+  /** Matches the order (see src/matching/service.ts) and turns the reserved parts into its legs. */
+  private async reserve(tx: Queryable, row: DepositRow, policy: DepositPolicy, cause: EventCause): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway' } | null> {
+    const match = await this.deps.matching.match(
+      tx,
+      {
         white_label_id: row.white_label_id,
         livemode: row.livemode,
-        withdrawal_id: planned.withdrawal_id,
+        merchant_id: row.merchant_id,
         deposit_id: row.deposit_id,
-        deposit_leg_key: leg_ref,
-        amount_minor: planned.amount_minor,
-        cause,
-      });
-      // The candidate was locked by this transaction, so it cannot have changed since it was read.
-      invariant(reserved.ok, 'a locked candidate accepts its leg');
-      const destination = await this.deps.withdrawals.destinationOf(tx, row.white_label_id, reserved.value.leg_ref);
-      invariant(destination, 'a reserved leg has a payee');
-      const bank = await findBank(tx, destination.bank_code);
-      legs.push({
+        amount_minor: row.amount_minor,
+        fill_preference: row.fill_preference,
+        order_created_at: row.created_at,
+      },
+      { max_legs: policy.max_legs, gateway: policy.gateway },
+      cause,
+    );
+    if (!match) return null;
+    const now = this.now();
+    return {
+      source: match.source,
+      legs: match.legs.map((leg) => ({
         white_label_id: row.white_label_id,
         deposit_id: row.deposit_id,
-        leg_ref,
-        sequence: index + 1,
-        amount_minor: planned.amount_minor,
+        leg_ref: leg.leg_ref,
+        sequence: leg.sequence,
+        amount_minor: leg.amount_minor,
         expires_at: now,
         status: 'reserved',
-        destination: 'withdrawal',
-        withdrawal_id: planned.withdrawal_id,
-        withdrawal_leg_ref: reserved.value.leg_ref,
-        receiver_bank_code: destination.bank_code,
-        receiver_bank_name_th: bank?.name_th ?? destination.bank_code,
-        receiver_account_last4: destination.account_number.slice(-4),
-        receiver_name_masked: maskName(destination.account_name_th),
+        destination: leg.destination,
+        withdrawal_id: leg.withdrawal_id,
+        withdrawal_leg_ref: leg.withdrawal_leg_ref,
+        receiver_bank_code: leg.receiver.bank_code,
+        receiver_bank_name_th: leg.receiver.bank_name_th,
+        receiver_account_last4: leg.receiver.account_last4,
+        receiver_name_masked: maskName(leg.receiver.account_name_th),
         created_at: now,
         updated_at: now,
-      });
-    }
-    return { legs, source: 'internal' };
+      })),
+    };
   }
 
   /** What a waiting order is told: when it started, how often matching runs, which amounts would match now. */
   private async liquidityInfo(tx: Queryable, row: DepositRow, policy: DepositPolicy): Promise<NonNullable<DepositView['liquidity']>> {
-    const candidates = await this.deps.withdrawals.findMatchable(tx, {
-      white_label_id: row.white_label_id,
-      livemode: row.livemode,
-      amount_minor: Math.max(policy.min_amount_minor, 100),
-      exclude_merchant_id: row.merchant_id,
-      limit: 3,
-      largest_first: true,
-    });
-    const suggestions = [...new Set(candidates.map((candidate) => Math.min(candidate.remaining_minor - (candidate.remaining_minor % 100), row.amount_minor)))]
-      .filter((amount) => amount >= policy.min_amount_minor && amount < row.amount_minor)
-      .sort((a, b) => b - a);
+    const suggestions = await this.deps.matching.suggestedAmounts(tx, row, policy.min_amount_minor);
     const waitLeft = Math.max(0, row.expires_at.getTime() - this.now().getTime());
     return {
       wait_started_at: formatTimestamp(row.wait_started_at ?? row.created_at),

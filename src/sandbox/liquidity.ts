@@ -8,7 +8,7 @@ import type { FeeService } from '../fees/service.ts';
 import type { BeneficiaryService } from '../beneficiaries/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
-import type { LiquidityProvider } from '../deposits/service.ts';
+import type { LiquidityProvider } from '../matching/service.ts';
 import * as repository from './repository.ts';
 
 /**

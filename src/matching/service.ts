@@ -1,0 +1,172 @@
+import type { Queryable } from '../platform/db.ts';
+import { invariant } from '../platform/assert.ts';
+import { newId } from '../platform/ids.ts';
+import type { EventCause } from '../events/service.ts';
+import { findBank } from '../banks/service.ts';
+import type { WithdrawalService } from '../withdrawals/service.ts';
+
+/**
+ * Peer-to-peer matching: which withdrawals of the brand a deposit pays, and the reservation of those
+ * parts through the withdrawal service's leg functions (never its tables). The rule, in full:
+ *
+ * 1. Within the brand and environment, never the depositor's own withdrawals.
+ * 2. One leg from the oldest live withdrawal that can take the whole amount.
+ * 3. Otherwise whole-baht legs from the withdrawals with the most remaining (oldest on a tie), up to the
+ *    brand's `max_legs`; if they cannot cover the amount, nothing is reserved.
+ * 4. Otherwise the brand's external gateway account, if it has one and the merchant did not ask for
+ *    `internal_only`.
+ *
+ * Candidates are locked `FOR UPDATE SKIP LOCKED`, and `reserveLeg` re-checks under the row lock, so two
+ * deposits never reserve the same satang.
+ */
+
+/**
+ * Supplies liquidity before matching (the sandbox counterparty; live mode has none). 'wait' holds the
+ * order back from matching this round (a sandbox scenario that simulates a liquidity wait).
+ */
+export interface LiquidityProvider {
+  ensureFor(
+    tx: Queryable,
+    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date },
+  ): Promise<'match' | 'wait'>;
+}
+
+export interface MatchRequest {
+  white_label_id: string;
+  livemode: boolean;
+  /** The depositing merchant, whose own withdrawals are never used. */
+  merchant_id: string;
+  deposit_id: string;
+  amount_minor: number;
+  fill_preference: 'any' | 'internal_only';
+  order_created_at: Date;
+}
+
+export interface GatewayDestination {
+  bank_code: string;
+  account_last4: string;
+  account_name_th: string;
+}
+
+export interface MatchedLeg {
+  /** The deposit side's id of the leg, also the withdrawal side's dedupe key of its reservation. */
+  leg_ref: string;
+  sequence: number;
+  amount_minor: number;
+  destination: 'withdrawal' | 'gateway';
+  withdrawal_id: string | null;
+  withdrawal_leg_ref: string | null;
+  receiver: { bank_code: string; bank_name_th: string; account_last4: string; account_name_th: string };
+}
+
+export interface Match {
+  legs: MatchedLeg[];
+  source: 'internal' | 'external_gateway';
+}
+
+interface PlannedLeg {
+  withdrawal_id: string;
+  amount_minor: number;
+}
+
+function wholeBaht(amount_minor: number): number {
+  return amount_minor - (amount_minor % 100);
+}
+
+export class MatchingService {
+  constructor(private readonly deps: { withdrawals: WithdrawalService; liquidity?: LiquidityProvider | null }) {}
+
+  /** Matches and reserves, or returns null when the amount cannot be covered now (nothing reserved then). */
+  async match(tx: Queryable, request: MatchRequest, policy: { max_legs: number; gateway: GatewayDestination | null }, cause: EventCause): Promise<Match | null> {
+    const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
+    if (this.deps.liquidity && (await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at })) === 'wait') {
+      return null;
+    }
+    const plan = await this.plan(tx, request, policy.max_legs);
+    if (plan.length === 0) {
+      if (request.fill_preference === 'internal_only' || !policy.gateway) return null;
+      const bank = await findBank(tx, policy.gateway.bank_code);
+      return {
+        source: 'external_gateway',
+        legs: [
+          {
+            leg_ref: newId('deposit_leg'),
+            sequence: 1,
+            amount_minor: request.amount_minor,
+            destination: 'gateway',
+            withdrawal_id: null,
+            withdrawal_leg_ref: null,
+            receiver: { bank_code: policy.gateway.bank_code, bank_name_th: bank?.name_th ?? policy.gateway.bank_code, account_last4: policy.gateway.account_last4, account_name_th: policy.gateway.account_name_th },
+          },
+        ],
+      };
+    }
+    invariant(plan.reduce((sum, leg) => sum + leg.amount_minor, 0) === request.amount_minor, 'legs sum to the order amount');
+    const legs: MatchedLeg[] = [];
+    for (const [index, planned] of plan.entries()) {
+      const leg_ref = newId('deposit_leg');
+      const reserved = await this.deps.withdrawals.reserveLeg(tx, {
+        white_label_id: request.white_label_id,
+        livemode: request.livemode,
+        withdrawal_id: planned.withdrawal_id,
+        deposit_id: request.deposit_id,
+        deposit_leg_key: leg_ref,
+        amount_minor: planned.amount_minor,
+        cause,
+      });
+      // The candidate was locked by this transaction, so it cannot have changed since it was read.
+      invariant(reserved.ok, 'a locked candidate accepts its leg');
+      const payee = await this.deps.withdrawals.destinationOf(tx, request.white_label_id, reserved.value.leg_ref);
+      invariant(payee, 'a reserved leg has a payee');
+      const bank = await findBank(tx, payee.bank_code);
+      legs.push({
+        leg_ref,
+        sequence: index + 1,
+        amount_minor: planned.amount_minor,
+        destination: 'withdrawal',
+        withdrawal_id: planned.withdrawal_id,
+        withdrawal_leg_ref: reserved.value.leg_ref,
+        receiver: { bank_code: payee.bank_code, bank_name_th: bank?.name_th ?? payee.bank_code, account_last4: payee.account_number.slice(-4), account_name_th: payee.account_name_th },
+      });
+    }
+    return { legs, source: 'internal' };
+  }
+
+  /** Rules 2 and 3: the parts to reserve, or none. */
+  private async plan(tx: Queryable, request: MatchRequest, max_legs: number): Promise<PlannedLeg[]> {
+    const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
+    const [whole] = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: request.amount_minor, limit: 1 });
+    if (whole) return [{ withdrawal_id: whole.id, amount_minor: request.amount_minor }];
+    if (max_legs <= 1) return [];
+    const candidates = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: 100, limit: max_legs, largest_first: true });
+    const plan: PlannedLeg[] = [];
+    let left = request.amount_minor;
+    for (const candidate of candidates) {
+      if (left === 0) break;
+      const take = Math.min(left, wholeBaht(candidate.remaining_minor));
+      if (take > 0) {
+        plan.push({ withdrawal_id: candidate.id, amount_minor: take });
+        left -= take;
+      }
+    }
+    return left === 0 ? plan : [];
+  }
+
+  /**
+   * Amounts below the asked one that would match at once now: the whole-baht remainders of the three
+   * largest matchable withdrawals, at least `min_amount_minor`, largest first.
+   */
+  async suggestedAmounts(tx: Queryable, request: Pick<MatchRequest, 'white_label_id' | 'livemode' | 'merchant_id' | 'amount_minor'>, min_amount_minor: number): Promise<number[]> {
+    const candidates = await this.deps.withdrawals.findMatchable(tx, {
+      white_label_id: request.white_label_id,
+      livemode: request.livemode,
+      amount_minor: Math.max(min_amount_minor, 100),
+      exclude_merchant_id: request.merchant_id,
+      limit: 3,
+      largest_first: true,
+    });
+    return [...new Set(candidates.map((candidate) => Math.min(wholeBaht(candidate.remaining_minor), request.amount_minor)))]
+      .filter((amount) => amount >= min_amount_minor && amount < request.amount_minor)
+      .sort((a, b) => b - a);
+  }
+}
