@@ -692,6 +692,15 @@ class Review extends Step {
       expect(await snapshot(model), 'a refused review changes nothing').toEqual(before);
       return;
     }
+    if (this.decision === 'approve' && order.approval_expires_at !== null && order.approval_expires_at <= now()) {
+      // Past its approval deadline (its job may be late): too late to approve, and nothing changes.
+      const before = await snapshot(model);
+      const result = await tx((db) => services().withdrawals.approve(db, white, order.id, null, SYSTEM_CAUSE));
+      this.detail = `${label(model, order)} past its approval deadline: refused`;
+      expectRefused(result, 'withdrawal_not_pending_approval', 'approve after the deadline');
+      expect(await snapshot(model), 'a refused approval changes nothing').toEqual(before);
+      return;
+    }
     if (this.decision === 'approve') {
       const view = expectOk(await tx((db) => services().withdrawals.approve(db, white, order.id, null, SYSTEM_CAUSE)), 'approve');
       bump(order, 'withdrawal.approved');

@@ -3,21 +3,24 @@ import type { BalanceTransactionRow, Balances, ClearingRow, ClearingStatus, Wall
 
 /** All SQL of the ledger: wallets, balance transactions and clearings. */
 
-/** Creates the wallet when missing, then locks it for the rest of the transaction. */
+/**
+ * Locks the wallet for the rest of the transaction, creating it on first use. The lock is tried first
+ * because the wallet almost always exists: one statement instead of an upsert and a select.
+ */
 export async function lockWallet(db: Queryable, account: WalletAccount, now: Date): Promise<WalletRow> {
+  const select = 'SELECT * FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 FOR UPDATE';
+  const keys = [account.white_label_id, account.merchant_id, account.livemode];
+  const existing = (await db.query<WalletRow>(select, keys)).rows[0];
+  if (existing) return existing;
   await db.query(
     `INSERT INTO wallets (white_label_id, merchant_id, livemode, available_minor, pending_clearing_minor, reserved_minor,
        last_sequence, created_at, updated_at)
      VALUES ($1, $2, $3, 0, 0, 0, 0, $4, $4)
      ON CONFLICT (white_label_id, merchant_id, livemode) DO NOTHING`,
-    [account.white_label_id, account.merchant_id, account.livemode, now],
+    [...keys, now],
   );
-  const { rows } = await db.query<WalletRow>(
-    'SELECT * FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 FOR UPDATE',
-    [account.white_label_id, account.merchant_id, account.livemode],
-  );
-  const row = rows[0];
-  if (!row) throw new Error('wallet row missing after upsert');
+  const row = (await db.query<WalletRow>(select, keys)).rows[0];
+  if (!row) throw new Error('wallet row missing after insert');
   return row;
 }
 
