@@ -32,6 +32,7 @@ import { registerDepositRoutes } from './deposits/routes.ts';
 import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
 import { SandboxLiquidity } from './sandbox/liquidity.ts';
 import { MatchingService } from './matching/service.ts';
+import { purgeWebhookDeliveries, registerWebhookRoutes, startWebhookDispatcher, stopWebhookDispatcher } from './webhooks/index.ts';
 import { SlipTokenSigner } from './deposits/slip-token.ts';
 import { QrImageLinks } from './deposits/qr-image.ts';
 import { IdempotencyService } from './http/idempotency.ts';
@@ -54,6 +55,7 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   registerBeneficiaryRoutes,
   registerWithdrawalRoutes,
   registerDepositRoutes,
+  registerWebhookRoutes,
 ];
 
 export interface ServiceInstance {
@@ -171,6 +173,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     removed += await services.tenancy.purgeExpiredAccessState(now, new Date(now.getTime() - 10 * MINUTE_MS), HOUSEKEEPING_BATCH);
     removed += await services.idempotency.purgeExpired(HOUSEKEEPING_BATCH);
     removed += await purgeFinishedJobs(database, clock);
+    removed += await purgeWebhookDeliveries(services);
     return removed;
   }
 
@@ -193,6 +196,8 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       }
       if (options.config.worker_enabled) {
         worker.start();
+        // Webhook delivery reads the outbox on its own loop, with per-endpoint limits (src/webhooks).
+        startWebhookDispatcher(services);
         housekeepingTimer = setInterval(() => {
           housekeep().catch((error: unknown) => logger.warn({ err: error }, 'housekeeping round failed'));
         }, HOUSEKEEPING_INTERVAL_MS);
@@ -208,6 +213,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       if (housekeepingTimer) clearInterval(housekeepingTimer);
       await app.close();
       await worker.stop();
+      await stopWebhookDispatcher(services);
       if (options.owns_database !== false) await database.close();
     },
   };

@@ -10,6 +10,7 @@ import {
   type CliEnvironment,
   type TextSink,
 } from './backends.ts';
+import { runWebhookCli, type WebhookCliIo } from './webhooks.ts';
 
 /**
  * The admin CLI's command table, argument parsing and output. `runCli` never throws and never prints a
@@ -321,6 +322,7 @@ function globalHelp(): string {
     'credential in DATA_DIR/operator-credentials.json (PG_BASE_URL and PG_OPERATOR_TOKEN override it).',
     '',
     `Run '${PROGRAM} <group> <action> --help' for the options of one command.`,
+    `Webhook endpoints, deliveries and signing keys: '${PROGRAM} webhooks --help'.`,
     '',
   ].join('\n');
 }
@@ -456,6 +458,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const [groupWord, actionWord] = first.positionals[0] === 'help' ? first.positionals.slice(1) : first.positionals;
   const askedForHelp = first.help || first.positionals[0] === 'help';
 
+  if (groupWord === 'webhooks') return runWebhookCli(argv, io as CliIo & WebhookCliIo);
   if (groupWord === undefined) {
     if (askedForHelp) {
       io.stdout.write(globalHelp());

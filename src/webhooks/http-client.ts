@@ -133,11 +133,16 @@ function guardedLookup(policy: AddressPolicy, livemode: boolean, base: typeof dn
 
 export class DeliveryClient {
   private readonly agents = new Map<string, http.Agent>();
-  private readonly ca: string[] | undefined;
+  private readonly secureContext: tls.SecureContext | undefined;
 
   constructor(private readonly options: DeliveryClientOptions) {
-    // Giving `ca` replaces Node's roots, so the extra authorities are added to the bundled ones.
-    this.ca = options.extra_ca_pem && options.extra_ca_pem.length > 0 ? [...tls.rootCertificates, ...options.extra_ca_pem] : undefined;
+    // Giving `ca` replaces Node's roots, so the extra authorities are added to the bundled ones. It is
+    // built once as a secure context: a `ca` option would be serialised into the agent's pool key on
+    // every request and compiled into a new context on every connection.
+    this.secureContext =
+      options.extra_ca_pem && options.extra_ca_pem.length > 0
+        ? tls.createSecureContext({ ca: [...tls.rootCertificates, ...options.extra_ca_pem], minVersion: 'TLSv1.2' })
+        : undefined;
   }
 
   async send(request: AttemptRequest): Promise<AttemptResponse> {
@@ -220,7 +225,7 @@ export class DeliveryClient {
     };
     const agent =
       url.protocol === 'https:'
-        ? new https.Agent({ ...common, minVersion: 'TLSv1.2', rejectUnauthorized: true, ...(this.ca ? { ca: this.ca } : {}) })
+        ? new https.Agent({ ...common, minVersion: 'TLSv1.2', rejectUnauthorized: true, ...(this.secureContext ? { secureContext: this.secureContext } : {}) })
         : new http.Agent(common);
     this.agents.set(key, agent);
     if (this.agents.size > MAX_AGENTS) {

@@ -384,6 +384,11 @@ export interface ClaimInput {
   scan: number;
   /** Most attempts in flight to one endpoint, counted over every dispatcher's unexpired leases. */
   per_endpoint: number;
+  /** Endpoints that answered nothing lately: one attempt at a time each, so a dead one holds one slot. */
+  degraded_endpoint_ids: readonly string[];
+  /** Endpoints that answered quickly lately: they may have `fast_per_endpoint` leases. */
+  fast_endpoint_ids: readonly string[];
+  fast_per_endpoint: number;
   worker_id: string;
   lease_ms: number;
 }
@@ -391,7 +396,8 @@ export interface ClaimInput {
 /**
  * Claims due deliveries for one attempt each, in one statement. Endpoints already at their limit of
  * attempts in flight are left out before the scan, and among the oldest due deliveries at most the
- * free slots of each endpoint are taken, so a slow endpoint's backlog cannot crowd out the others.
+ * free slots of each endpoint are taken (round robin: every endpoint's first before anyone's
+ * second), so a slow endpoint's backlog cannot crowd out the others.
  * SKIP LOCKED plus the re-checked conditions make concurrent dispatchers claim disjoint rows, and a
  * leased row is never claimed again until its lease is cleared or recovered.
  */
@@ -408,7 +414,9 @@ export async function claimDeliveries(db: Queryable, input: ClaimInput): Promise
          FROM webhook_deliveries d
          JOIN webhook_endpoints w ON w.white_label_id = d.white_label_id AND w.endpoint_id = d.endpoint_id AND w.status = 'enabled'
         WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND d.leased_by IS NULL AND d.round_attempts < $7
-          AND NOT EXISTS (SELECT 1 FROM busy b WHERE b.endpoint_id = d.endpoint_id AND b.in_flight >= $4)
+          AND NOT EXISTS (SELECT 1 FROM busy b WHERE b.endpoint_id = d.endpoint_id
+                             AND b.in_flight >= CASE WHEN d.endpoint_id = ANY ($8::text[]) THEN 1
+                                                     WHEN d.endpoint_id = ANY ($9::text[]) THEN $10 ELSE $4 END)
         ORDER BY d.next_attempt_at
         LIMIT $3
      ),
@@ -419,7 +427,8 @@ export async function claimDeliveries(db: Queryable, input: ClaimInput): Promise
      chosen AS (
        SELECT r.white_label_id, r.delivery_id
          FROM ranked r LEFT JOIN busy b ON b.endpoint_id = r.endpoint_id
-        WHERE r.rank + coalesce(b.in_flight, 0) <= $4
+        WHERE r.rank + coalesce(b.in_flight, 0) <= CASE WHEN r.endpoint_id = ANY ($8::text[]) THEN 1
+                                                         WHEN r.endpoint_id = ANY ($9::text[]) THEN $10 ELSE $4 END
         ORDER BY r.rank, r.next_attempt_at
         LIMIT $2
      ),
@@ -445,7 +454,10 @@ export async function claimDeliveries(db: Queryable, input: ClaimInput): Promise
        FROM claimed c
        JOIN webhook_endpoints w ON w.white_label_id = c.white_label_id AND w.endpoint_id = c.endpoint_id
        JOIN events e ON e.white_label_id = c.white_label_id AND e.event_id = c.event_id`,
-    [input.now, input.limit, input.scan, input.per_endpoint, input.worker_id, input.lease_ms, MAX_ATTEMPTS],
+    [
+      input.now, input.limit, input.scan, input.per_endpoint, input.worker_id, input.lease_ms, MAX_ATTEMPTS,
+      [...input.degraded_endpoint_ids], [...input.fast_endpoint_ids], input.fast_per_endpoint,
+    ],
   );
   return rows;
 }

@@ -10,9 +10,9 @@ import { SECOND_MS } from '../platform/time.ts';
 export interface WebhookSettings {
   /** No answer within this is a failed attempt (spec: 15 seconds). */
   timeout_ms: number;
-  /** Attempts in flight to one endpoint, over all dispatchers (approximately: see the claim). */
+  /** Attempts sending at once to one endpoint from one process (leases: twice this, over all processes). */
   endpoint_concurrency: number;
-  /** Attempts in flight in one process. */
+  /** Leased deliveries (sending or waiting for their endpoint's slot) in one process. */
   max_in_flight: number;
   /** Pause between polls of an idle dispatcher. */
   poll_interval_ms: number;
@@ -25,7 +25,7 @@ export interface WebhookSettings {
 export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = {
   timeout_ms: 15 * SECOND_MS,
   endpoint_concurrency: 8,
-  max_in_flight: 64,
+  max_in_flight: 256,
   poll_interval_ms: 200,
   sandbox_loopback: false,
   extra_ca_pem: [],
@@ -36,7 +36,7 @@ const booleanText = z.enum(['true', 'false', '1', '0']).transform((text) => text
 const environmentSchema = z.object({
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).optional(),
   WEBHOOK_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(100).optional(),
-  WEBHOOK_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(1_000).optional(),
+  WEBHOOK_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(10_000).optional(),
   WEBHOOK_POLL_INTERVAL_MS: z.coerce.number().int().min(10).max(60_000).optional(),
   WEBHOOK_SANDBOX_LOOPBACK: booleanText.optional(),
   /** A PEM file of extra trusted authorities (a private CA of the deployment). */

@@ -108,11 +108,19 @@ export class SigningKeyService {
 
   /** The key that signs now. */
   async signer(): Promise<Signer> {
-    const now = this.dependencies.clock.now();
-    if (this.cache === null || now.getTime() - this.cache.loaded_at_ms >= SIGNER_CACHE_MS || now.getTime() < this.cache.loaded_at_ms) {
-      this.cache = { rows: await this.ensureKeys(this.dependencies.database), loaded_at_ms: now.getTime() };
+    const { clock, database } = this.dependencies;
+    const checkedAt = clock.now().getTime();
+    if (this.cache === null || checkedAt - this.cache.loaded_at_ms >= SIGNER_CACHE_MS || checkedAt < this.cache.loaded_at_ms) {
+      this.cache = { rows: await this.ensureKeys(database), loaded_at_ms: checkedAt };
     }
-    const active = keyStatuses(this.cache.rows, now).find((entry) => entry.status === 'active');
+    // The instant is read after the keys: a first key created just now has a not_before later than
+    // any instant read before it was made.
+    let active = keyStatuses(this.cache.rows, clock.now()).find((entry) => entry.status === 'active');
+    if (!active) {
+      // A cached list can be older than the only valid key (another process made it): read once more.
+      this.cache = { rows: await this.ensureKeys(database), loaded_at_ms: clock.now().getTime() };
+      active = keyStatuses(this.cache.rows, clock.now()).find((entry) => entry.status === 'active');
+    }
     if (!active) throw new Error('no webhook signing key is valid now');
     return { kid: active.row.kid, private_key: this.privateKeyOf(active.row) };
   }

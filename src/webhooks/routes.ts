@@ -1,0 +1,262 @@
+import { z } from 'zod';
+import { ApiError } from '../platform/errors.ts';
+import { HOUR_MS, parseTimestamp } from '../platform/time.ts';
+import type { RouteRegistrar } from '../http/context.ts';
+import { actorOf, brandToActOn, scopeOf } from '../http/backoffice-scope.ts';
+import { idText } from '../tenancy/schemas.ts';
+import type { TenancyService } from '../tenancy/service.ts';
+import type { WebhookService } from './service.ts';
+import type { SigningKeyService } from './signing-keys.ts';
+import { isWebhookId } from './types.ts';
+
+/**
+ * Routes of the webhooks module, thin over WebhookService and SigningKeyService.
+ *
+ * Public: GET /v1/webhooks/signing-keys. Back office (`/v1/bo/*`): endpoints (create, list, read,
+ * update, delete) for the platform administrator and the brand's operators, read by reviewers too;
+ * deliveries with their attempts; resend and replay (operators and reviewers, the people who answer a
+ * merchant's "we missed an event"); signing key rotation (platform administrator only).
+ */
+
+const MAX_PAGE = 100;
+const modeSchema = z.enum(['test', 'live']);
+/** Event type names are namespaced lowercase words, such as deposit.settled. */
+const eventTypeSchema = z
+  .string()
+  .max(100)
+  .refine((text) => /^[a-z0-9_]+(\.[a-z0-9_]+)+$/.test(text), { params: { reason: 'invalid_event_type', hint: 'such as deposit.settled' } });
+const eventTypesSchema = z.array(eventTypeSchema).min(1).max(100);
+const urlSchema = z.string().min(1).max(2048);
+const descriptionSchema = z.string().trim().max(500);
+const limitSchema = z
+  .string()
+  .refine((text) => /^[0-9]{1,3}$/.test(text) && Number(text) >= 1 && Number(text) <= MAX_PAGE, {
+    params: { reason: 'out_of_range', hint: `1 to ${MAX_PAGE}` },
+  })
+  .optional();
+const timestampSchema = z.string().max(40).refine((text) => parseTimestamp(text) !== null, { params: { reason: 'invalid_timestamp' } });
+
+/** Bodies of the write routes, shared with the CLI's direct backend so both refuse the same input. */
+export const createEndpointBody = z
+  .object({
+    merchant_id: idText,
+    mode: modeSchema,
+    url: urlSchema,
+    event_types: eventTypesSchema.nullable().optional(),
+    description: descriptionSchema.optional(),
+    enabled: z.boolean().optional(),
+  })
+  .strict();
+
+export const updateEndpointBody = z
+  .object({
+    url: urlSchema.optional(),
+    enabled: z.boolean().optional(),
+    event_types: eventTypesSchema.nullable().optional(),
+    description: descriptionSchema.nullable().optional(),
+  })
+  .strict()
+  .refine((body) => Object.values(body).some((value) => value !== undefined), { params: { reason: 'nothing_to_update' } });
+
+const listQuery = z
+  .object({
+    merchant_id: idText.optional(),
+    white_label_id: idText.optional(),
+    mode: modeSchema.optional(),
+    limit: limitSchema,
+    starting_after: idText.optional(),
+  })
+  .strict();
+
+const deliveriesQuery = z
+  .object({
+    status: z.enum(['pending', 'succeeded', 'failed']).optional(),
+    event_id: idText.optional(),
+    limit: limitSchema,
+    starting_after: idText.optional(),
+  })
+  .strict();
+
+export const replayBody = z
+  .object({
+    event_types: eventTypesSchema.nullable().optional(),
+    created_after: timestampSchema.optional(),
+    created_before: timestampSchema.optional(),
+    only_failed: z.boolean().optional(),
+  })
+  .strict();
+
+const rotateBody = z.object({ overlap_hours: z.number().int().min(1).max(720).optional() }).strict();
+
+const EDITORS = ['platform_admin', 'operator'] as const;
+const READERS = ['platform_admin', 'operator', 'reviewer'] as const;
+
+/** An id that is not even shaped like one of ours names nothing: 404 without a query. */
+function endpointIdOf(params: Record<string, string>): string {
+  const id = params.endpoint_id ?? '';
+  if (!isWebhookId(id, 'endpoint')) throw new ApiError('resource_not_found');
+  return id;
+}
+
+function deliveryIdOf(params: Record<string, string>): string {
+  const id = params.delivery_id ?? '';
+  if (!isWebhookId(id, 'delivery')) throw new ApiError('resource_not_found');
+  return id;
+}
+
+/** What the routes call; resolved per request, so that the module is built on first use. */
+export interface WebhookRouteTargets {
+  service: WebhookService;
+  signingKeys: SigningKeyService;
+}
+
+export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: () => WebhookRouteTargets, tenancy: TenancyService): void {
+  const lazy = <Key extends keyof WebhookRouteTargets>(key: Key) => () => targets()[key];
+  const webhookService = lazy('service');
+  const keys = lazy('signingKeys');
+
+  registrar.public({
+    method: 'GET',
+    url: '/v1/webhooks/signing-keys',
+    async handler() {
+      // A short shared cache: a rotation publishes the new key 30 seconds before it signs, so a copy
+      // at most 10 seconds old always holds the key of any signature a receiver can see.
+      return { status: 200, body: { keys: await keys().listPublished() }, headers: { 'Cache-Control': 'public, max-age=10' } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/webhooks',
+    roles: EDITORS,
+    body: createEndpointBody,
+    async handler({ context, body }) {
+      const endpoint = await webhookService().createEndpoint(actorOf(context), scopeOf(context), {
+        merchant_id: body.merchant_id,
+        livemode: body.mode === 'live',
+        url: body.url,
+        event_types: body.event_types,
+        description: body.description,
+        enabled: body.enabled,
+      });
+      return { status: 201, body: endpoint };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/webhooks',
+    roles: READERS,
+    query: listQuery,
+    async handler({ context, query }) {
+      let white_label_id: string;
+      if (query.merchant_id !== undefined) {
+        const merchant = await tenancy.getMerchant(query.merchant_id, scopeOf(context));
+        if (!merchant) throw new ApiError('resource_not_found', { details: { field: 'merchant_id' } });
+        white_label_id = brandToActOn(context, query.white_label_id ?? merchant.white_label_id);
+        if (white_label_id !== merchant.white_label_id) throw new ApiError('resource_not_found', { details: { field: 'merchant_id' } });
+      } else {
+        white_label_id = brandToActOn(context, query.white_label_id);
+      }
+      const page = await webhookService().listEndpoints({
+        white_label_id,
+        merchant_id: query.merchant_id ?? null,
+        livemode: query.mode === undefined ? null : query.mode === 'live',
+        starting_after: query.starting_after ?? null,
+        limit: query.limit === undefined ? MAX_PAGE : Number(query.limit),
+      });
+      return { status: 200, body: { object: 'list', ...page } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/webhooks/:endpoint_id',
+    roles: READERS,
+    async handler({ context, params }) {
+      return { status: 200, body: await webhookService().getEndpoint(scopeOf(context), endpointIdOf(params)) };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'PATCH',
+    url: '/v1/bo/webhooks/:endpoint_id',
+    roles: EDITORS,
+    body: updateEndpointBody,
+    async handler({ context, params, body }) {
+      return { status: 200, body: await webhookService().updateEndpoint(actorOf(context), scopeOf(context), endpointIdOf(params), body) };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'DELETE',
+    url: '/v1/bo/webhooks/:endpoint_id',
+    roles: EDITORS,
+    async handler({ context, params }) {
+      return { status: 200, body: await webhookService().deleteEndpoint(actorOf(context), scopeOf(context), endpointIdOf(params)) };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/webhooks/:endpoint_id/deliveries',
+    roles: READERS,
+    query: deliveriesQuery,
+    async handler({ context, params, query }) {
+      const page = await webhookService().listDeliveries(scopeOf(context), endpointIdOf(params), {
+        status: query.status ?? null,
+        event_id: query.event_id ?? null,
+        starting_after: query.starting_after ?? null,
+        limit: query.limit === undefined ? MAX_PAGE : Number(query.limit),
+      });
+      return { status: 200, body: { object: 'list', ...page } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/webhooks/:endpoint_id/deliveries/:delivery_id',
+    roles: READERS,
+    async handler({ context, params }) {
+      return { status: 200, body: await webhookService().getDelivery(scopeOf(context), endpointIdOf(params), deliveryIdOf(params)) };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/webhooks/:endpoint_id/deliveries/:delivery_id/resend',
+    roles: READERS,
+    async handler({ context, params }) {
+      const endpoint_id = endpointIdOf(params);
+      const delivery_id = deliveryIdOf(params);
+      return { status: 202, body: await webhookService().resendDelivery(actorOf(context), scopeOf(context), endpoint_id, delivery_id) };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/webhooks/:endpoint_id/replay',
+    roles: READERS,
+    body: replayBody,
+    async handler({ context, params, body }) {
+      const result = await webhookService().replay(actorOf(context), scopeOf(context), endpointIdOf(params), {
+        event_types: body.event_types,
+        created_after: body.created_after === undefined ? undefined : (parseTimestamp(body.created_after) ?? undefined),
+        created_before: body.created_before === undefined ? undefined : (parseTimestamp(body.created_before) ?? undefined),
+        only_failed: body.only_failed,
+      });
+      return { status: 202, body: result };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/webhook-signing-keys/rotate',
+    roles: ['platform_admin'],
+    body: rotateBody,
+    async handler({ context, body }) {
+      const overlap_ms = body.overlap_hours === undefined ? undefined : body.overlap_hours * HOUR_MS;
+      return { status: 200, body: await keys().rotate(actorOf(context), { overlap_ms }) };
+    },
+  });
+}
