@@ -32,6 +32,7 @@ import { registerDepositRoutes } from './deposits/routes.ts';
 import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
 import { SandboxLiquidity } from './sandbox/liquidity.ts';
 import { MatchingService } from './matching/service.ts';
+import { registerReplayOutOfOrderRoute } from './webhooks/replay-out-of-order.ts';
 import { purgeWebhookDeliveries, registerWebhookRoutes, startWebhookDispatcher, stopWebhookDispatcher } from './webhooks/index.ts';
 import { SlipTokenSigner } from './deposits/slip-token.ts';
 import { QrImageLinks } from './deposits/qr-image.ts';
@@ -56,6 +57,7 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   registerWithdrawalRoutes,
   registerDepositRoutes,
   registerWebhookRoutes,
+  registerReplayOutOfOrderRoute,
 ];
 
 export interface ServiceInstance {

@@ -1490,6 +1490,18 @@ const ROUTE_TABLE: readonly RouteEntry[] = [
   { method: 'GET', segments: ['', 'v1', 'pay', 'events'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'pay', 'banks'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'webhooks', 'test-vectors'], kind: 'public' },
+  { method: 'GET', segments: ['', 'v1', 'webhooks', 'signing-keys'], kind: 'public' },
+  { method: 'POST', segments: ['', 'v1', 'test', 'webhooks', 'replay-out-of-order'], kind: 'merchant' },
+  { method: 'GET', segments: ['', 'v1', 'bo', 'webhooks'], kind: 'backoffice' },
+  { method: 'POST', segments: ['', 'v1', 'bo', 'webhooks'], kind: 'backoffice' },
+  { method: 'GET', segments: ['', 'v1', 'bo', 'webhooks', ':endpoint_id'], kind: 'backoffice' },
+  { method: 'PATCH', segments: ['', 'v1', 'bo', 'webhooks', ':endpoint_id'], kind: 'backoffice' },
+  { method: 'DELETE', segments: ['', 'v1', 'bo', 'webhooks', ':endpoint_id'], kind: 'backoffice' },
+  { method: 'GET', segments: ['', 'v1', 'bo', 'webhooks', ':endpoint_id', 'deliveries'], kind: 'backoffice' },
+  { method: 'GET', segments: ['', 'v1', 'bo', 'webhooks', ':endpoint_id', 'deliveries', ':delivery_id'], kind: 'backoffice' },
+  { method: 'POST', segments: ['', 'v1', 'bo', 'webhooks', ':endpoint_id', 'deliveries', ':delivery_id', 'resend'], kind: 'backoffice' },
+  { method: 'POST', segments: ['', 'v1', 'bo', 'webhooks', ':endpoint_id', 'replay'], kind: 'backoffice' },
+  { method: 'POST', segments: ['', 'v1', 'bo', 'webhook-signing-keys', 'rotate'], kind: 'backoffice' },
   { method: 'GET', segments: ['', 'v1', 'pay', 'balance'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'pay', 'quote'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'test', 'bank', 'accounts'], kind: 'merchant' },
@@ -1556,7 +1568,7 @@ function hasUnnameableParam(rawPath: string, segments: readonly string[]): boole
 const LITERAL_SEGMENTS = [
   'pay', 'events', 'banks', 'bo', 'brands', 'merchants', 'api-keys', 'credentials', 'suspend', 'resume', 'revoke', 'webhooks', 'test-vectors',
   'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup', 'beneficiaries',
-  'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy', 'deposits', 'slip-token', 'senders', 'deposit-policy', 'legs', 'qr.png',
+  'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy', 'deposits', 'slip-token', 'senders', 'deposit-policy', 'legs', 'qr.png', 'signing-keys', 'replay-out-of-order', 'deliveries', 'resend', 'replay', 'webhook-signing-keys', 'rotate',
 ];
 
 const pathSegment = fc.oneof(
