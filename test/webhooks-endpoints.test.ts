@@ -190,6 +190,7 @@ describe('scoping and roles', () => {
       'POST /v1/bo/webhooks backoffice',
       'POST /v1/bo/webhooks/:endpoint_id/deliveries/:delivery_id/resend backoffice',
       'POST /v1/bo/webhooks/:endpoint_id/replay backoffice',
+      'POST /v1/test/webhooks/replay-out-of-order merchant',
     ]);
   });
 });
