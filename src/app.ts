@@ -105,7 +105,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   const depositPolicies = new DepositPolicyService(clock);
   const tenancy = new TenancyService(database, clock, secretBox);
   // Test-mode deposits find liquidity from the brand's simulated counterparty, as live ones do from real withdrawals.
-  const sandboxLiquidity = new SandboxLiquidity({ clock, tenancy, beneficiaries, ledger, fees, withdrawals });
+  const sandboxLiquidity = new SandboxLiquidity({ clock, tenancy, beneficiaries, ledger, fees, withdrawals, events });
   const services: Services = {
     config: options.config,
     database,
@@ -127,7 +127,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       secretBox,
       withdrawals,
       policies: depositPolicies, account_lookup_key: accountLookupKey,
-      matching: new MatchingService({ withdrawals, liquidity: sandboxLiquidity }),
+      matching: new MatchingService({ withdrawals, events, liquidity: sandboxLiquidity }),
       ledger,
       fees,
       slip_tokens: new SlipTokenSigner(options.master_key),

@@ -349,7 +349,7 @@ describe('matching rule', () => {
       qr_links: new QrImageLinks(TEST_MASTER_KEY),
       public_base_url: () => 'http://localhost',
       upload_base_url: () => 'http://localhost',
-      matching: new MatchingService({ withdrawals: services.withdrawals, liquidity: null }),
+      matching: new MatchingService({ withdrawals: services.withdrawals, events: services.events, liquidity: null }),
       ledger: services.ledger,
       fees: services.fees,
     });
@@ -546,5 +546,23 @@ describe('external gateway fallback liquidity', () => {
     );
     expect(settled.ok && settled.value).toMatchObject({ status: 'settled', legs: [{ leg_status: 'complete' }] });
     expect((await app.signed({ url: '/v1/pay/balance', credentials: live })).json()).toMatchObject({ pending_clearing_minor: 30_000 - 482 });
+  });
+});
+
+describe('crossing deposits', () => {
+  it('deposits of two merchants paying each other’s withdrawals at once all succeed (no deadlock)', async () => {
+    const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 't', request_id: null }, { name: 'Crossing Brand' });
+    const merchants = [await app.createMerchant({ white_label_id: brand.id }), await app.createMerchant({ white_label_id: brand.id })];
+    for (const merchant of merchants) {
+      const account = accountOf(merchant);
+      await fundAvailable(app, account, 100_000_000);
+      const beneficiary_id = await verifiedBeneficiary(app, account);
+      for (let index = 0; index < 5; index += 1) {
+        const response = await app.signed({ method: 'POST', url: '/v1/pay/withdrawals', idempotency_key: crypto.randomUUID(), credentials: merchant, body: { amount_minor: 1_000_000, currency: 'THB', merchant_reference: `x-${index}`, end_user_ref: 'w', beneficiary_id } });
+        expect(response.statusCode).toBe(201);
+      }
+    }
+    const responses = await Promise.all(Array.from({ length: 40 }, (_, index) => createDeposit(body(10_000), merchants[index % 2])));
+    expect(responses.filter((response) => response.statusCode !== 201).map((response) => response.body)).toEqual([]);
   });
 });

@@ -778,7 +778,7 @@ export class DepositService {
 
   /** The expiry job: an unpaid order past its transfer deadline expires, and its reservations go back. */
   async expire(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositView | null> {
-    const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    const row = await this.lockForChange(tx, white_label_id, deposit_id);
     if (!row || row.status !== 'awaiting_payment' || row.expires_at.getTime() > this.now().getTime()) return null;
     const legs = await this.releaseLegs(tx, row, 'deposit_expired', SYSTEM_CAUSE);
     return this.transition(tx, {
@@ -798,7 +798,7 @@ export class DepositService {
   async cancel(tx: Queryable, account: DepositAccount, deposit_id: string, by: Exclude<CanceledBy, 'system'>, cause: EventCause): Promise<Result<DepositView> | null> {
     const found = await repository.findOrder(tx, account, deposit_id);
     if (!found) return null;
-    const row = await repository.lockOrderInBrand(tx, account.white_label_id, deposit_id);
+    const row = await this.lockForChange(tx, account.white_label_id, deposit_id);
     invariant(row, 'the order exists');
     if (row.status !== 'awaiting_liquidity' && row.status !== 'awaiting_payment') return fail('deposit_not_cancelable', { details: { status: row.status } });
     const legs = row.status === 'awaiting_payment' ? await this.releaseLegs(tx, row, 'deposit_canceled', cause) : [];
@@ -821,8 +821,22 @@ export class DepositService {
     return ok(view);
   }
 
+  /**
+   * Locks the order, then the event feeds of its merchant and of every merchant whose withdrawal its
+   * legs pay, in one fixed order: a change to the legs writes events (and moves wallets) for all of
+   * them, and two deposits crossing the same merchants must queue rather than deadlock.
+   */
   private async lockForChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
-    return repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    if (row) await this.lockFeedsOf(tx, row);
+    return row;
+  }
+
+  private async lockFeedsOf(tx: Queryable, row: DepositRow): Promise<void> {
+    const legs = await repository.listLegs(tx, row.white_label_id, row.deposit_id);
+    const withdrawals = legs.flatMap((leg) => (leg.withdrawal_id ? [leg.withdrawal_id] : []));
+    const owners = await this.deps.withdrawals.merchantsOf(tx, row.white_label_id, withdrawals);
+    await this.deps.events.lockFeeds(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode);
   }
 
   /**

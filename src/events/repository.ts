@@ -33,6 +33,22 @@ export async function nextSequence(db: Queryable, white_label_id: string, mercha
   return row.last_sequence;
 }
 
+/**
+ * Locks the event feeds of several merchants of one brand and environment, in merchant-id order,
+ * creating any that do not exist yet. Taken first, this fixes one lock order for transactions that
+ * write events for several merchants (a deposit reserving or filling other merchants' withdrawals).
+ */
+export async function lockFeeds(db: Queryable, white_label_id: string, merchant_ids: readonly string[], livemode: boolean): Promise<void> {
+  const sorted = [...new Set(merchant_ids)].sort();
+  for (const merchant_id of sorted) {
+    await db.query(
+      `INSERT INTO event_sequences AS s (white_label_id, merchant_id, livemode, last_sequence) VALUES ($1, $2, $3, 0)
+       ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = s.last_sequence`,
+      [white_label_id, merchant_id, livemode],
+    );
+  }
+}
+
 export async function insertEvent(db: Queryable, row: EventRow): Promise<void> {
   await db.query(
     `INSERT INTO events (white_label_id, merchant_id, livemode, event_id, sequence, type, object_type, object_id, object_status,

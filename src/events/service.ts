@@ -47,6 +47,15 @@ export class EventsService {
     this.observers.push(observer);
   }
 
+  /**
+   * Locks the feeds of these merchants in one fixed order (merchant id). A transaction that will write
+   * events for several merchants calls this before anything else it locks, so that two such
+   * transactions over the same merchants queue instead of deadlocking.
+   */
+  async lockFeeds(tx: Queryable, white_label_id: string, merchant_ids: readonly string[], livemode: boolean): Promise<void> {
+    await repository.lockFeeds(tx, white_label_id, merchant_ids, livemode);
+  }
+
   async emitEvent(tx: Queryable, input: EmitEventInput): Promise<EventEnvelope> {
     invariant(typeof input.object.object === 'string', 'an event object needs its `object` name');
     invariant(input.type.includes('.'), 'an event type is namespaced, e.g. deposit.created');

@@ -4,6 +4,7 @@ import { newId } from '../platform/ids.ts';
 import type { EventCause } from '../events/service.ts';
 import { findBank } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
+import type { EventsService } from '../events/service.ts';
 
 /**
  * Peer-to-peer matching: which withdrawals of the brand a deposit pays, and the reservation of those
@@ -22,13 +23,17 @@ import type { WithdrawalService } from '../withdrawals/service.ts';
 
 /**
  * Supplies liquidity before matching (the sandbox counterparty; live mode has none). 'wait' holds the
- * order back from matching this round (a sandbox scenario that simulates a liquidity wait).
+ * order back from matching this round (a sandbox scenario that simulates a liquidity wait); a
+ * `withdrawal_id` names the order it just opened for this deposit, which then takes the whole amount
+ * (its feeds are already locked, and locking no other keeps the one lock order).
  */
+export type LiquidityDecision = 'match' | 'wait' | { withdrawal_id: string };
+
 export interface LiquidityProvider {
   ensureFor(
     tx: Queryable,
     input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date },
-  ): Promise<'match' | 'wait'>;
+  ): Promise<LiquidityDecision>;
 }
 
 export interface MatchRequest {
@@ -74,15 +79,14 @@ function wholeBaht(amount_minor: number): number {
 }
 
 export class MatchingService {
-  constructor(private readonly deps: { withdrawals: WithdrawalService; liquidity?: LiquidityProvider | null }) {}
+  constructor(private readonly deps: { withdrawals: WithdrawalService; events: EventsService; liquidity?: LiquidityProvider | null }) {}
 
   /** Matches and reserves, or returns null when the amount cannot be covered now (nothing reserved then). */
   async match(tx: Queryable, request: MatchRequest, policy: { max_legs: number; gateway: GatewayDestination | null }, cause: EventCause): Promise<Match | null> {
     const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
-    if (this.deps.liquidity && (await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at })) === 'wait') {
-      return null;
-    }
-    const plan = await this.plan(tx, request, policy.max_legs);
+    const decision = this.deps.liquidity ? await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at }) : 'match';
+    if (decision === 'wait') return null;
+    const plan = typeof decision === 'object' ? [{ withdrawal_id: decision.withdrawal_id, amount_minor: request.amount_minor }] : await this.plan(tx, request, policy.max_legs);
     if (plan.length === 0) {
       if (request.fill_preference === 'internal_only' || !policy.gateway) return null;
       const bank = await findBank(tx, policy.gateway.bank_code);
@@ -102,6 +106,10 @@ export class MatchingService {
       };
     }
     invariant(plan.reduce((sum, leg) => sum + leg.amount_minor, 0) === request.amount_minor, 'legs sum to the order amount');
+    // Reserving writes events to the withdrawing merchants' feeds and creating the deposit to the
+    // depositor's: all of them are locked first, in one order, so that crossing deposits queue, not deadlock.
+    const owners = await this.deps.withdrawals.merchantsOf(tx, request.white_label_id, plan.map((leg) => leg.withdrawal_id));
+    await this.deps.events.lockFeeds(tx, request.white_label_id, [request.merchant_id, ...owners], request.livemode);
     const legs: MatchedLeg[] = [];
     for (const [index, planned] of plan.entries()) {
       const leg_ref = newId('deposit_leg');

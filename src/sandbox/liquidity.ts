@@ -5,10 +5,11 @@ import { SYSTEM_CAUSE } from '../events/service.ts';
 import { newId } from '../platform/ids.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { FeeService } from '../fees/service.ts';
+import type { EventsService } from '../events/service.ts';
 import type { BeneficiaryService } from '../beneficiaries/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
-import type { LiquidityProvider } from '../matching/service.ts';
+import type { LiquidityDecision, LiquidityProvider } from '../matching/service.ts';
 import * as repository from './repository.ts';
 
 /**
@@ -39,6 +40,7 @@ export interface SandboxLiquidityDependencies {
   ledger: LedgerService;
   fees: FeeService;
   withdrawals: WithdrawalService;
+  events: EventsService;
 }
 
 export class SandboxLiquidity implements LiquidityProvider {
@@ -52,7 +54,7 @@ export class SandboxLiquidity implements LiquidityProvider {
   async ensureFor(
     tx: Queryable,
     input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date },
-  ): Promise<'match' | 'wait'> {
+  ): Promise<LiquidityDecision> {
     if (input.livemode) return 'match';
     if (input.amount_minor === LATE_LIQUIDITY_AMOUNT_MINOR && this.deps.clock.now().getTime() - input.order_created_at.getTime() < LATE_LIQUIDITY_DELAY_MS) return 'wait';
     const scope = { white_label_id: input.white_label_id, livemode: false, amount_minor: input.amount_minor, exclude_merchant_id: input.exclude_merchant_id, limit: 1 };
@@ -62,6 +64,9 @@ export class SandboxLiquidity implements LiquidityProvider {
     const counterparty = await this.counterparty(tx, input.white_label_id);
     // The counterparty never pays its own deposits; a deposit of the counterparty itself gets no help.
     if (counterparty.merchant_id === input.exclude_merchant_id) return 'match';
+    // The standing order writes to the counterparty's feed and the deposit then to the depositor's:
+    // both are locked now, in the one order every deposit uses (see MatchingService), before either is written.
+    await this.deps.events.lockFeeds(tx, input.white_label_id, [input.exclude_merchant_id, counterparty.merchant_id], false);
     const account = { white_label_id: input.white_label_id, merchant_id: counterparty.merchant_id, livemode: false };
     const amount = Math.max(input.amount_minor, STANDING_WITHDRAWAL_MINOR);
     const balance = await this.deps.ledger.balance(tx, account);
@@ -95,7 +100,7 @@ export class SandboxLiquidity implements LiquidityProvider {
       { sandbox_liquidity: true },
     );
     invariant(created.ok, 'a funded counterparty can always open its standing withdrawal');
-    return 'match';
+    return { withdrawal_id: created.value.id };
   }
 
   /** The brand's counterparty, created with its verified payees on first use. */

@@ -160,6 +160,16 @@ export async function lockMatchable(
   return rows;
 }
 
+/** The merchants that own these orders (one brand). */
+export async function merchantsOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
+  if (withdrawal_ids.length === 0) return [];
+  const { rows } = await db.query<{ merchant_id: string }>(
+    'SELECT DISTINCT merchant_id FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = ANY($2::text[])',
+    [white_label_id, [...withdrawal_ids]],
+  );
+  return rows.map((row) => row.merchant_id);
+}
+
 export async function insertLeg(db: Queryable, row: WithdrawalLegRow): Promise<void> {
   await db.query(
     `INSERT INTO withdrawal_legs (${LEG_COLUMNS})

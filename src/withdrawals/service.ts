@@ -988,6 +988,11 @@ export class WithdrawalService {
     return { bank_code: beneficiary.bank_code, account_number: number, account_name_th: beneficiary.account_name_th };
   }
 
+  /** The merchants owning these orders: whose event feeds a deposit touching them will write to. */
+  merchantsOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
+    return repository.merchantsOf(db, white_label_id, withdrawal_ids);
+  }
+
   /** The legs of an order, every status (for the property test and the back office). */
   async legsOf(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalLegRow[]> {
     return repository.listLegs(db, white_label_id, withdrawal_id);
