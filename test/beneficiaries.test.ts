@@ -132,7 +132,7 @@ describe('beneficiaries: creation and verification', () => {
 
   it('keeps the number sealed but recoverable for the payout', async () => {
     const account = { white_label_id: app.sandbox.white_label_id, merchant_id: app.sandbox.merchant_id, livemode: false };
-    expect(await service.openAccountNumber(app.instance.services.database, account, created.id)).toBe('1234567890');
+    expect((await service.payee(app.instance.services.database, account, created.id))?.account_number).toBe('1234567890');
   });
 
   it('verifies it in the job: beneficiary.verified with previous status and version', async () => {

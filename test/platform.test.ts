@@ -7,7 +7,8 @@ import { isIdOfKind, newId } from '../src/platform/ids.ts';
 import { formatTimestamp, parseTimestamp } from '../src/platform/time.ts';
 import { constantTimeEqual, SecretBox } from '../src/platform/crypto.ts';
 import { canonicalString, sortQuery } from '../src/http/canonical.ts';
-import { openDatabase } from '../src/platform/db.ts';
+import { openDatabase, PLANNED_PER_CALL } from '../src/platform/db.ts';
+import { createTestDatabase, usingPostgres } from './support/database.ts';
 import { migrate, MIGRATIONS_DIRECTORY } from '../src/platform/migrate.ts';
 import { TestClock } from '../src/platform/clock.ts';
 
@@ -97,6 +98,30 @@ describe('migrations', () => {
     } finally {
       await database.close();
       fs.rmSync(directory, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('statements', () => {
+  it('are prepared once per connection, except those marked to be planned per call, which still bind their parameters', async () => {
+    const test = await createTestDatabase();
+    try {
+      const counts = await test.database.transaction(async (tx) => {
+        const marked = await tx.query<{ doubled: number }>(`${PLANNED_PER_CALL} SELECT $1::integer * 2 AS doubled /* per-call probe */`, [21]);
+        const named = await tx.query<{ tripled: number }>('SELECT $1::integer * 3 AS tripled /* named probe */', [5]);
+        expect(marked.rows).toEqual([{ doubled: 42 }]);
+        expect(named.rows).toEqual([{ tripled: 15 }]);
+        if (!usingPostgres) return null;
+        // One connection for the whole transaction: its prepared statements are the ones it was sent.
+        const { rows } = await tx.query<{ statement: string }>("SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%probe%' AND statement NOT LIKE '%pg_prepared_statements%'");
+        return rows.map((row) => row.statement);
+      });
+      if (usingPostgres) {
+        expect(counts).toHaveLength(1);
+        expect(counts?.[0]).toContain('named probe');
+      }
+    } finally {
+      await test.close();
     }
   });
 });

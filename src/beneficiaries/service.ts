@@ -19,8 +19,15 @@ import type { BeneficiaryAccount, BeneficiaryRow, BeneficiaryStatus, Verificatio
  * `pending_verification`, and a job (`beneficiaries.verify`) asks the bank directory who holds the
  * account, outside any transaction, then moves it to `verified` or `rejected` through the transition
  * table. The full account number is kept sealed; it leaves this module only through
- * `openAccountNumber`, for the payout itself, and is never returned, logged or put in an event.
+ * `payee`, for the payout itself, and is never returned, logged or put in an event.
  */
+
+/** A payout's receiving account, in full. */
+export interface Payee {
+  bank_code: string;
+  account_number: string;
+  account_name_th: string;
+}
 
 export type { BeneficiaryAccount, BeneficiaryStatus, VerificationFailureCode } from './repository.ts';
 
@@ -316,10 +323,18 @@ export class BeneficiaryService {
     return verified;
   }
 
-  /** The full account number, for the payout itself (and PromptPay QR); never for display or logs. */
-  async openAccountNumber(db: Queryable, account: BeneficiaryAccount, beneficiary_id: string): Promise<string | null> {
+  /**
+   * Who a payout goes to, with the full account number, for the payout itself (and a PromptPay QR);
+   * never for display or logs. One read: matching asks this for every leg it reserves.
+   */
+  async payee(db: Queryable, account: BeneficiaryAccount, beneficiary_id: string): Promise<Payee | null> {
     const row = await repository.findById(db, account, beneficiary_id);
-    return row ? this.deps.secretBox.open(row.account_number_sealed, ACCOUNT_NUMBER_PURPOSE) : null;
+    if (!row) return null;
+    return {
+      bank_code: row.bank_code,
+      account_number: this.deps.secretBox.open(row.account_number_sealed, ACCOUNT_NUMBER_PURPOSE),
+      account_name_th: row.account_name_th,
+    };
   }
 }
 

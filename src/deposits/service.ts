@@ -15,6 +15,7 @@ import type { MatchingService } from '../matching/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import { CLEARING_PERIOD_MS } from '../ledger/service.ts';
 import type { FeeService } from '../fees/service.ts';
+import type { Payee } from '../beneficiaries/service.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
 import { slipUploadOf, type SlipTokenSigner, type SlipUpload } from './slip-token.ts';
@@ -375,13 +376,19 @@ export class DepositService {
   }
 
   /** Adds the QR payload to each live leg: built from the payee's account on every read, never stored. */
-  private async withPaymentInstructions(db: Queryable, view: DepositView, white_label_id: string): Promise<DepositView> {
+  private async withPaymentInstructions(
+    db: Queryable,
+    view: DepositView,
+    white_label_id: string,
+    known?: { rows: DepositLegRow[]; payees: Map<string, Payee> },
+  ): Promise<DepositView> {
     if (view.status !== 'awaiting_payment') return view;
     const legs: LegView[] = [];
-    const rows = await repository.listLegs(db, white_label_id, view.id);
+    // The creating request knows its legs and their payees already; every other read looks them up.
+    const rows = known?.rows ?? (await repository.listLegs(db, white_label_id, view.id));
     for (const leg of view.legs) {
       const row = rows.find((candidate) => candidate.leg_ref === leg.leg_ref);
-      const destination = row ? await this.payeeOf(db, view.livemode, row) : null;
+      const destination = row ? (known?.payees.get(row.leg_ref) ?? (await this.payeeOf(db, view.livemode, row))) : null;
       if (!row || !destination || row.status !== 'reserved') {
         legs.push(leg);
         continue;
@@ -593,16 +600,10 @@ export class DepositService {
     const reservation = await this.reserve(tx, row, policy, cause);
     if (reservation) {
       const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
-      const view = await this.transition(tx, {
-        before: null,
-        after: matched,
-        trigger: 'create',
-        cause,
-        legs: reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at })),
-        jobs: [this.expireJob(matched)],
-      });
+      const legs = reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at }));
+      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.expireJob(matched)] });
       return {
-        deposit: await this.withPaymentInstructions(tx, view, account.white_label_id),
+        deposit: await this.withPaymentInstructions(tx, view, account.white_label_id, { rows: legs, payees: reservation.payees }),
         slip_upload: this.slipUpload(matched, cause.api_version),
         matched: true,
       };
@@ -648,7 +649,12 @@ export class DepositService {
   }
 
   /** Matches the order (see src/matching/service.ts) and turns the reserved parts into its legs. */
-  private async reserve(tx: Queryable, row: DepositRow, policy: DepositPolicy, cause: EventCause): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway' } | null> {
+  private async reserve(
+    tx: Queryable,
+    row: DepositRow,
+    policy: DepositPolicy,
+    cause: EventCause,
+  ): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway'; payees: Map<string, Payee> } | null> {
     const match = await this.deps.matching.match(
       tx,
       {
@@ -665,8 +671,11 @@ export class DepositService {
     );
     if (!match) return null;
     const now = this.now();
+    const payees = new Map<string, Payee>();
+    for (const leg of match.legs) if (leg.payee) payees.set(leg.leg_ref, leg.payee);
     return {
       source: match.source,
+      payees,
       legs: match.legs.map((leg) => ({
         white_label_id: row.white_label_id,
         deposit_id: row.deposit_id,

@@ -17,48 +17,57 @@ export interface EventRow {
 }
 
 /**
- * Hands out the next sequence number of a (merchant, livemode). The row lock taken by the upsert
- * serialises event writers of one merchant until their transaction ends, which is what makes the
- * sequence strictly increasing in commit order as well as in number.
- */
-export async function nextSequence(db: Queryable, white_label_id: string, merchant_id: string, livemode: boolean): Promise<number> {
-  const { rows } = await db.query<{ last_sequence: number }>(
-    `INSERT INTO event_sequences AS s (white_label_id, merchant_id, livemode, last_sequence) VALUES ($1, $2, $3, 1)
-     ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = s.last_sequence + 1
-     RETURNING last_sequence`,
-    [white_label_id, merchant_id, livemode],
-  );
-  const row = rows[0];
-  if (!row) throw new Error('sequence upsert returned no row');
-  return row.last_sequence;
-}
-
-/**
  * Locks the event feeds of several merchants of one brand and environment, in merchant-id order,
  * creating any that do not exist yet. Taken first, this fixes one lock order for transactions that
  * write events for several merchants (a deposit reserving or filling other merchants' withdrawals).
  */
 export async function lockFeeds(db: Queryable, white_label_id: string, merchant_ids: readonly string[], livemode: boolean): Promise<void> {
   const sorted = [...new Set(merchant_ids)].sort();
-  for (const merchant_id of sorted) {
-    await db.query(
-      `INSERT INTO event_sequences AS s (white_label_id, merchant_id, livemode, last_sequence) VALUES ($1, $2, $3, 0)
-       ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = s.last_sequence`,
-      [white_label_id, merchant_id, livemode],
-    );
-  }
+  if (sorted.length === 0) return;
+  // One statement; the rows are upserted, and so locked, in the order of the sorted array.
+  await db.query(
+    `INSERT INTO event_sequences AS s (white_label_id, merchant_id, livemode, last_sequence)
+     SELECT $1, feed.merchant_id, $3, 0 FROM unnest($2::text[]) WITH ORDINALITY AS feed (merchant_id, position) ORDER BY feed.position
+     ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = s.last_sequence`,
+    [white_label_id, sorted, livemode],
+  );
 }
 
-export async function insertEvent(db: Queryable, row: EventRow): Promise<void> {
-  await db.query(
-    `INSERT INTO events (white_label_id, merchant_id, livemode, event_id, sequence, type, object_type, object_id, object_status,
+/**
+ * The envelope text of a new event, split around its sequence number, which only the database knows:
+ * the stored text is `before_sequence` + the number + `after_sequence`.
+ */
+export interface NewEventRow extends Omit<EventRow, 'sequence' | 'envelope'> {
+  envelope_before_sequence: string;
+  envelope_after_sequence: string;
+}
+
+/**
+ * Writes an event with the next sequence number of its (merchant, livemode) feed, in one round trip,
+ * and returns that number. The row lock taken by the sequence upsert serialises event writers of one
+ * merchant until their transaction ends, which is what makes the sequence strictly increasing in
+ * commit order as well as in number.
+ */
+export async function insertEventWithNextSequence(db: Queryable, row: NewEventRow): Promise<number> {
+  const { rows } = await db.query<{ sequence: number }>(
+    `WITH next AS (
+       INSERT INTO event_sequences AS s (white_label_id, merchant_id, livemode, last_sequence) VALUES ($1, $2, $3, 1)
+       ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = s.last_sequence + 1
+       RETURNING last_sequence
+     )
+     INSERT INTO events (white_label_id, merchant_id, livemode, event_id, sequence, type, object_type, object_id, object_status,
        created_at, envelope)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+     SELECT $1, $2, $3, $4, next.last_sequence, $5, $6, $7, $8, $9, ($10::text || next.last_sequence::text || $11::text)::json
+       FROM next
+     RETURNING sequence`,
     [
-      row.white_label_id, row.merchant_id, row.livemode, row.event_id, row.sequence, row.type, row.object_type,
-      row.object_id, row.object_status, row.created_at, JSON.stringify(row.envelope),
+      row.white_label_id, row.merchant_id, row.livemode, row.event_id, row.type, row.object_type, row.object_id, row.object_status,
+      row.created_at, row.envelope_before_sequence, row.envelope_after_sequence,
     ],
   );
+  const written = rows[0];
+  if (!written) throw new Error('event insert returned no row');
+  return written.sequence;
 }
 
 export interface EventListFilter {

@@ -6,6 +6,9 @@ import { formatTimestamp } from '../platform/time.ts';
 import { CURRENT_API_VERSION, type EventEnvelope } from './envelope.ts';
 import * as repository from './repository.ts';
 
+/** Where the sequence number sits in a draft envelope's text (the draft carries 0). */
+const SEQUENCE_SLOT = '"sequence":0,';
+
 /**
  * The outbox. `emitEvent` is called inside the transaction that changes the state it reports, so an
  * event exists exactly when its change committed. Delivery (webhooks) reads the outbox afterwards.
@@ -65,38 +68,45 @@ export class EventsService {
     if (input.previous_attributes) {
       invariant('version' in input.previous_attributes, 'previous_attributes carries the old version');
     }
-    const sequence = await repository.nextSequence(tx, input.white_label_id, input.merchant_id, input.livemode);
     const createdAt = this.clock.now();
     const request: EventEnvelope['request'] = {};
     if (input.cause.request_id) request.id = input.cause.request_id;
     if (input.cause.idempotency_key) request.idempotency_key = input.cause.idempotency_key;
     const data: EventEnvelope['data'] = { object: input.object };
     if (input.previous_attributes !== undefined) data.previous_attributes = input.previous_attributes;
-    const envelope: EventEnvelope = {
+    const draft: EventEnvelope = {
       id: newId('event'),
       object: 'event',
       type: input.type,
       api_version: input.cause.api_version,
       livemode: input.livemode,
       created_at: formatTimestamp(createdAt),
-      sequence,
+      sequence: 0,
       account: { merchant_id: input.merchant_id, white_label_id: input.white_label_id },
       ...(request.id || request.idempotency_key ? { request } : {}),
       data,
     };
-    await repository.insertEvent(tx, {
+    // The sequence is handed out by the same statement that stores the event, so the stored text is
+    // split where the number goes. The keys before it are ids, names and a timestamp: the first
+    // `"sequence":0,` in the text is the envelope's own.
+    const text = JSON.stringify(draft);
+    const slot = text.indexOf(SEQUENCE_SLOT);
+    invariant(slot > 0, 'an envelope has a top-level sequence');
+    const sequence = await repository.insertEventWithNextSequence(tx, {
       white_label_id: input.white_label_id,
       merchant_id: input.merchant_id,
       livemode: input.livemode,
-      event_id: envelope.id,
-      sequence,
+      event_id: draft.id,
       type: input.type,
       object_type: String(input.object.object),
       object_id: typeof input.object.id === 'string' ? input.object.id : null,
       object_status: typeof input.object.status === 'string' ? input.object.status : null,
       created_at: createdAt,
-      envelope: envelope as unknown as Record<string, unknown>,
+      envelope_before_sequence: text.slice(0, slot + '"sequence":'.length),
+      envelope_after_sequence: text.slice(slot + SEQUENCE_SLOT.length - 1),
     });
+    invariant(Number.isSafeInteger(sequence) && sequence > 0, 'a feed hands out positive sequence numbers');
+    const envelope: EventEnvelope = { ...draft, sequence };
     for (const observer of this.observers) observer(envelope);
     return envelope;
   }

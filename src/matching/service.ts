@@ -4,6 +4,7 @@ import { newId } from '../platform/ids.ts';
 import type { EventCause } from '../events/service.ts';
 import { findBank } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
+import type { Payee } from '../beneficiaries/service.ts';
 import type { EventsService } from '../events/service.ts';
 
 /**
@@ -24,10 +25,10 @@ import type { EventsService } from '../events/service.ts';
 /**
  * Supplies liquidity before matching (the sandbox counterparty; live mode has none). 'wait' holds the
  * order back from matching this round (a sandbox scenario that simulates a liquidity wait); a
- * `withdrawal_id` names the order it just opened for this deposit, which then takes the whole amount
- * (its feeds are already locked, and locking no other keeps the one lock order).
+ * `withdrawal_id` names an order this transaction has locked that takes the whole amount: the one rule 2
+ * picks, or one the provider just opened for this deposit (whose feeds it has locked already).
  */
-export type LiquidityDecision = 'match' | 'wait' | { withdrawal_id: string };
+export type LiquidityDecision = 'match' | 'wait' | { withdrawal_id: string; merchant_id: string };
 
 export interface LiquidityProvider {
   ensureFor(
@@ -62,6 +63,8 @@ export interface MatchedLeg {
   withdrawal_id: string | null;
   withdrawal_leg_ref: string | null;
   receiver: { bank_code: string; bank_name_th: string; account_last4: string; account_name_th: string };
+  /** The withdrawal's payee in full, for the payment instructions of the answer; null for the gateway. Never stored. */
+  payee: Payee | null;
 }
 
 export interface Match {
@@ -71,6 +74,8 @@ export interface Match {
 
 interface PlannedLeg {
   withdrawal_id: string;
+  /** The withdrawing merchant, whose event feed the reservation writes to. */
+  merchant_id: string;
   amount_minor: number;
 }
 
@@ -86,7 +91,7 @@ export class MatchingService {
     const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
     const decision = this.deps.liquidity ? await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at }) : 'match';
     if (decision === 'wait') return null;
-    const plan = typeof decision === 'object' ? [{ withdrawal_id: decision.withdrawal_id, amount_minor: request.amount_minor }] : await this.plan(tx, request, policy.max_legs);
+    const plan = typeof decision === 'object' ? [{ ...decision, amount_minor: request.amount_minor }] : await this.plan(tx, request, policy.max_legs);
     if (plan.length === 0) {
       if (request.fill_preference === 'internal_only' || !policy.gateway) return null;
       const bank = await findBank(tx, policy.gateway.bank_code);
@@ -101,6 +106,7 @@ export class MatchingService {
             withdrawal_id: null,
             withdrawal_leg_ref: null,
             receiver: { bank_code: policy.gateway.bank_code, bank_name_th: bank?.name_th ?? policy.gateway.bank_code, account_last4: policy.gateway.account_last4, account_name_th: policy.gateway.account_name_th },
+            payee: null,
           },
         ],
       };
@@ -108,8 +114,7 @@ export class MatchingService {
     invariant(plan.reduce((sum, leg) => sum + leg.amount_minor, 0) === request.amount_minor, 'legs sum to the order amount');
     // Reserving writes events to the withdrawing merchants' feeds and creating the deposit to the
     // depositor's: all of them are locked first, in one order, so that crossing deposits queue, not deadlock.
-    const owners = await this.deps.withdrawals.merchantsOf(tx, request.white_label_id, plan.map((leg) => leg.withdrawal_id));
-    await this.deps.events.lockFeeds(tx, request.white_label_id, [request.merchant_id, ...owners], request.livemode);
+    await this.deps.events.lockFeeds(tx, request.white_label_id, [request.merchant_id, ...plan.map((leg) => leg.merchant_id)], request.livemode);
     const legs: MatchedLeg[] = [];
     for (const [index, planned] of plan.entries()) {
       const leg_ref = newId('deposit_leg');
@@ -135,6 +140,7 @@ export class MatchingService {
         withdrawal_id: planned.withdrawal_id,
         withdrawal_leg_ref: reserved.value.leg_ref,
         receiver: { bank_code: payee.bank_code, bank_name_th: bank?.name_th ?? payee.bank_code, account_last4: payee.account_number.slice(-4), account_name_th: payee.account_name_th },
+        payee,
       });
     }
     return { legs, source: 'internal' };
@@ -144,7 +150,7 @@ export class MatchingService {
   private async plan(tx: Queryable, request: MatchRequest, max_legs: number): Promise<PlannedLeg[]> {
     const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
     const [whole] = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: request.amount_minor, limit: 1 });
-    if (whole) return [{ withdrawal_id: whole.id, amount_minor: request.amount_minor }];
+    if (whole) return [{ withdrawal_id: whole.id, merchant_id: whole.merchant_id, amount_minor: request.amount_minor }];
     if (max_legs <= 1) return [];
     const candidates = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: 100, limit: max_legs, largest_first: true });
     const plan: PlannedLeg[] = [];
@@ -153,7 +159,7 @@ export class MatchingService {
       if (left === 0) break;
       const take = Math.min(left, wholeBaht(candidate.remaining_minor));
       if (take > 0) {
-        plan.push({ withdrawal_id: candidate.id, amount_minor: take });
+        plan.push({ withdrawal_id: candidate.id, merchant_id: candidate.merchant_id, amount_minor: take });
         left -= take;
       }
     }

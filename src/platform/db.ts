@@ -47,7 +47,17 @@ pg.types.setTypeParser(20, (text: string) => {
 const statementNames = new Map<string, string>();
 const STATEMENT_NAME_CACHE_LIMIT = 5000;
 
+/**
+ * A statement whose text starts with this comment is planned on every call, with its parameter values,
+ * instead of being prepared once. For the few statements whose best plan depends on the values (a
+ * range that is empty for one amount and holds every row for another); a prepared statement's generic
+ * plan would pick one index for all of them.
+ */
+export const PLANNED_PER_CALL = '/* planned per call */';
+
 function preparedQuery(sql: string, params: readonly unknown[]): pg.QueryConfig {
+  // An unnamed statement is planned at bind time with the values bound.
+  if (sql.startsWith(PLANNED_PER_CALL)) return { text: sql, values: params as unknown[] };
   let name = statementNames.get(sql);
   if (!name) {
     name = `s_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;

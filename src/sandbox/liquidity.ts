@@ -48,8 +48,9 @@ export class SandboxLiquidity implements LiquidityProvider {
 
   /**
    * Makes sure a test-mode deposit of `amount_minor` can match: when no order of the brand can take it
-   * whole, the counterparty opens a standing withdrawal that can. Live mode is left alone. The brand
-   * lock is taken only when something must be created, so matching stays concurrent otherwise.
+   * whole, the counterparty opens a standing withdrawal that can; either way the order that takes it is
+   * named. Live mode is left alone. The brand lock is taken only when something must be created, so
+   * matching stays concurrent otherwise.
    */
   async ensureFor(
     tx: Queryable,
@@ -57,10 +58,14 @@ export class SandboxLiquidity implements LiquidityProvider {
   ): Promise<LiquidityDecision> {
     if (input.livemode) return 'match';
     if (input.amount_minor === LATE_LIQUIDITY_AMOUNT_MINOR && this.deps.clock.now().getTime() - input.order_created_at.getTime() < LATE_LIQUIDITY_DELAY_MS) return 'wait';
+    // The order found here is the one rule 2 would pick (same scope, oldest first) and this transaction
+    // holds its row lock, so the matcher takes it as it is instead of searching the queue again.
     const scope = { white_label_id: input.white_label_id, livemode: false, amount_minor: input.amount_minor, exclude_merchant_id: input.exclude_merchant_id, limit: 1 };
-    if ((await this.deps.withdrawals.findMatchable(tx, scope)).length > 0) return 'match';
+    const [present] = await this.deps.withdrawals.findMatchable(tx, scope);
+    if (present) return { withdrawal_id: present.id, merchant_id: present.merchant_id };
     await repository.lockBrandLiquidity(tx, input.white_label_id);
-    if ((await this.deps.withdrawals.findMatchable(tx, scope)).length > 0) return 'match';
+    const [arrived] = await this.deps.withdrawals.findMatchable(tx, scope);
+    if (arrived) return { withdrawal_id: arrived.id, merchant_id: arrived.merchant_id };
     const counterparty = await this.counterparty(tx, input.white_label_id);
     // The counterparty never pays its own deposits; a deposit of the counterparty itself gets no help.
     if (counterparty.merchant_id === input.exclude_merchant_id) return 'match';
@@ -100,7 +105,7 @@ export class SandboxLiquidity implements LiquidityProvider {
       { sandbox_liquidity: true },
     );
     invariant(created.ok, 'a funded counterparty can always open its standing withdrawal');
-    return { withdrawal_id: created.value.id };
+    return { withdrawal_id: created.value.id, merchant_id: counterparty.merchant_id };
   }
 
   /** The brand's counterparty, created with its verified payees on first use. */

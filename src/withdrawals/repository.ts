@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/db.ts';
+import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
 import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
 /**
@@ -142,12 +142,15 @@ export async function lockMatchable(
   db: Queryable,
   input: { white_label_id: string; livemode: boolean; amount_minor: number; now: Date; exclude_merchant_id: string | null; limit: number; largest_first: boolean },
 ): Promise<WithdrawalRow[]> {
-  // Two fixed statements rather than a dynamic ORDER BY, so each is prepared once.
+  // Two fixed statements rather than a dynamic ORDER BY, each in the order of its index (migration 0010).
+  // The literal `remaining_minor > 0` repeats the indexes' predicate so that a plan made without the
+  // values can still use them. Oldest-first is planned per call: for an amount that few orders can
+  // take whole, the range of `remaining_minor` is the short way; for a common amount, the oldest end.
   const order = input.largest_first ? 'o.remaining_minor DESC, o.created_at, o.withdrawal_id' : 'o.created_at, o.withdrawal_id';
   const { rows } = await db.query<WithdrawalRow>(
-    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders o
+    `${input.largest_first ? '' : PLANNED_PER_CALL} SELECT ${ORDER_COLUMNS} FROM withdrawal_orders o
       WHERE o.white_label_id = $1 AND o.livemode = $2 AND o.status IN ('open', 'partially_filled')
-        AND o.remaining_minor >= $3 AND o.expires_at > $4
+        AND o.remaining_minor > 0 AND o.remaining_minor >= $3 AND o.expires_at > $4
         AND ($5::text IS NULL OR o.merchant_id <> $5::text)
         AND o.settled_splits + (SELECT count(*) FROM withdrawal_legs l
                                  WHERE l.white_label_id = o.white_label_id AND l.withdrawal_id = o.withdrawal_id
@@ -214,6 +217,22 @@ export async function findLeg(db: Queryable, white_label_id: string, leg_ref: st
     white_label_id,
     leg_ref,
   ]);
+  return rows[0] ?? null;
+}
+
+/** Whose payee a leg pays: the owning order's account and beneficiary, in one read. */
+export async function findLegOwner(
+  db: Queryable,
+  white_label_id: string,
+  leg_ref: string,
+): Promise<{ white_label_id: string; merchant_id: string; livemode: boolean; beneficiary_id: string } | null> {
+  const { rows } = await db.query<{ white_label_id: string; merchant_id: string; livemode: boolean; beneficiary_id: string }>(
+    `SELECT o.white_label_id, o.merchant_id, o.livemode, o.beneficiary_id
+       FROM withdrawal_legs l
+       JOIN withdrawal_orders o ON o.white_label_id = l.white_label_id AND o.withdrawal_id = l.withdrawal_id
+      WHERE l.white_label_id = $1 AND l.leg_ref = $2`,
+    [white_label_id, leg_ref],
+  );
   return rows[0] ?? null;
 }
 

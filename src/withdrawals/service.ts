@@ -9,7 +9,7 @@ import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { cancelJobsByKey, enqueueJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import { recognizeFee, recognizeFill, type FeeService } from '../fees/service.ts';
-import type { BeneficiaryService } from '../beneficiaries/service.ts';
+import type { BeneficiaryService, Payee } from '../beneficiaries/service.ts';
 import * as repository from './repository.ts';
 import type { WithdrawalPolicyService } from './policy.ts';
 import {
@@ -302,6 +302,14 @@ function approvalTtlJob(row: WithdrawalRow): JobSpec {
 function autoConfirmJob(leg: WithdrawalLegRow): JobSpec {
   invariant(leg.auto_confirm_at, 'a fill has its auto-confirm time');
   return deadlineJob(AUTO_CONFIRM_FILL_TASK, leg.white_label_id, { leg_ref: leg.leg_ref }, leg.auto_confirm_at);
+}
+
+/** A withdrawal the matcher may reserve from: enough to plan legs and to lock its owner's event feed. */
+export interface MatchableWithdrawal {
+  id: string;
+  /** The withdrawing merchant, whose feed the reservation writes to. */
+  merchant_id: string;
+  remaining_minor: number;
 }
 
 export class WithdrawalService {
@@ -635,14 +643,14 @@ export class WithdrawalService {
   async findMatchable(
     tx: Queryable,
     input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string | null; limit?: number; largest_first?: boolean },
-  ): Promise<WithdrawalView[]> {
+  ): Promise<MatchableWithdrawal[]> {
     const rows = await repository.lockMatchable(tx, {
       ...input,
       largest_first: input.largest_first ?? false,
       now: this.deps.clock.now(),
       limit: Math.min(Math.max(input.limit ?? 1, 1), 50),
     });
-    return rows.map(withdrawalView);
+    return rows.map((row) => ({ id: row.withdrawal_id, merchant_id: row.merchant_id, remaining_minor: row.remaining_minor }));
   }
 
   /**
@@ -972,20 +980,12 @@ export class WithdrawalService {
   }
 
   /** The payee of a leg, for the payment instructions the deposit side shows its payer. */
-  async destinationOf(
-    tx: Queryable,
-    white_label_id: string,
-    leg_ref: string,
-  ): Promise<{ bank_code: string; account_number: string; account_name_th: string } | null> {
-    const leg = await repository.findLeg(tx, white_label_id, leg_ref);
-    if (!leg) return null;
-    const order = await repository.findOrderInBrand(tx, white_label_id, leg.withdrawal_id);
-    invariant(order, 'a leg belongs to an order');
-    const account = accountOf(order);
-    const beneficiary = await this.deps.beneficiaries.get(tx, account, order.beneficiary_id);
-    const number = await this.deps.beneficiaries.openAccountNumber(tx, account, order.beneficiary_id);
-    invariant(beneficiary && number, 'an order keeps its beneficiary');
-    return { bank_code: beneficiary.bank_code, account_number: number, account_name_th: beneficiary.account_name_th };
+  async destinationOf(tx: Queryable, white_label_id: string, leg_ref: string): Promise<Payee | null> {
+    const owner = await repository.findLegOwner(tx, white_label_id, leg_ref);
+    if (!owner) return null;
+    const payee = await this.deps.beneficiaries.payee(tx, owner, owner.beneficiary_id);
+    invariant(payee, 'an order keeps its beneficiary');
+    return payee;
   }
 
   /** The merchants owning these orders: whose event feeds a deposit touching them will write to. */
