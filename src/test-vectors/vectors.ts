@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import { sha256Hex } from '../platform/crypto.ts';
 import { canonicalString, signCanonical, sortQuery } from '../http/canonical.ts';
 import { CURRENT_API_VERSION } from '../events/envelope.ts';
+import { signWebhookPayload } from '../webhooks/signing.ts';
 
 /**
  * Offline test vectors (spec, GET /v1/webhooks/test-vectors). Everything here is deterministic and
@@ -94,16 +95,16 @@ function webhookVector(name: string, eventId: string, object: Record<string, unk
     data: { object },
   });
   const rawBody = Buffer.from(body, 'utf8');
-  const signed = Buffer.concat([Buffer.from(`v1.${TEST_VECTOR_TIMESTAMP}.${eventId}.`, 'utf8'), rawBody]);
-  const signature = crypto.sign(null, signed, key.privateKey).toString('base64url');
+  // The deliveries' own signer, so a vector can never drift from what a delivery sends.
+  const signed = signWebhookPayload({ private_key: key.privateKey, kid: TEST_VECTOR_KID, t: Number(TEST_VECTOR_TIMESTAMP), event_id: eventId, body: rawBody });
   return {
     name,
     raw_body_base64: rawBody.toString('base64'),
     t: Number(TEST_VECTOR_TIMESTAMP),
     event_id: eventId,
     kid: TEST_VECTOR_KID,
-    signature,
-    signature_header: `v1,kid=${TEST_VECTOR_KID},t=${TEST_VECTOR_TIMESTAMP},s=${signature}`,
+    signature: signed.signature,
+    signature_header: signed.header,
     public_key: key.spki_base64,
     raw_public_key: key.raw_base64,
     timestamp_validation: 'exempt_offline_only',
