@@ -3,9 +3,9 @@ import { z } from 'zod';
 import { SECOND_MS } from '../platform/time.ts';
 
 /**
- * Configuration of webhook delivery, read from the environment like the rest of the configuration.
- * It lives in this module for now (src/platform/config.ts belongs to the foundation); a bad value
- * stops the start with a message naming the variable.
+ * Configuration of webhook delivery, read from the environment with the same rules as
+ * src/platform/config.ts: a bad value stops the start with a message naming the variable. It lives
+ * beside the dispatcher it tunes, and only this module reads it.
  */
 export interface WebhookSettings {
   /** No answer within this is a failed attempt (spec: 15 seconds). */
