@@ -76,6 +76,36 @@ describe('event envelope', () => {
   });
 });
 
+describe('the stored envelope', () => {
+  it('is byte for byte the JSON of the returned envelope, with the number the feed handed out, even when the object holds look-alike text', async () => {
+    // Object keys and values that spell the sequence slot must not be mistaken for it.
+    const object = { id: 'obj_1', object: 'probe', note: '"sequence":0,', sequence: 0, nested: { sequence: 0 } };
+    const emitted = [];
+    for (let round = 0; round < 3; round += 1) {
+      emitted.push(
+        await app.testDatabase.database.transaction((tx) =>
+          app.instance.services.events.emitEvent(tx, {
+            white_label_id: app.sandbox.white_label_id, merchant_id: app.sandbox.merchant_id, livemode: false,
+            type: 'probe.updated', object, previous_attributes: { version: 1 }, cause: SYSTEM_CAUSE,
+          }),
+        ),
+      );
+    }
+    const sequences = emitted.map((envelope) => envelope.sequence);
+    expect(sequences[1]).toBe(sequences[0]! + 1);
+    expect(sequences[2]).toBe(sequences[0]! + 2);
+    for (const envelope of emitted) {
+      const { rows } = await app.testDatabase.database.query<{ text: string; sequence: number }>(
+        'SELECT envelope::text AS text, sequence FROM events WHERE white_label_id = $1 AND event_id = $2',
+        [app.sandbox.white_label_id, envelope.id],
+      );
+      expect(rows[0]?.sequence).toBe(envelope.sequence);
+      expect(rows[0]?.text).toBe(JSON.stringify(envelope));
+      expect((JSON.parse(rows[0]!.text) as { data: { object: unknown } }).data.object).toEqual(object);
+    }
+  });
+});
+
 describe('GET /v1/pay/events paging', () => {
   it('pages with since_sequence, limit and next_cursor; limit may change between pages', async () => {
     const merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
