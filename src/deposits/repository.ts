@@ -119,47 +119,55 @@ export async function findOrderInBrand(db: Queryable, white_label_id: string, de
   return rows[0] ?? null;
 }
 
-export async function findOrderByReference(db: Queryable, account: DepositAccount, merchant_reference: string): Promise<DepositRow | null> {
-  const { rows } = await db.query<DepositRow>(
-    `SELECT ${ORDER_COLUMNS} FROM deposit_orders
-      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND merchant_reference = $4`,
-    [account.white_label_id, account.merchant_id, account.livemode, merchant_reference],
-  );
-  return rows[0] ?? null;
+/** Serialises one end user's creations until the transaction ends (a transaction-scoped advisory lock). */
+export async function lockEndUser(db: Queryable, account: DepositAccount, end_user_ref: string): Promise<void> {
+  await db.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`deposits:user:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${end_user_ref}`]);
+}
+
+/** What creation checks about the merchant's and the end user's other orders, read in one statement. */
+export interface CreationConflicts {
+  /** Another deposit of the merchant and environment has this merchant_reference. */
+  reference_taken: boolean;
+  /** Orders awaiting payment with the same amount and the same sender account (the duplicate check), oldest first. */
+  duplicate_ids: string[];
+  /**
+   * The end user's open unpaid orders (awaiting liquidity or payment), oldest first, locked so that two
+   * concurrent creations for one user count each other. Only the device's, when a fingerprint is given.
+   */
+  open_ids: string[];
 }
 
 /**
- * The end user's open unpaid orders (awaiting liquidity or payment), locked so that two concurrent
- * creations for one user count each other. `device_fingerprint` null counts every open order of the user.
+ * The three checks of a creation in one round trip. Run after the end user's advisory lock, in a
+ * statement of its own, so that it sees every order committed by a creation it waited for.
  */
-export async function lockOpenOrdersOfUser(
+export async function readCreationConflicts(
   db: Queryable,
   account: DepositAccount,
-  end_user_ref: string,
-  device_fingerprint: string | null,
-): Promise<Pick<DepositRow, 'deposit_id' | 'status' | 'amount_minor' | 'sender_account_hmac'>[]> {
-  const { rows } = await db.query<Pick<DepositRow, 'deposit_id' | 'status' | 'amount_minor' | 'sender_account_hmac'>>(
-    `SELECT deposit_id, status, amount_minor, sender_account_hmac FROM deposit_orders
-      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND end_user_ref = $4
-        AND status IN ('awaiting_liquidity', 'awaiting_payment')
-        AND ($5::text IS NULL OR device_fingerprint = $5::text)
-      ORDER BY created_at, deposit_id
-      FOR UPDATE`,
-    [account.white_label_id, account.merchant_id, account.livemode, end_user_ref, device_fingerprint],
+  input: { merchant_reference: string; amount_minor: number; sender_account_hmac: string; end_user_ref: string; device_fingerprint: string | null },
+): Promise<CreationConflicts> {
+  const { rows } = await db.query<CreationConflicts>(
+    `SELECT
+       EXISTS (SELECT 1 FROM deposit_orders
+                WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND merchant_reference = $4) AS reference_taken,
+       ARRAY(SELECT deposit_id FROM deposit_orders
+              WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND status = 'awaiting_payment'
+                AND amount_minor = $5 AND sender_account_hmac = $6
+              ORDER BY created_at, deposit_id) AS duplicate_ids,
+       ARRAY(SELECT deposit_id FROM deposit_orders
+              WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND end_user_ref = $7
+                AND status IN ('awaiting_liquidity', 'awaiting_payment')
+                AND ($8::text IS NULL OR device_fingerprint = $8::text)
+              ORDER BY created_at, deposit_id
+              FOR UPDATE) AS open_ids`,
+    [
+      account.white_label_id, account.merchant_id, account.livemode, input.merchant_reference, input.amount_minor,
+      input.sender_account_hmac, input.end_user_ref, input.device_fingerprint,
+    ],
   );
-  return rows;
-}
-
-/** Open orders with the same amount and the same sender account (the duplicate check). */
-export async function findOpenDuplicates(db: Queryable, account: DepositAccount, amount_minor: number, sender_account_hmac: string): Promise<string[]> {
-  const { rows } = await db.query<{ deposit_id: string }>(
-    `SELECT deposit_id FROM deposit_orders
-      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND status = 'awaiting_payment'
-        AND amount_minor = $4 AND sender_account_hmac = $5
-      ORDER BY created_at, deposit_id`,
-    [account.white_label_id, account.merchant_id, account.livemode, amount_minor, sender_account_hmac],
-  );
-  return rows.map((row) => row.deposit_id);
+  const row = rows[0];
+  if (!row) throw new Error('the creation checks returned no row');
+  return row;
 }
 
 export async function insertLeg(db: Queryable, row: DepositLegRow): Promise<void> {

@@ -530,20 +530,22 @@ export class DepositService {
     if (input.min_ttl_seconds !== undefined && input.min_ttl_seconds > expiresIn) {
       throw validationError('min_ttl_seconds', 'exceeds_order_lifetime', `at most ${expiresIn} seconds under this brand's policy`);
     }
-    if (await repository.findOrderByReference(tx, account, input.merchant_reference)) {
-      throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
-    }
-
     // One end user's creations are serialised, so two concurrent requests count each other.
-    await tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`deposits:user:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${input.end_user_ref}`]);
+    await repository.lockEndUser(tx, account, input.end_user_ref);
     const hmac = sender.account_hmac;
-    const duplicates = await repository.findOpenDuplicates(tx, account, input.amount_minor, hmac);
-    if (duplicates.length > 0) throw new ApiError('duplicate_open_deposit', { details: { open_deposit_ids: duplicates } });
     const client = input.client;
     const clientComplete = Boolean(client?.device_fingerprint && client.ip && client.user_agent);
-    const open = await repository.lockOpenOrdersOfUser(tx, account, input.end_user_ref, clientComplete ? (client?.device_fingerprint ?? null) : null);
+    const conflicts = await repository.readCreationConflicts(tx, account, {
+      merchant_reference: input.merchant_reference,
+      amount_minor: input.amount_minor,
+      sender_account_hmac: hmac,
+      end_user_ref: input.end_user_ref,
+      device_fingerprint: clientComplete ? (client?.device_fingerprint ?? null) : null,
+    });
+    if (conflicts.reference_taken) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
+    if (conflicts.duplicate_ids.length > 0) throw new ApiError('duplicate_open_deposit', { details: { open_deposit_ids: conflicts.duplicate_ids } });
     const cap = clientComplete ? OPEN_ORDER_CAP_WITH_CLIENT : OPEN_ORDER_CAP_WITHOUT_CLIENT;
-    if (open.length >= cap) throw new ApiError('too_many_open_deposits', { details: { open_deposit_ids: open.map((order) => order.deposit_id), limit: cap } });
+    if (conflicts.open_ids.length >= cap) throw new ApiError('too_many_open_deposits', { details: { open_deposit_ids: conflicts.open_ids, limit: cap } });
 
     const deposit_id = newId('deposit');
     const row: DepositRow = {

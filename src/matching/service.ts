@@ -129,7 +129,7 @@ export class MatchingService {
       });
       // The candidate was locked by this transaction, so it cannot have changed since it was read.
       invariant(reserved.ok, 'a locked candidate accepts its leg');
-      const payee = await this.deps.withdrawals.destinationOf(tx, request.white_label_id, reserved.value.leg_ref);
+      const payee = await this.deps.withdrawals.payeeOfReservation(tx, request, reserved.value);
       invariant(payee, 'a reserved leg has a payee');
       const bank = await findBank(tx, payee.bank_code);
       legs.push({

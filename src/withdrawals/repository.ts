@@ -204,12 +204,25 @@ export async function updateLeg(db: Queryable, row: WithdrawalLegRow, expected_s
   return rows.length === 1;
 }
 
-export async function findLegByDepositKey(db: Queryable, white_label_id: string, deposit_leg_key: string): Promise<WithdrawalLegRow | null> {
-  const { rows } = await db.query<WithdrawalLegRow>(`SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND deposit_leg_key = $2`, [
-    white_label_id,
-    deposit_leg_key,
-  ]);
-  return rows[0] ?? null;
+/**
+ * What a reservation must know about an order's legs, in one read: the leg a deposit leg already
+ * reserved (the call is idempotent by `deposit_leg_key`), and how many legs hold a reservation now.
+ * Read after the order's row lock, in a statement of its own, so it sees every leg committed before.
+ */
+export async function legsOfReservation(
+  db: Queryable,
+  white_label_id: string,
+  withdrawal_id: string,
+  deposit_leg_key: string,
+): Promise<{ existing_leg_ref: string | null; reserved_legs: number }> {
+  const { rows } = await db.query<{ existing_leg_ref: string | null; reserved_legs: number }>(
+    `SELECT (SELECT leg_ref FROM withdrawal_legs WHERE white_label_id = $1 AND deposit_leg_key = $3) AS existing_leg_ref,
+            (SELECT count(*)::integer FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 AND status = 'reserved') AS reserved_legs`,
+    [white_label_id, withdrawal_id, deposit_leg_key],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('the reservation read returned no row');
+  return { existing_leg_ref: row.existing_leg_ref, reserved_legs: Number(row.reserved_legs) };
 }
 
 export async function findLeg(db: Queryable, white_label_id: string, leg_ref: string): Promise<WithdrawalLegRow | null> {
@@ -261,14 +274,6 @@ export async function nextFillSequence(db: Queryable, white_label_id: string, wi
     [white_label_id, withdrawal_id],
   );
   return Number(rows[0]?.next ?? 1);
-}
-
-export async function countReservedLegs(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<number> {
-  const { rows } = await db.query<{ count: number }>(
-    `SELECT count(*)::integer AS count FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 AND status = 'reserved'`,
-    [white_label_id, withdrawal_id],
-  );
-  return Number(rows[0]?.count ?? 0);
 }
 
 /** Orders waiting for approval in a brand, oldest first (the back-office approval queue). */

@@ -665,7 +665,9 @@ export class WithdrawalService {
     invariant(Number.isSafeInteger(input.amount_minor) && input.amount_minor > 0, 'a leg amount is a positive safe integer');
     const row = await repository.lockOrderInBrand(tx, input.white_label_id, input.withdrawal_id);
     if (!row || row.livemode !== input.livemode) return fail('withdrawal_state_conflict', { details: { reason: 'not_found' } });
-    const existing = await repository.findLegByDepositKey(tx, input.white_label_id, input.deposit_leg_key);
+    // Read after the order's lock, so both see every leg committed before it.
+    const { existing_leg_ref, reserved_legs: reservedLegs } = await repository.legsOfReservation(tx, input.white_label_id, input.withdrawal_id, input.deposit_leg_key);
+    const existing = existing_leg_ref ? await repository.findLeg(tx, input.white_label_id, existing_leg_ref) : null;
     if (existing) {
       invariant(
         existing.withdrawal_id === input.withdrawal_id && existing.reserved_amount_minor === input.amount_minor,
@@ -677,7 +679,6 @@ export class WithdrawalService {
     if (row.status !== 'open' && row.status !== 'partially_filled') return refuse('not_open');
     if (row.expires_at.getTime() <= this.deps.clock.now().getTime()) return refuse('expired');
     if (row.remaining_minor < input.amount_minor) return refuse('insufficient_remaining');
-    const reservedLegs = await repository.countReservedLegs(tx, row.white_label_id, row.withdrawal_id);
     if (row.settled_splits + reservedLegs >= row.max_splits) return refuse('max_splits_reached');
 
     const now = this.deps.clock.now();
@@ -977,6 +978,11 @@ export class WithdrawalService {
     if (!leg || leg.status !== 'filled' || leg.receipt_state !== 'awaiting_confirmation' || !leg.auto_confirm_at) return false;
     if (leg.auto_confirm_at.getTime() > this.deps.clock.now().getTime()) return false;
     return repository.updateLeg(tx, { ...leg, receipt_state: 'confirmed', updated_at: this.deps.clock.now() }, 'filled');
+  }
+
+  /** The payee of a reservation just made: its order's beneficiary, without reading the leg again. */
+  async payeeOfReservation(tx: Queryable, scope: { white_label_id: string; livemode: boolean }, reservation: LegReservation): Promise<Payee | null> {
+    return this.deps.beneficiaries.payee(tx, { white_label_id: scope.white_label_id, merchant_id: reservation.merchant_id, livemode: scope.livemode }, reservation.beneficiary_id);
   }
 
   /** The payee of a leg, for the payment instructions the deposit side shows its payer. */
