@@ -5,6 +5,8 @@ import { seedSandboxDirectory } from '../src/bank-directory/routes.ts';
 import { SANDBOX_SEED_ACCOUNTS, SandboxBankDirectory } from '../src/bank-directory/sandbox-adapter.ts';
 import { countAccounts } from '../src/bank-directory/repository.ts';
 import { InvariantViolation } from '../src/platform/assert.ts';
+import { findBank, forgetBankList } from '../src/banks/service.ts';
+import type { Queryable } from '../src/platform/db.ts';
 
 const ACCOUNTS = '/v1/test/bank/accounts';
 
@@ -313,5 +315,41 @@ describe('seeding', () => {
     expect(SANDBOX_SEED_ACCOUNTS.some((account) => account.account_type === 'business')).toBe(true);
     // Stored without honorifics, so that the stored name is already the normalised one.
     for (const account of SANDBOX_SEED_ACCOUNTS) expect(normaliseName(account.holder_name_th)).toBe(account.holder_name_th);
+  });
+});
+
+describe('the bank list copy', () => {
+  it('answers lookups from one read of the table, and sees an update once the copy is dropped', async () => {
+    const database = app.instance.services.database;
+    forgetBankList();
+    let statements = 0;
+    const counting: Queryable = {
+      query: (sql, params) => {
+        statements += 1;
+        return database.query(sql, params);
+      },
+      exec: (sql) => database.exec(sql),
+    };
+    const bangkok = await findBank(counting, '002');
+    const unknown = await findBank(counting, '999');
+    const siam = await findBank(counting, '014');
+    expect(statements).toBe(1);
+    expect(bangkok?.bank_code).toBe('002');
+    expect(unknown).toBeNull();
+    expect(Object.isFrozen(siam)).toBe(true);
+    const { rows } = await database.query("SELECT * FROM banks WHERE bank_code = '014'");
+    expect(siam).toEqual(rows[0]);
+    expect(siam?.available).toBe(true);
+    await database.query("UPDATE banks SET available = false, message_th = 'ปิดปรับปรุงระบบชั่วคราว' WHERE bank_code = '014'");
+    try {
+      // Within its lifetime the copy answers; a dropped copy is read again.
+      expect((await findBank(counting, '014'))?.available).toBe(true);
+      forgetBankList();
+      expect((await findBank(counting, '014'))?.available).toBe(false);
+      expect(statements).toBe(2);
+    } finally {
+      await database.query("UPDATE banks SET available = true, message_th = NULL WHERE bank_code = '014'");
+      forgetBankList();
+    }
   });
 });

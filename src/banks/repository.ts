@@ -16,8 +16,3 @@ export async function listBanks(db: Queryable): Promise<BankRow[]> {
   const { rows } = await db.query<BankRow>('SELECT * FROM banks ORDER BY display_order, bank_code');
   return rows;
 }
-
-export async function findBank(db: Queryable, bank_code: string): Promise<BankRow | null> {
-  const { rows } = await db.query<BankRow>('SELECT * FROM banks WHERE bank_code = $1', [bank_code]);
-  return rows[0] ?? null;
-}
