@@ -1,5 +1,4 @@
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import os from 'node:os';
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +21,7 @@ import {
   dropDatabase,
   fixed,
   initPgbench,
+  intFromEnv,
   log,
   machineCpu,
   markdownTable,
@@ -39,6 +39,7 @@ import {
   type PgbenchResult,
   type RequestFactory,
 } from './support.ts';
+import { countingDatabase, diffStats, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
 
 /**
  * `npm run bench:deposits`: the deposit benchmark of issue 4, in one run on real PostgreSQL.
@@ -124,14 +125,6 @@ interface DepositSettings extends BenchSettings {
   statement_profile: boolean;
 }
 
-function intFromEnv(name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < min || value > max) throw new Error(`${name} must be an integer in [${min}, ${max}], got "${text}"`);
-  return value;
-}
-
 function readDepositSettings(): DepositSettings {
   const quick = process.env.BENCH_QUICK === '1';
   if (quick) {
@@ -171,80 +164,6 @@ function readDepositSettings(): DepositSettings {
 // ---------------------------------------------------------------------------------------------------
 // Counting the server's database work: statements, transactions (each adds BEGIN and COMMIT), and
 // optionally the wall time of each statement.
-
-interface StatementStats {
-  statements: number;
-  transactions: number;
-  profile: Record<string, { calls: number; ms: number }>;
-}
-
-function statementKey(sql: string): string {
-  return sql.replace(/\s+/g, ' ').trim().slice(0, 90);
-}
-
-function countingDatabase(inner: Database, stats: StatementStats, profile: boolean): Database {
-  // The key is computed only when profiling: normalising every statement's text costs the server CPU.
-  const timed = async <T>(sql: string, run: () => Promise<T>): Promise<T> => {
-    stats.statements += 1;
-    if (!profile) return run();
-    const key = statementKey(sql);
-    const started = performance.now();
-    try {
-      return await run();
-    } finally {
-      const entry = (stats.profile[key] ??= { calls: 0, ms: 0 });
-      entry.calls += 1;
-      entry.ms += performance.now() - started;
-    }
-  };
-  const wrap = (target: Queryable): Queryable => ({
-    query<Row>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> {
-      return timed(sql, () => target.query<Row>(sql, params));
-    },
-    exec(sql: string): Promise<void> {
-      return timed(sql, () => target.exec(sql));
-    },
-  });
-  const outer = wrap(inner);
-  return {
-    engine: inner.engine,
-    query: outer.query,
-    exec: outer.exec,
-    async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
-      stats.transactions += 1;
-      if (!profile) return inner.transaction((tx) => work(wrap(tx)));
-      const started = performance.now();
-      let inside = 0;
-      try {
-        return await inner.transaction(async (tx) => {
-          const begun = performance.now();
-          try {
-            return await work(wrap(tx));
-          } finally {
-            inside = performance.now() - begun;
-          }
-        });
-      } finally {
-        const entry = (stats.profile['(checkout + BEGIN + COMMIT)'] ??= { calls: 0, ms: 0 });
-        entry.calls += 1;
-        entry.ms += performance.now() - started - inside;
-      }
-    },
-    close: () => inner.close(),
-  };
-}
-
-function diffStats(after: StatementStats, before: StatementStats): StatementStats {
-  const profile: StatementStats['profile'] = {};
-  for (const [key, value] of Object.entries(after.profile)) {
-    const earlier = before.profile[key] ?? { calls: 0, ms: 0 };
-    if (value.calls > earlier.calls) profile[key] = { calls: value.calls - earlier.calls, ms: value.ms - earlier.ms };
-  }
-  return { statements: after.statements - before.statements, transactions: after.transactions - before.transactions, profile };
-}
-
-// ---------------------------------------------------------------------------------------------------
-// The server process
 
 interface ReadyMessage {
   type: 'ready';
@@ -372,31 +291,7 @@ class ServerProcess {
 // on behalf of the bench database (its backends plus the WAL writer, checkpointer and background
 // writer, sampled from /proc), so that other people's processes show up as "other".
 
-function processTicks(pid: number): number | null {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return null;
-  }
-}
 
-function pgbenchChildren(): number[] {
-  const pids: number[] = [];
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const text = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const command = text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'));
-      const parent = Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[1]);
-      if (command === 'pgbench' && parent === process.pid) pids.push(Number(entry));
-    } catch {
-      // The process ended between the listing and the read.
-    }
-  }
-  return pids;
-}
 
 class CpuSampler {
   private readonly last = new Map<number, number>();

@@ -75,6 +75,15 @@ export function readSettings(defaults: { database_name?: string; only?: string }
   };
 }
 
+/** An integer knob from the environment, in [min, max]; the fallback when unset or empty. */
+export function intFromEnv(name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min || value > max) throw new Error(`${name} must be an integer in [${min}, ${max}], got "${text}"`);
+  return value;
+}
+
 export function withDatabaseName(url: string, name: string): string {
   const parsed = new URL(url);
   parsed.pathname = `/${name}`;

@@ -1,5 +1,4 @@
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import os from 'node:os';
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -7,7 +6,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { createServiceInstance, type ServiceInstance } from '../src/app.ts';
 import { loadConfig } from '../src/platform/config.ts';
-import { openDatabase, type Database, type Queryable, type QueryResult } from '../src/platform/db.ts';
+import { openDatabase, type Database, type Queryable } from '../src/platform/db.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { migrate } from '../src/platform/migrate.ts';
 import { signedHeaders } from '../src/http/canonical.ts';
@@ -19,6 +18,7 @@ import {
   dropDatabase,
   fixed,
   initPgbench,
+  intFromEnv,
   log,
   machineCpu,
   markdownTable,
@@ -36,6 +36,7 @@ import {
   type PgbenchResult,
   type RequestFactory,
 } from './support.ts';
+import { newStats, countingDatabase, diffStats, copyStats, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
 
 /**
  * `npm run bench:withdrawals`: the withdrawal benchmark of issue 3, in one run on real PostgreSQL.
@@ -99,14 +100,6 @@ interface WithdrawalSettings extends BenchSettings {
   statement_profile: boolean;
 }
 
-function intFromEnv(name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  const text = process.env[name];
-  if (text === undefined || text === '') return fallback;
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < min || value > max) throw new Error(`${name} must be an integer in [${min}, ${max}], got "${text}"`);
-  return value;
-}
-
 function readWithdrawalSettings(): WithdrawalSettings {
   const base = readSettings({ database_name: 'bench_withdrawals', only: 'pgbench,withdrawal_create,fill_record' });
   return {
@@ -122,88 +115,6 @@ function readWithdrawalSettings(): WithdrawalSettings {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Counting the database work of the service: statements and transactions (each transaction adds a
-// BEGIN and a COMMIT round trip), and optionally the time spent in each statement.
-
-interface StatementStats {
-  statements: number;
-  transactions: number;
-  /** By statement (its first 90 characters, whitespace folded): calls and total milliseconds. */
-  profile: Record<string, { calls: number; ms: number }>;
-}
-
-function newStats(): StatementStats {
-  return { statements: 0, transactions: 0, profile: {} };
-}
-
-function statementKey(sql: string): string {
-  return sql.replace(/\s+/g, ' ').trim().slice(0, 90);
-}
-
-function countingDatabase(inner: Database, stats: StatementStats, profile: boolean): Database {
-  const timed = async <T>(key: string, run: () => Promise<T>): Promise<T> => {
-    stats.statements += 1;
-    if (!profile) return run();
-    const started = performance.now();
-    try {
-      return await run();
-    } finally {
-      const entry = (stats.profile[key] ??= { calls: 0, ms: 0 });
-      entry.calls += 1;
-      entry.ms += performance.now() - started;
-    }
-  };
-  const wrap = (target: Queryable): Queryable => ({
-    query<Row>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> {
-      return timed(statementKey(sql), () => target.query<Row>(sql, params));
-    },
-    exec(sql: string): Promise<void> {
-      return timed(statementKey(sql), () => target.exec(sql));
-    },
-  });
-  const outer = wrap(inner);
-  return {
-    engine: inner.engine,
-    query: outer.query,
-    exec: outer.exec,
-    async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
-      stats.transactions += 1;
-      if (!profile) return inner.transaction((tx) => work(wrap(tx)));
-      const started = performance.now();
-      let inside = 0;
-      try {
-        return await inner.transaction(async (tx) => {
-          const begun = performance.now();
-          try {
-            return await work(wrap(tx));
-          } finally {
-            inside = performance.now() - begun;
-          }
-        });
-      } finally {
-        // Pool checkout + BEGIN + COMMIT (the WAL flush) + ROLLBACK if any: the transaction's own overhead.
-        const entry = (stats.profile['(checkout + BEGIN + COMMIT)'] ??= { calls: 0, ms: 0 });
-        entry.calls += 1;
-        entry.ms += performance.now() - started - inside;
-      }
-    },
-    close: () => inner.close(),
-  };
-}
-
-function diffStats(after: StatementStats, before: StatementStats): StatementStats {
-  const profile: StatementStats['profile'] = {};
-  for (const [key, value] of Object.entries(after.profile)) {
-    const earlier = before.profile[key] ?? { calls: 0, ms: 0 };
-    if (value.calls > earlier.calls) profile[key] = { calls: value.calls - earlier.calls, ms: value.ms - earlier.ms };
-  }
-  return { statements: after.statements - before.statements, transactions: after.transactions - before.transactions, profile };
-}
-
-function copyStats(stats: StatementStats): StatementStats {
-  return { statements: stats.statements, transactions: stats.transactions, profile: structuredClone(stats.profile) };
-}
-
 // ---------------------------------------------------------------------------------------------------
 // The server process
 
@@ -423,34 +334,7 @@ async function checkLedger(phase: string, instance: ServiceInstance, database: D
 const CLOCK_TICKS_PER_SECOND = 100;
 const SAMPLE_INTERVAL_MS = 250;
 
-/** utime + stime of a process in clock ticks, or null once it has gone. */
-function processTicks(pid: number): number | null {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    // Fields after the command: state is field 3 of stat, utime 14 and stime 15 (1-based).
-    return Number(fields[11]) + Number(fields[12]);
-  } catch {
-    return null;
-  }
-}
 
-/** The pids of this process's pgbench children (the load generator of the TPC-B phase). */
-function pgbenchChildren(): number[] {
-  const pids: number[] = [];
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const text = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const command = text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'));
-      const parent = Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[1]);
-      if (command === 'pgbench' && parent === process.pid) pids.push(Number(entry));
-    } catch {
-      // The process ended between the listing and the read.
-    }
-  }
-  return pids;
-}
 
 /**
  * CPU of PostgreSQL on behalf of the bench database, sampled from /proc while a phase runs: the

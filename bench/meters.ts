@@ -1,0 +1,121 @@
+import fs from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import type { Database, Queryable, QueryResult } from '../src/platform/db.ts';
+
+/**
+ * Meters the benchmarks share: the service's database work counted per statement and transaction
+ * (a wrapper around its Database), and the CPU of processes read from /proc.
+ */
+
+// Counting the database work of the service: statements and transactions (each transaction adds a
+// BEGIN and a COMMIT round trip), and optionally the time spent in each statement.
+
+export interface StatementStats {
+  statements: number;
+  transactions: number;
+  /** By statement (its first 90 characters, whitespace folded): calls and total milliseconds. */
+  profile: Record<string, { calls: number; ms: number }>;
+}
+
+export function newStats(): StatementStats {
+  return { statements: 0, transactions: 0, profile: {} };
+}
+
+export function statementKey(sql: string): string {
+  return sql.replace(/\s+/g, ' ').trim().slice(0, 90);
+}
+
+export function countingDatabase(inner: Database, stats: StatementStats, profile: boolean): Database {
+  // The key is computed only when profiling: normalising every statement's text costs the server CPU.
+  const timed = async <T>(sql: string, run: () => Promise<T>): Promise<T> => {
+    stats.statements += 1;
+    if (!profile) return run();
+    const key = statementKey(sql);
+    const started = performance.now();
+    try {
+      return await run();
+    } finally {
+      const entry = (stats.profile[key] ??= { calls: 0, ms: 0 });
+      entry.calls += 1;
+      entry.ms += performance.now() - started;
+    }
+  };
+  const wrap = (target: Queryable): Queryable => ({
+    query<Row>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> {
+      return timed(sql, () => target.query<Row>(sql, params));
+    },
+    exec(sql: string): Promise<void> {
+      return timed(sql, () => target.exec(sql));
+    },
+  });
+  const outer = wrap(inner);
+  return {
+    engine: inner.engine,
+    query: outer.query,
+    exec: outer.exec,
+    async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
+      stats.transactions += 1;
+      if (!profile) return inner.transaction((tx) => work(wrap(tx)));
+      const started = performance.now();
+      let inside = 0;
+      try {
+        return await inner.transaction(async (tx) => {
+          const begun = performance.now();
+          try {
+            return await work(wrap(tx));
+          } finally {
+            inside = performance.now() - begun;
+          }
+        });
+      } finally {
+        // Pool checkout + BEGIN + COMMIT (the WAL flush) + ROLLBACK if any: the transaction's own overhead.
+        const entry = (stats.profile['(checkout + BEGIN + COMMIT)'] ??= { calls: 0, ms: 0 });
+        entry.calls += 1;
+        entry.ms += performance.now() - started - inside;
+      }
+    },
+    close: () => inner.close(),
+  };
+}
+
+export function diffStats(after: StatementStats, before: StatementStats): StatementStats {
+  const profile: StatementStats['profile'] = {};
+  for (const [key, value] of Object.entries(after.profile)) {
+    const earlier = before.profile[key] ?? { calls: 0, ms: 0 };
+    if (value.calls > earlier.calls) profile[key] = { calls: value.calls - earlier.calls, ms: value.ms - earlier.ms };
+  }
+  return { statements: after.statements - before.statements, transactions: after.transactions - before.transactions, profile };
+}
+
+export function copyStats(stats: StatementStats): StatementStats {
+  return { statements: stats.statements, transactions: stats.transactions, profile: structuredClone(stats.profile) };
+}
+
+/** utime + stime of a process in clock ticks, or null once it has gone. */
+export function processTicks(pid: number): number | null {
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    // Fields after the command: state is field 3 of stat, utime 14 and stime 15 (1-based).
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return null;
+  }
+}
+
+/** The pids of this process's pgbench children (the load generator of the TPC-B phase). */
+export function pgbenchChildren(): number[] {
+  const pids: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const text = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const command = text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'));
+      const parent = Number(text.slice(text.lastIndexOf(')') + 2).split(' ')[1]);
+      if (command === 'pgbench' && parent === process.pid) pids.push(Number(entry));
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return pids;
+}
