@@ -291,8 +291,6 @@ class ServerProcess {
 // on behalf of the bench database (its backends plus the WAL writer, checkpointer and background
 // writer, sampled from /proc), so that other people's processes show up as "other".
 
-
-
 class CpuSampler {
   private readonly last = new Map<number, number>();
   private readonly totals = { postgres: 0, pgbench: 0 };

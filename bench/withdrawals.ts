@@ -334,8 +334,6 @@ async function checkLedger(phase: string, instance: ServiceInstance, database: D
 const CLOCK_TICKS_PER_SECOND = 100;
 const SAMPLE_INTERVAL_MS = 250;
 
-
-
 /**
  * CPU of PostgreSQL on behalf of the bench database, sampled from /proc while a phase runs: the
  * backends connected to the bench database plus the server's writer processes (WAL writer,
