@@ -34,7 +34,16 @@ import { SandboxLiquidity } from './sandbox/liquidity.ts';
 import { MatchingService } from './matching/service.ts';
 import { registerReplayOutOfOrderRoute } from './webhooks/replay-out-of-order.ts';
 import { purgeWebhookDeliveries, registerWebhookRoutes, startWebhookDispatcher, stopWebhookDispatcher } from './webhooks/index.ts';
-import { SlipTokenSigner } from './deposits/slip-token.ts';
+import { SlipTokenSigner } from './slips/capability.ts';
+import { EvidenceCipher, FilesystemBlobStore, PostgresBlobStore, type BlobStore } from './slips/evidence-store.ts';
+import { registerSlipRoutes } from './slips/routes.ts';
+import { SlipsService } from './slips/service.ts';
+import { VerificationService } from './verification/service.ts';
+import { SlipReader } from './verification/slip-reader.ts';
+import { createBankVerifierFromConfig } from './verification/http-adapter.ts';
+import type { BankVerifier } from './verification/bank-port.ts';
+import { SandboxBank } from './sandbox/bank.ts';
+import { registerSandboxRoutes } from './sandbox/routes.ts';
 import { QrImageLinks } from './deposits/qr-image.ts';
 import { IdempotencyService } from './http/idempotency.ts';
 import { buildServer, type RouteModule } from './http/server.ts';
@@ -58,6 +67,8 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   registerDepositRoutes,
   registerWebhookRoutes,
   registerReplayOutOfOrderRoute,
+  registerSlipRoutes,
+  registerSandboxRoutes,
 ];
 
 export interface ServiceInstance {
@@ -81,6 +92,8 @@ export interface CreateInstanceOptions {
   job_handlers?: Record<string, JobHandler>;
   /** Closes the database on stop (false when a test owns it). */
   owns_database?: boolean;
+  /** The live bank verifier, instead of the one SLIP_VERIFIER_URL configures (tests). */
+  live_bank_verifier?: BankVerifier;
 }
 
 const HOUSEKEEPING_INTERVAL_MS = MINUTE_MS;
@@ -106,6 +119,40 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   const tenancy = new TenancyService(database, clock, secretBox);
   // Test-mode deposits find liquidity from the brand's simulated counterparty, as live ones do from real withdrawals.
   const sandboxLiquidity = new SandboxLiquidity({ clock, tenancy, beneficiaries, ledger, fees, withdrawals, events });
+  const slipTokens = new SlipTokenSigner(options.master_key);
+  const deposits = new DepositService({
+    events,
+    clock,
+    secretBox,
+    withdrawals,
+    policies: depositPolicies,
+    account_lookup_key: accountLookupKey,
+    matching: new MatchingService({ withdrawals, events, liquidity: sandboxLiquidity }),
+    ledger,
+    fees,
+    slip_tokens: slipTokens,
+    qr_links: new QrImageLinks(options.master_key),
+    public_base_url: () => services.publicBaseUrl(),
+    upload_base_url: () => services.uploadBaseUrl(),
+  });
+  const idempotency = new IdempotencyService(database, clock);
+  // Slip evidence: in PostgreSQL with its receipt by default, or in a directory (SLIP_EVIDENCE_STORE).
+  const blobs: BlobStore = options.config.slip_evidence_store === 'filesystem' ? new FilesystemBlobStore(options.config.slip_evidence_dir) : new PostgresBlobStore();
+  const slips = new SlipsService({ database, clock, logger, secretBox, cipher: new EvidenceCipher(options.master_key), blobs, deposits, idempotency });
+  // Cancel and expiry ask the intake whether an order has slips; slips itself calls the deposit service.
+  deposits.useSlipActivity((db, white_label_id, deposit_id) => slips.activity(db, white_label_id, deposit_id));
+  const sandboxBank = new SandboxBank({ clock, deposits, database });
+  // Test-mode slips are verified by the sandbox bank, live ones by the configured provider; never the other.
+  const liveVerifier = options.live_bank_verifier ?? createBankVerifierFromConfig(options.config.slip_verifier);
+  const verification = new VerificationService({
+    database,
+    clock,
+    logger,
+    slips,
+    deposits,
+    reader: new SlipReader(),
+    verifierFor: (livemode) => (livemode ? liveVerifier : sandboxBank),
+  });
   const services: Services = {
     config: options.config,
     database,
@@ -115,28 +162,20 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     secretBox,
     tenancy,
     events,
-    idempotency: new IdempotencyService(database, clock),
+    idempotency,
     ledger,
     fees,
     beneficiaries,
     withdrawals,
     withdrawalPolicies,
-    deposits: new DepositService({
-      events,
-      clock,
-      secretBox,
-      withdrawals,
-      policies: depositPolicies, account_lookup_key: accountLookupKey,
-      matching: new MatchingService({ withdrawals, events, liquidity: sandboxLiquidity }),
-      ledger,
-      fees,
-      slip_tokens: new SlipTokenSigner(options.master_key),
-      qr_links: new QrImageLinks(options.master_key),
-      public_base_url: () => services.publicBaseUrl(),
-      upload_base_url: () => options.config.upload_base_url ?? services.publicBaseUrl(),
-    }),
+    deposits,
     depositPolicies,
+    slipTokens,
+    slips,
+    verification,
+    sandboxBank,
     publicBaseUrl: () => options.config.public_base_url ?? boundAddress ?? `http://localhost:${options.config.port}`,
+    uploadBaseUrl: () => options.config.upload_base_url ?? services.publicBaseUrl(),
   };
   const state = { ready: false, stopping: false };
   const app = buildServer(services, [...ROUTE_MODULES, ...(options.extra_modules ?? [])]);
@@ -162,6 +201,8 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       ...createWithdrawalJobHandlers(database, services.withdrawals),
       // Deposit deadlines: the matching retry of a waiting order and the transfer deadline.
       ...createDepositJobHandlers(database, services.deposits),
+      // Slips: read, verified with the bank and settled or sent to review, one receipt at a time per order.
+      ...verification.jobHandlers(),
       ...(options.job_handlers ?? {}),
     },
     logger,
@@ -197,6 +238,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
         await app.ready();
       }
       if (options.config.worker_enabled) {
+        await services.verification.warmUp();
         worker.start();
         // Webhook delivery reads the outbox on its own loop, with per-endpoint limits (src/webhooks).
         startWebhookDispatcher(services);

@@ -448,12 +448,32 @@ describe('the whole table', () => {
     const cancelWaiting = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: live, body: waitBody(20_000, `walk-cancel-${counter}`) });
     expect((await app.signed({ method: 'POST', url: `/v1/pay/deposits/${cancelWaiting.json<DepositView>().id}/cancel`, idempotency_key: crypto.randomUUID(), credentials: live })).statusCode).toBe(200);
     const toExpire = await matchedDeposit(merchant, 15_000);
+    // A deposit some of whose legs a slip paid goes back to awaiting payment of the rest, and its
+    // deadline settles it short on what was paid (the slip pipeline makes these moves for multi-leg orders).
+    const partlyPaid = await matchedDeposit(merchant, 16_000);
+    await receiveSlip(partlyPaid);
+    const legPaid = await inTransaction(app, (tx) =>
+      deposits().recordLegPayments(tx, {
+        white_label_id: brand(),
+        deposit_id: partlyPaid.id,
+        paid_by_leg: { [partlyPaid.legs[0]!.leg_ref]: 6_000 },
+        verification: { amount_exact: false, within_time_window: true, sender_bank_match: true, sender_account_match: true, sender_name_match: true, receiver_match: true },
+        cause: SYSTEM_CAUSE,
+      }),
+    );
+    expect(legPaid.ok && legPaid.value).toMatchObject({ status: 'awaiting_payment', legs: [{ leg_status: 'pending' }] });
     for (let round = 0; round < 40; round += 1) {
       app.clock.advance(30_000);
       await app.instance.worker.runDueJobs();
     }
     expect(timeout.statusCode).toBe(202);
     expect((await app.signed({ url: `/v1/pay/deposits/${toExpire.id}`, credentials: merchant })).json()).toMatchObject({ status: 'expired' });
+    expect((await app.signed({ url: `/v1/pay/deposits/${partlyPaid.id}`, credentials: merchant })).json()).toMatchObject({
+      status: 'settled',
+      partial: true,
+      transferred_amount_minor: 6_000,
+      amount_received_minor: 6_000,
+    });
 
     const { rows } = await app.testDatabase.database.query<{ text: string; type: string }>("SELECT type, envelope::text AS text FROM events WHERE type LIKE 'deposit.%'");
     const walked = new Set<string>();

@@ -7,7 +7,7 @@ import { hmacSha256Hex } from '../src/platform/crypto.ts';
 import { DEPOSIT_TRANSITIONS, DepositService, maskName, type CreateDepositInput, type DepositView } from '../src/deposits/service.ts';
 import { deriveAccountLookupKey } from '../src/beneficiaries/service.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
-import { SlipTokenSigner } from '../src/deposits/slip-token.ts';
+import { SlipTokenSigner } from '../src/slips/capability.ts';
 import { QrImageLinks } from '../src/deposits/qr-image.ts';
 import { MatchingService } from '../src/matching/service.ts';
 import type { WithdrawalView } from '../src/withdrawals/service.ts';
@@ -123,7 +123,8 @@ describe('POST /v1/pay/deposits: matched at once (201)', () => {
       upload_url: `${app.instance.services.publicBaseUrl()}/v1/pay/deposits/${deposit.id}/slip`,
       max_bytes: 4_194_304,
       content_types: ['image/jpeg', 'image/png', 'image/webp', 'application/json'],
-      expires_at: new Date(now + 15 * 60_000 + 24 * HOUR_MS).toISOString(),
+      // The late-slip window (24 h) and the claim week after it, where uploads answer 410 with a claim_url.
+      expires_at: new Date(now + 15 * 60_000 + 24 * HOUR_MS + 7 * 24 * HOUR_MS).toISOString(),
     });
     // The deposit's sender and the payee's full account number never appear in the event.
     const events = await eventsOf(deposit.id);
@@ -459,6 +460,9 @@ describe('masking and the transition table', () => {
         'under_review>rejected:reject',
         'slip_processing>awaiting_payment:slip_unreadable',
         'slip_processing>expired:slip_unreadable',
+        'slip_processing>awaiting_payment:leg_paid',
+        'awaiting_payment>settled:settle',
+        'under_review>under_review:slip_attached',
       ].sort(),
     );
   });

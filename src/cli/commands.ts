@@ -11,6 +11,7 @@ import {
   type TextSink,
 } from './backends.ts';
 import { runWebhookCli, type WebhookCliIo } from './webhooks.ts';
+import { runSandboxCli } from './sandbox.ts';
 
 /**
  * The admin CLI's command table, argument parsing and output. `runCli` never throws and never prints a
@@ -323,6 +324,7 @@ function globalHelp(): string {
     '',
     `Run '${PROGRAM} <group> <action> --help' for the options of one command.`,
     `Webhook endpoints, deliveries and signing keys: '${PROGRAM} webhooks --help'.`,
+    `A sandbox payer's transfer and its slip image: '${PROGRAM} sandbox pay --help'.`,
     '',
   ].join('\n');
 }
@@ -459,6 +461,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const askedForHelp = first.help || first.positionals[0] === 'help';
 
   if (groupWord === 'webhooks') return runWebhookCli(argv, io as CliIo & WebhookCliIo);
+  if (groupWord === 'sandbox') return runSandboxCli(argv, io);
   if (groupWord === undefined) {
     if (askedForHelp) {
       io.stdout.write(globalHelp());

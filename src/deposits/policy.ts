@@ -22,6 +22,8 @@ export interface DepositPolicy {
   liquidity_wait_seconds: number;
   /** The brand's external gateway account, fallback liquidity when no withdrawal matches; null for none. */
   gateway: GatewayAccount | null;
+  /** A review of an order of at least this amount needs two approvers (`four_eyes_required`); null: never. */
+  four_eyes_min_amount_minor: number | null;
 }
 
 /** A gateway account as the policy keeps it: the number sealed, never in clear outside the payment instructions. */
@@ -41,6 +43,8 @@ export const DEFAULT_DEPOSIT_POLICY: Readonly<DepositPolicy> = Object.freeze({
   max_legs: 3,
   liquidity_wait_seconds: 5 * 60,
   gateway: null,
+  // 20,000 baht and more: two reviewers, as for large payouts; the sandbox scenario amounts stay below it.
+  four_eyes_min_amount_minor: 2_000_000,
 });
 
 export function assertDepositPolicy(policy: DepositPolicy): void {
@@ -49,6 +53,7 @@ export function assertDepositPolicy(policy: DepositPolicy): void {
   invariant(policy.default_expires_in_seconds >= 60 && policy.default_expires_in_seconds <= policy.max_expires_in_seconds && policy.max_expires_in_seconds <= 86_400, 'expiry');
   invariant(policy.max_legs >= 1 && policy.max_legs <= 10, 'legs');
   invariant(policy.liquidity_wait_seconds >= 10 && policy.liquidity_wait_seconds <= 3600, 'liquidity wait');
+  invariant(policy.four_eyes_min_amount_minor === null || (Number.isSafeInteger(policy.four_eyes_min_amount_minor) && policy.four_eyes_min_amount_minor > 0), 'four-eyes threshold');
 }
 
 function policyOf(row: DepositPolicyRow): DepositPolicy {
@@ -63,6 +68,7 @@ function policyOf(row: DepositPolicyRow): DepositPolicy {
       row.gateway_bank_code && row.gateway_account_sealed && row.gateway_account_last4 && row.gateway_account_name_th
         ? { bank_code: row.gateway_bank_code, account_sealed: row.gateway_account_sealed, account_last4: row.gateway_account_last4, account_name_th: row.gateway_account_name_th }
         : null,
+    four_eyes_min_amount_minor: row.four_eyes_min_amount_minor,
   };
 }
 

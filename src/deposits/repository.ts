@@ -12,11 +12,11 @@ const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, deposit_id, versio
   review, rejection, verification, slip_attempts, created_at, updated_at`;
 
 const LEG_COLUMNS = `white_label_id, deposit_id, leg_ref, sequence, amount_minor, expires_at, status, destination, withdrawal_id, withdrawal_leg_ref,
-  receiver_bank_code, receiver_bank_name_th, receiver_account_last4, receiver_name_masked, created_at, updated_at`;
+  receiver_bank_code, receiver_bank_name_th, receiver_account_last4, receiver_name_masked, created_at, updated_at, paid_minor`;
 
 const POLICY_COLUMNS = `white_label_id, livemode, min_amount_minor, max_amount_minor, default_expires_in_seconds, max_expires_in_seconds,
   max_legs, liquidity_wait_seconds, gateway_bank_code, gateway_account_sealed, gateway_account_last4, gateway_account_name_th,
-  created_at, updated_at`;
+  four_eyes_min_amount_minor, created_at, updated_at`;
 
 export async function findPolicy(db: Queryable, white_label_id: string, livemode: boolean): Promise<DepositPolicyRow | null> {
   const { rows } = await db.query<DepositPolicyRow>(`SELECT ${POLICY_COLUMNS} FROM deposit_policies WHERE white_label_id = $1 AND livemode = $2`, [
@@ -28,18 +28,18 @@ export async function findPolicy(db: Queryable, white_label_id: string, livemode
 
 export async function upsertPolicy(db: Queryable, row: Omit<DepositPolicyRow, 'created_at' | 'updated_at'>, now: Date): Promise<DepositPolicyRow> {
   const { rows } = await db.query<DepositPolicyRow>(
-    `INSERT INTO deposit_policies (${POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
+    `INSERT INTO deposit_policies (${POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)
      ON CONFLICT (white_label_id, livemode) DO UPDATE SET
        min_amount_minor = EXCLUDED.min_amount_minor, max_amount_minor = EXCLUDED.max_amount_minor,
        default_expires_in_seconds = EXCLUDED.default_expires_in_seconds, max_expires_in_seconds = EXCLUDED.max_expires_in_seconds,
        max_legs = EXCLUDED.max_legs, liquidity_wait_seconds = EXCLUDED.liquidity_wait_seconds,
        gateway_bank_code = EXCLUDED.gateway_bank_code, gateway_account_sealed = EXCLUDED.gateway_account_sealed,
        gateway_account_last4 = EXCLUDED.gateway_account_last4, gateway_account_name_th = EXCLUDED.gateway_account_name_th,
-       updated_at = EXCLUDED.updated_at
+       four_eyes_min_amount_minor = EXCLUDED.four_eyes_min_amount_minor, updated_at = EXCLUDED.updated_at
      RETURNING ${POLICY_COLUMNS}`,
     [row.white_label_id, row.livemode, row.min_amount_minor, row.max_amount_minor, row.default_expires_in_seconds, row.max_expires_in_seconds,
       row.max_legs, row.liquidity_wait_seconds, row.gateway_bank_code, row.gateway_account_sealed, row.gateway_account_last4,
-      row.gateway_account_name_th, now],
+      row.gateway_account_name_th, row.four_eyes_min_amount_minor, now],
   );
   const stored = rows[0];
   if (!stored) throw new Error('deposit policy upsert returned no row');
@@ -172,11 +172,11 @@ export async function readCreationConflicts(
 
 export async function insertLeg(db: Queryable, row: DepositLegRow): Promise<void> {
   await db.query(
-    `INSERT INTO deposit_legs (${LEG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+    `INSERT INTO deposit_legs (${LEG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
     [
       row.white_label_id, row.deposit_id, row.leg_ref, row.sequence, row.amount_minor, row.expires_at, row.status, row.destination, row.withdrawal_id,
       row.withdrawal_leg_ref, row.receiver_bank_code, row.receiver_bank_name_th, row.receiver_account_last4, row.receiver_name_masked,
-      row.created_at, row.updated_at,
+      row.created_at, row.updated_at, row.paid_minor,
     ],
   );
 }
@@ -199,6 +199,15 @@ export async function relinkLeg(db: Queryable, white_label_id: string, leg_ref: 
   return rows.length === 1;
 }
 
+/** Records what verified slips paid into a leg of an order still waiting for its other legs. */
+export async function setLegPaid(db: Queryable, white_label_id: string, leg_ref: string, paid_minor: number, now: Date): Promise<boolean> {
+  const { rows } = await db.query(
+    `UPDATE deposit_legs SET paid_minor = $3, updated_at = $4 WHERE white_label_id = $1 AND leg_ref = $2 AND status = 'reserved' RETURNING leg_ref`,
+    [white_label_id, leg_ref, paid_minor, now],
+  );
+  return rows.length === 1;
+}
+
 export async function setLegStatus(db: Queryable, white_label_id: string, leg_ref: string, from: DepositLegRow['status'], to: DepositLegRow['status'], now: Date): Promise<boolean> {
   const { rows } = await db.query(
     `UPDATE deposit_legs SET status = $4, updated_at = $5 WHERE white_label_id = $1 AND leg_ref = $2 AND status = $3 RETURNING leg_ref`,
@@ -211,14 +220,14 @@ export async function setLegStatus(db: Queryable, white_label_id: string, leg_re
 export async function insertClaim(db: Queryable, row: ClaimRow): Promise<ClaimRow> {
   await db.query(
     `INSERT INTO claims (white_label_id, merchant_id, livemode, claim_id, deposit_id, cause, amount_minor, slip_received_at, status,
-       dedupe_key, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+       dedupe_key, evidence, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
      ON CONFLICT (white_label_id, dedupe_key) DO NOTHING`,
     [row.white_label_id, row.merchant_id, row.livemode, row.claim_id, row.deposit_id, row.cause, row.amount_minor, row.slip_received_at,
-      row.status, row.dedupe_key, row.created_at],
+      row.status, row.dedupe_key, row.evidence === null ? null : JSON.stringify(row.evidence), row.created_at],
   );
   const { rows } = await db.query<ClaimRow>(
-    `SELECT white_label_id, merchant_id, livemode, claim_id, deposit_id, cause, amount_minor, slip_received_at, status, dedupe_key, created_at
+    `SELECT white_label_id, merchant_id, livemode, claim_id, deposit_id, cause, amount_minor, slip_received_at, status, dedupe_key, evidence, created_at
        FROM claims WHERE white_label_id = $1 AND dedupe_key = $2`,
     [row.white_label_id, row.dedupe_key],
   );

@@ -9,7 +9,7 @@ import { DEPOSIT_STATUSES } from './types.ts';
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { GATEWAY_ACCOUNT_PURPOSE, maskAccount } from './service.ts';
-import type { DepositPolicy } from './policy.ts';
+import { DEFAULT_DEPOSIT_POLICY, type DepositPolicy } from './policy.ts';
 
 /**
  * POST /v1/pay/deposits (201 matched, 202 waiting for liquidity), GET /v1/pay/deposits/:id and
@@ -108,6 +108,8 @@ const depositPolicySchema = z
     max_expires_in_seconds: z.number().int().min(60).max(86_400),
     max_legs: z.number().int().min(1).max(10),
     liquidity_wait_seconds: z.number().int().min(10).max(3600),
+    /** Reviews of orders at or above this amount need two approvers; null: never; omitted: the default. */
+    four_eyes_min_amount_minor: amountMinorSchema.nullable().optional(),
     gateway: z
       .object({ bank_code: beneficiaryAccountFields.bank_code, account_number: beneficiaryAccountFields.account_number, account_name_th: beneficiaryAccountFields.account_name_th })
       .strict()
@@ -148,7 +150,8 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
     async handler({ context, body }) {
       const brand = brandToActOn(context, body.white_label_id);
       if (!(await services.tenancy.getBrand(brand))) throw new ApiError('resource_not_found');
-      const { white_label_id: _ignored, mode, gateway, ...terms } = body;
+      const { white_label_id: _ignored, mode, gateway, four_eyes_min_amount_minor, ...rest } = body;
+      const terms = { ...rest, four_eyes_min_amount_minor: four_eyes_min_amount_minor === undefined ? DEFAULT_DEPOSIT_POLICY.four_eyes_min_amount_minor : four_eyes_min_amount_minor };
       const policy = await services.database.transaction(async (tx) => {
         const stored = await services.depositPolicies.setPolicy(tx, brand, mode === 'live', {
           ...terms,

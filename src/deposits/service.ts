@@ -18,7 +18,7 @@ import type { FeeService } from '../fees/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
-import { slipUploadOf, type SlipTokenSigner, type SlipUpload } from './slip-token.ts';
+import { claimUrl, SLIP_CLAIM_PERIOD_MS, slipUploadOf, slipUploadUrl, type SlipTokenSigner, type SlipUpload } from '../slips/capability.ts';
 import { renderQrPng, type QrImageLinks } from './qr-image.ts';
 import {
   DEPOSIT_STATUSES,
@@ -29,6 +29,8 @@ import {
   type DepositStatus,
   type FillPreference,
   type ClaimRow,
+  type ClaimView,
+  type LateSlipClaimEvidence,
   type OverpaymentSnapshot,
   type RejectionObject,
   type ReversalSnapshot,
@@ -79,6 +81,12 @@ export const DEPOSIT_TRANSITIONS = new TransitionTable<DepositStatus>('deposit_o
   { from: 'under_review', to: 'rejected', trigger: 'reject' },
   { from: 'slip_processing', to: 'awaiting_payment', trigger: 'slip_unreadable' },
   { from: 'slip_processing', to: 'expired', trigger: 'slip_unreadable' },
+  // Multi-leg orders (docs/decisions.md, "Slips"): a verified slip that pays some legs hands the order
+  // back to awaiting payment of the others, and at the deadline a partially paid order settles short.
+  { from: 'slip_processing', to: 'awaiting_payment', trigger: 'leg_paid' },
+  { from: 'awaiting_payment', to: 'settled', trigger: 'settle' },
+  // A slip uploaded while the order is in review is attached to it (spec: "Evidence attached").
+  { from: 'under_review', to: 'under_review', trigger: 'slip_attached' },
 ]);
 
 const EVENT_OF_TRIGGER: Record<string, string> = {
@@ -95,6 +103,8 @@ const EVENT_OF_TRIGGER: Record<string, string> = {
   escalate: 'deposit.review_updated',
   reject: 'deposit.rejected',
   slip_unreadable: 'deposit.slip_rejected',
+  leg_paid: 'deposit.leg_paid',
+  slip_attached: 'deposit.review_updated',
 };
 
 /** Slips accepted per order, counting expired and not-yet-expired cases (spec, Limits). */
@@ -194,7 +204,8 @@ function legView(leg: DepositLegRow): LegView {
     sequence: leg.sequence,
     amount_minor: leg.amount_minor,
     expires_at: formatTimestamp(leg.expires_at),
-    leg_status: leg.status === 'filled' ? 'complete' : 'pending',
+    // A leg of a multi-leg order is complete once its verified slips paid it, before the order settles.
+    leg_status: leg.status === 'filled' || (leg.status === 'reserved' && leg.paid_minor >= leg.amount_minor) ? 'complete' : 'pending',
     method: 'promptpay_qr',
     receiver: {
       bank_code: leg.receiver_bank_code,
@@ -355,6 +366,21 @@ export interface DepositDependencies {
   upload_base_url: () => string;
 }
 
+/** An order's payer and payees in full (see `DepositService.paymentParties`). */
+export interface PaymentParties {
+  order: DepositRow;
+  sender: { bank_code: string; account_number: string; name_th: string; name_en: string | null; registered: boolean };
+  legs: (DepositLegRow & { receiver: Payee | null })[];
+  /** Reviews of orders at or above this amount need two approvers; null: never (brand policy). */
+  four_eyes_min_amount_minor: number | null;
+}
+
+/**
+ * What the slip intake knows about an order's slips, asked by cancel and expiry (the slips module
+ * answers it; injected at wiring, because slips itself calls this service).
+ */
+export type SlipActivityProbe = (db: Queryable, white_label_id: string, deposit_id: string) => Promise<{ total: number; unprocessed: number }>;
+
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
 /** The SecretBox purpose of a brand's gateway account number (see DepositPolicyService). */
 export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
@@ -364,7 +390,14 @@ function validationError(path: string, reason: string, hint?: string): ApiError 
 }
 
 export class DepositService {
+  private slipActivity: SlipActivityProbe = async () => ({ total: 0, unprocessed: 0 });
+
   constructor(private readonly deps: DepositDependencies) {}
+
+  /** Wiring: the slips module tells cancel and expiry whether an order has slips (see SlipActivityProbe). */
+  useSlipActivity(probe: SlipActivityProbe): void {
+    this.slipActivity = probe;
+  }
 
   private now(): Date {
     return this.deps.clock.now();
@@ -389,7 +422,7 @@ export class DepositService {
     for (const leg of view.legs) {
       const row = rows.find((candidate) => candidate.leg_ref === leg.leg_ref);
       const destination = row ? (known?.payees.get(row.leg_ref) ?? (await this.payeeOf(db, view.livemode, row))) : null;
-      if (!row || !destination || row.status !== 'reserved') {
+      if (!row || !destination || row.status !== 'reserved' || row.paid_minor > 0) {
         legs.push(leg);
         continue;
       }
@@ -617,11 +650,12 @@ export class DepositService {
   }
 
   /**
-   * A slip upload capability for an order with a destination: valid for the order's upload URL until
-   * its late-slip window closes (transfer deadline + 24 h), bound to the reservation's hold time.
+   * A slip upload capability for an order with a destination: valid for the order's upload URL until a
+   * week after its late-slip window closes (transfer deadline + 24 h + SLIP_CLAIM_PERIOD_MS; uploads in
+   * that week answer 410 with a claim_url the same capability opens), bound to the reservation's hold time.
    */
   private slipUpload(row: DepositRow, api_version: string): SlipUpload {
-    const htu = `${this.deps.upload_base_url()}/v1/pay/deposits/${row.deposit_id}/slip`;
+    const htu = slipUploadUrl(this.deps.upload_base_url(), row.deposit_id);
     const claims = {
       wl: row.white_label_id,
       livemode: row.livemode,
@@ -631,7 +665,7 @@ export class DepositService {
       api_version,
       hold_until: Math.floor(row.expires_at.getTime() / 1000),
       iat: Math.floor(this.now().getTime() / 1000),
-      exp: Math.floor((row.expires_at.getTime() + LATE_SLIP_WINDOW_MS) / 1000),
+      exp: Math.floor((row.expires_at.getTime() + LATE_SLIP_WINDOW_MS + SLIP_CLAIM_PERIOD_MS) / 1000),
     };
     return slipUploadOf(this.deps.slip_tokens.mint(claims), claims);
   }
@@ -695,6 +729,7 @@ export class DepositService {
         receiver_name_masked: maskName(leg.receiver.account_name_th),
         created_at: now,
         updated_at: now,
+        paid_minor: 0,
       })),
     };
   }
@@ -787,17 +822,38 @@ export class DepositService {
     return changed;
   }
 
-  /** The expiry job: an unpaid order past its transfer deadline expires, and its reservations go back. */
+  /**
+   * The expiry job: an unpaid order past its transfer deadline expires, and its reservations go back.
+   * Two cases wait instead: an order with a slip not processed yet (the slip consumer decides, and hands
+   * the deadline back by enqueueing this job again when it returns the order to awaiting payment), and
+   * a multi-leg order some of whose legs verified slips paid, which settles short on what was paid.
+   */
   async expire(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositView | null> {
     const row = await this.lockForChange(tx, white_label_id, deposit_id);
     if (!row || row.status !== 'awaiting_payment' || row.expires_at.getTime() > this.now().getTime()) return null;
-    const legs = await this.releaseLegs(tx, row, 'deposit_expired', SYSTEM_CAUSE);
+    if ((await this.slipActivity(tx, white_label_id, deposit_id)).unprocessed > 0) return null;
+    const legs = await repository.listLegs(tx, white_label_id, deposit_id);
+    const paid = legs.filter((leg) => leg.status === 'reserved' && leg.paid_minor > 0);
+    if (paid.length > 0) {
+      const settled = await this.settle(tx, {
+        white_label_id,
+        deposit_id,
+        transferred_amount_minor: paid.reduce((sum, leg) => sum + leg.paid_minor, 0),
+        paid_by_leg: Object.fromEntries(paid.map((leg) => [leg.leg_ref, leg.paid_minor])),
+        settled_via: 'auto',
+        sender_verified: senderVerified(row.verification),
+        cause: SYSTEM_CAUSE,
+      });
+      invariant(settled.ok, 'a partially paid order settles at its deadline');
+      return settled.value;
+    }
+    const released = await this.releaseLegs(tx, row, 'deposit_expired', SYSTEM_CAUSE);
     return this.transition(tx, {
       before: row,
       after: { ...row, version: row.version + 1, status: 'expired', expired_reason: 'no_payment', late_slip_accepted_until: new Date(row.expires_at.getTime() + LATE_SLIP_WINDOW_MS), updated_at: this.now() },
       trigger: 'expire',
       cause: SYSTEM_CAUSE,
-      legs,
+      legs: released,
     });
   }
 
@@ -812,6 +868,10 @@ export class DepositService {
     const row = await this.lockForChange(tx, account.white_label_id, deposit_id);
     invariant(row, 'the order exists');
     if (row.status !== 'awaiting_liquidity' && row.status !== 'awaiting_payment') return fail('deposit_not_cancelable', { details: { status: row.status } });
+    // Once a slip exists (uploaded, even unread or unreadable) the end user may have paid: no cancel (spec).
+    if (row.slip_attempts > 0 || (await this.slipActivity(tx, row.white_label_id, row.deposit_id)).total > 0) {
+      return fail('deposit_not_cancelable', { details: { status: row.status, reason: 'slip_received' } });
+    }
     const legs = row.status === 'awaiting_payment' ? await this.releaseLegs(tx, row, 'deposit_canceled', cause) : [];
     await cancelJobsByKey(tx, `${EXPIRE_DEPOSIT_TASK}:${row.deposit_id}`);
     const view = await this.transition(tx, {
@@ -850,34 +910,117 @@ export class DepositService {
     await this.deps.events.lockFeeds(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode);
   }
 
+  /** True when an expired or canceled order still takes a slip received at `at` (its late-slip window). */
+  private windowOpenAt(row: DepositRow, at: Date): boolean {
+    return row.late_slip_accepted_until !== null && row.late_slip_accepted_until.getTime() > at.getTime();
+  }
+
+  private lateSlipWindowClosed(row: DepositRow): Result<never> {
+    return fail('late_slip_window_closed', {
+      details: {
+        deposit_id: row.deposit_id,
+        late_slip_accepted_until: row.late_slip_accepted_until ? formatTimestamp(row.late_slip_accepted_until) : null,
+        claim_url: claimUrl(this.deps.upload_base_url(), row.deposit_id),
+      },
+    });
+  }
+
   /**
-   * The slip intake's consumer claimed a receipt (at most 3 per order). `awaiting_payment` →
-   * `slip_processing`; `expired` inside its late-slip window → `slip_processing` with `slip.is_late`;
-   * `canceled` inside its window → `under_review` with CANCELED_ORDER_SLIP, every time; after the
-   * window (or with none) → `late_slip_window_closed`. An order already processing is returned as it is.
+   * Whether an order takes a slip uploaded at `at` (the slip intake asks before storing anything). The
+   * order is locked for the rest of the intake's transaction, so that uploads to one order are counted
+   * one after another and a cancel or a transition waits for the upload (the order row is the first
+   * lock of every deposit path, see "Locks" in docs/decisions.md). Null when the order is not in this
+   * brand and environment. An order in review or settled takes a slip too: it is attached to the review,
+   * or verified as a transfer after settlement.
+   */
+  async admitSlip(tx: Queryable, input: { white_label_id: string; deposit_id: string; livemode: boolean; at: Date }): Promise<Result<{ merchant_id: string; hold_until: Date }> | null> {
+    const row = await repository.lockOrderInBrand(tx, input.white_label_id, input.deposit_id);
+    if (!row || row.livemode !== input.livemode) return null;
+    const admitted = ok({ merchant_id: row.merchant_id, hold_until: row.expires_at });
+    switch (row.status) {
+      case 'awaiting_payment':
+      case 'slip_processing':
+      case 'under_review':
+      case 'settled':
+        return admitted;
+      case 'expired':
+      case 'canceled':
+        return this.windowOpenAt(row, input.at) ? admitted : this.lateSlipWindowClosed(row);
+      default:
+        return fail('deposit_not_payable', { details: { status: row.status } });
+    }
+  }
+
+  /**
+   * The slip consumer claimed a receipt (at most 3 per order), received at `received_at`:
+   * `awaiting_payment` → `slip_processing`; `expired` inside its late-slip window → `slip_processing`,
+   * with `slip.is_late` when the slip came after the deadline; `canceled` inside its window →
+   * `under_review` with CANCELED_ORDER_SLIP, every time; after the window (or with none) →
+   * `late_slip_window_closed`. The window is judged at `received_at`, when the slip became durable, so a
+   * consumer that runs late (a retry, a queue backlog) never turns an accepted slip into a closed one.
    */
   async markSlipReceived(tx: Queryable, input: { white_label_id: string; deposit_id: string; received_at: Date; cause: EventCause }): Promise<Result<DepositView>> {
     const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
     if (!row) return fail('resource_not_found');
     if (row.status === 'slip_processing') return ok(await this.view(tx, row));
-    const now = this.now();
-    const late = row.status === 'expired' || row.status === 'canceled';
-    if (late && (row.late_slip_accepted_until === null || row.late_slip_accepted_until.getTime() <= now.getTime())) {
-      return fail('late_slip_window_closed', {
-        details: {
-          deposit_id: row.deposit_id,
-          late_slip_accepted_until: row.late_slip_accepted_until ? formatTimestamp(row.late_slip_accepted_until) : null,
-          claim_url: `${this.deps.upload_base_url()}/v1/bo/claims?deposit_id=${row.deposit_id}`,
-        },
-      });
-    }
-    if (row.status !== 'awaiting_payment' && !late) return fail('deposit_state_conflict', { details: { status: row.status } });
+    const closed = row.status === 'expired' || row.status === 'canceled';
+    if (closed && !this.windowOpenAt(row, input.received_at)) return this.lateSlipWindowClosed(row);
+    if (row.status !== 'awaiting_payment' && !closed) return fail('deposit_state_conflict', { details: { status: row.status } });
     if (row.slip_attempts >= MAX_SLIP_UPLOADS) return fail('deposit_state_conflict', { details: { status: row.status, reason: 'slip_limit_reached' } });
-    const received = { ...row, version: row.version + 1, slip_received_at: input.received_at, slip_is_late: late, slip_attempts: row.slip_attempts + 1, updated_at: now };
+    const late = row.status === 'canceled' || (row.status === 'expired' && input.received_at.getTime() >= row.expires_at.getTime());
+    const received = { ...row, version: row.version + 1, slip_received_at: input.received_at, slip_is_late: late, slip_attempts: row.slip_attempts + 1, updated_at: this.now() };
     if (row.status === 'canceled') {
       return ok(await this.transition(tx, { before: row, after: { ...received, status: 'under_review', review: this.newReview([CANCELED_ORDER_SLIP_REASON], false) }, trigger: 'review', cause: input.cause }));
     }
     return ok(await this.transition(tx, { before: row, after: { ...received, status: 'slip_processing' }, trigger: 'slip_received', cause: input.cause }));
+  }
+
+  /**
+   * A slip that arrived while the order is in review is attached to the review (spec: "Evidence
+   * attached": `version` moves, status and review clock do not; `deposit.review_updated`).
+   */
+  async attachSlipToReview(tx: Queryable, input: { white_label_id: string; deposit_id: string; received_at: Date; cause: EventCause }): Promise<Result<DepositView>> {
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status !== 'under_review') return fail('deposit_state_conflict', { details: { status: row.status } });
+    const after: DepositRow = {
+      ...row,
+      version: row.version + 1,
+      slip_received_at: input.received_at,
+      slip_attempts: Math.min(row.slip_attempts + 1, MAX_SLIP_UPLOADS),
+      updated_at: this.now(),
+    };
+    return ok(await this.transition(tx, { before: row, after, trigger: 'slip_attached', cause: input.cause }));
+  }
+
+  /**
+   * A verified slip paid some legs of a multi-leg order, and others are still unpaid: the paid amounts
+   * are recorded on the legs (they show `complete` and lose their QR), and the order goes back to
+   * `awaiting_payment` of the rest (`deposit.leg_paid`). Its deadline stands: the expiry job settles it
+   * short on what was paid if the other legs are not paid in time.
+   */
+  async recordLegPayments(
+    tx: Queryable,
+    input: { white_label_id: string; deposit_id: string; paid_by_leg: Record<string, number>; verification: VerificationBooleans; cause: EventCause },
+  ): Promise<Result<DepositView>> {
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status !== 'slip_processing') return fail('deposit_state_conflict', { details: { status: row.status } });
+    const now = this.now();
+    const legs: DepositLegRow[] = [];
+    for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
+      const paid = input.paid_by_leg[leg.leg_ref];
+      if (paid === undefined || paid === leg.paid_minor) continue;
+      invariant(leg.status === 'reserved' && Number.isSafeInteger(paid) && paid > leg.paid_minor, 'a reserved leg is paid more, never less');
+      legs.push({ ...leg, paid_minor: paid, updated_at: now });
+    }
+    invariant(legs.length > 0, 'a leg payment pays a leg');
+    const after: DepositRow = { ...row, version: row.version + 1, status: 'awaiting_payment', verification: input.verification, updated_at: now };
+    // The expiry job may have run while the slip was processed and left the deadline to this consumer.
+    const view = await this.transition(tx, { before: row, after, trigger: 'leg_paid', cause: input.cause, legs, jobs: [this.expireJob(row)] });
+    // Written after the transition, which reads the legs as they were for `previous_attributes`.
+    for (const leg of legs) invariant(await repository.setLegPaid(tx, row.white_label_id, leg.leg_ref, leg.paid_minor, now), 'the leg is locked through its order');
+    return ok(view);
   }
 
   private newReview(reasons: ReviewReason[], four_eyes_required: boolean): ReviewObject {
@@ -937,18 +1080,30 @@ export class DepositService {
   }
 
   /**
-   * The slip image could not be read: back to `awaiting_payment` while the order has not expired, else
-   * `expired` (legs released, late-slip window from the deadline). `deposit.slip_rejected` says the
-   * slip, not the money, was refused; `slip.attempts_left` tells how many uploads remain.
+   * The slip image could not be read: back to `awaiting_payment` while the order has not expired (or
+   * when verified slips already paid some of its legs, which the deadline then settles), else `expired`
+   * (legs released, late-slip window from the deadline). `deposit.slip_rejected` says the slip, not the
+   * money, was refused: its `slip_rejection` has `retryable` true and the uploads left.
    */
   async markSlipUnreadable(tx: Queryable, input: { white_label_id: string; deposit_id: string; cause: EventCause }): Promise<Result<DepositView>> {
     const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
     if (!row) return fail('resource_not_found');
     if (row.status !== 'slip_processing') return fail('deposit_state_conflict', { details: { status: row.status } });
     const now = this.now();
-    const stillOpen = !row.slip_is_late && row.expires_at.getTime() > now.getTime();
-    if (stillOpen) {
-      return ok(await this.transition(tx, { before: row, after: { ...row, version: row.version + 1, status: 'awaiting_payment', updated_at: now }, trigger: 'slip_unreadable', cause: input.cause }));
+    const rejection = { slip_rejection: { retryable: true, reason_code: 'SLIP_UNREADABLE', attempts_left: MAX_SLIP_UPLOADS - row.slip_attempts } };
+    const partlyPaid = (await repository.listLegs(tx, row.white_label_id, row.deposit_id)).some((leg) => leg.status === 'reserved' && leg.paid_minor > 0);
+    if (partlyPaid || (!row.slip_is_late && row.expires_at.getTime() > now.getTime())) {
+      return ok(
+        await this.transition(tx, {
+          before: row,
+          after: { ...row, version: row.version + 1, status: 'awaiting_payment', updated_at: now },
+          trigger: 'slip_unreadable',
+          cause: input.cause,
+          event_extra: rejection,
+          // The expiry job may have run while the slip was processed and left the deadline to this consumer.
+          jobs: [this.expireJob(row)],
+        }),
+      );
     }
     const legs = row.slip_is_late ? [] : await this.releaseLegs(tx, row, 'deposit_expired', input.cause);
     const after: DepositRow = {
@@ -959,7 +1114,7 @@ export class DepositService {
       late_slip_accepted_until: row.late_slip_accepted_until ?? new Date(row.expires_at.getTime() + LATE_SLIP_WINDOW_MS),
       updated_at: now,
     };
-    return ok(await this.transition(tx, { before: row, after, trigger: 'slip_unreadable', cause: input.cause, legs }));
+    return ok(await this.transition(tx, { before: row, after, trigger: 'slip_unreadable', cause: input.cause, legs, event_extra: rejection }));
   }
 
   /**
@@ -980,6 +1135,11 @@ export class DepositService {
       /** True when the slip proved the declared sender (bank, account and name all matched): it is registered. */
       sender_verified?: boolean;
       verification?: VerificationBooleans;
+      /**
+       * What the verified slips paid into each leg (by `leg_ref`), when they said which receiver they
+       * paid: the fills follow the money. Without it, A is filled across the legs in their order.
+       */
+      paid_by_leg?: Record<string, number>;
       cause: EventCause;
     },
   ): Promise<Result<DepositView>> {
@@ -988,7 +1148,9 @@ export class DepositService {
     const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
     if (!row) return fail('resource_not_found');
     if (row.status === 'settled' || row.status === 'reversed') return ok(await this.view(tx, row));
-    if (row.status !== 'slip_processing' && row.status !== 'under_review') return fail('deposit_state_conflict', { details: { status: row.status } });
+    // awaiting_payment: a multi-leg order settling short at its deadline on the legs its slips paid.
+    const settles = row.status === 'slip_processing' || row.status === 'under_review' || (row.status === 'awaiting_payment' && input.paid_by_leg !== undefined);
+    if (!settles) return fail('deposit_state_conflict', { details: { status: row.status } });
 
     const now = this.now();
     const account = { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode };
@@ -997,38 +1159,50 @@ export class DepositService {
     const fee = await this.deps.fees.quote(tx, { ...account, channel: 'deposit' }, received);
     const credited = received - fee.fee_total_minor;
 
-    // A late slip paid legs whose reservations were released at expiry: reserve the same withdrawals
+    // What each leg receives of A: the verified amount of each leg when the slips said which receiver
+    // they paid (multi-leg orders), else A across the legs in their order. A leg paid in part is a
+    // short fill whose rest returns to that withdrawal; a leg that gets nothing goes back whole.
+    let left = received;
+    const plan: { leg: DepositLegRow; fill_minor: number }[] = [];
+    for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
+      if (leg.status === 'filled') continue;
+      const wanted = input.paid_by_leg ? (input.paid_by_leg[leg.leg_ref] ?? 0) : left;
+      const fill_minor = Math.min(leg.amount_minor, wanted, left);
+      left -= fill_minor;
+      plan.push({ leg, fill_minor });
+    }
+    invariant(left === 0, 'the legs of an order cover its amount');
+
+    // Legs released at expiry or cancel that a (late) slip paid anyway: reserve the same withdrawals
     // again. If one of them can no longer take its leg, the money landed where it is not owed any more.
-    if (row.slip_is_late) {
-      for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
-        if (leg.status !== 'released') continue;
-        if (leg.destination === 'gateway') {
-          invariant(await repository.setLegStatus(tx, row.white_label_id, leg.leg_ref, 'released', 'reserved', now), 'the leg is locked through its order');
-          continue;
-        }
-        invariant(leg.withdrawal_id, 'a withdrawal leg names its withdrawal');
-        const again = await this.deps.withdrawals.reserveLeg(tx, {
-          white_label_id: row.white_label_id,
-          livemode: row.livemode,
-          withdrawal_id: leg.withdrawal_id,
-          deposit_id: row.deposit_id,
-          deposit_leg_key: `${leg.leg_ref}:late`,
-          amount_minor: leg.amount_minor,
-          cause: input.cause,
-        });
-        // Thrown, not returned: legs reserved again before this one must roll back with the transaction.
-        if (!again.ok) throw new ApiError('alloc_state_conflict', { details: { leg_ref: leg.leg_ref, withdrawal_id: leg.withdrawal_id } });
-        invariant(await repository.relinkLeg(tx, row.white_label_id, leg.leg_ref, again.value.leg_ref, now), 'the leg is locked through its order');
+    for (const { leg, fill_minor } of plan) {
+      if (leg.status !== 'released' || fill_minor === 0) continue;
+      if (leg.destination === 'gateway') {
+        invariant(await repository.setLegStatus(tx, row.white_label_id, leg.leg_ref, 'released', 'reserved', now), 'the leg is locked through its order');
+        leg.status = 'reserved';
+        continue;
       }
+      invariant(leg.withdrawal_id, 'a withdrawal leg names its withdrawal');
+      const again = await this.deps.withdrawals.reserveLeg(tx, {
+        white_label_id: row.white_label_id,
+        livemode: row.livemode,
+        withdrawal_id: leg.withdrawal_id,
+        deposit_id: row.deposit_id,
+        deposit_leg_key: `${leg.leg_ref}:late`,
+        amount_minor: leg.amount_minor,
+        cause: input.cause,
+      });
+      // Thrown, not returned: legs reserved again before this one must roll back with the transaction.
+      if (!again.ok) throw new ApiError('alloc_state_conflict', { details: { leg_ref: leg.leg_ref, withdrawal_id: leg.withdrawal_id } });
+      invariant(await repository.relinkLeg(tx, row.white_label_id, leg.leg_ref, again.value.leg_ref, now), 'the leg is locked through its order');
+      leg.status = 'reserved';
+      leg.withdrawal_leg_ref = again.value.leg_ref;
     }
 
-    // Pay the withdrawals: A across the legs in their order; a leg that gets nothing goes back.
-    let left = received;
+    // Pay the withdrawals by the plan.
     const legs: DepositLegRow[] = [];
-    for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
+    for (const { leg, fill_minor: paid } of plan) {
       if (leg.status !== 'reserved') continue;
-      const paid = Math.min(leg.amount_minor, left);
-      left -= paid;
       if (leg.destination === 'gateway') {
         // The gateway account is outside the brand's withdrawals: nothing to fill there.
         legs.push({ ...leg, status: paid > 0 ? 'filled' : 'released', updated_at: now });
@@ -1045,7 +1219,6 @@ export class DepositService {
         legs.push({ ...leg, status: 'released', updated_at: now });
       }
     }
-    invariant(left === 0, 'the legs of an order cover its amount');
 
     let overpayment: OverpaymentSnapshot | null = null;
     if (excess > 0) {
@@ -1058,6 +1231,7 @@ export class DepositService {
         slip_received_at: row.slip_received_at ?? now,
         status: 'open',
         dedupe_key: `same_transfer_excess:${row.deposit_id}`,
+        evidence: null,
         created_at: now,
       });
       overpayment = claimSnapshot(claim);
@@ -1176,6 +1350,7 @@ export class DepositService {
       slip_received_at: input.slip_received_at,
       status: 'open',
       dedupe_key: `additional_transfer:${row.deposit_id}:${input.transfer_key}`,
+      evidence: null,
       created_at: now,
     });
     if (claim.claim_id !== claim_id) return ok(await this.view(tx, row));
@@ -1188,6 +1363,67 @@ export class DepositService {
       event_extra: { additional_transfer: snapshot },
     });
     return ok(view);
+  }
+
+  /**
+   * Who pays and who is paid for an order, in full: its declared sender (the sealed number opened) and
+   * each leg's receiver. For the slip pipeline's checks and the sandbox bank; never returned by the API,
+   * never logged. With `lock`, the order (and its feeds) is locked first, as every change does.
+   */
+  async paymentParties(db: Queryable, white_label_id: string, deposit_id: string, options: { lock: boolean }): Promise<PaymentParties | null> {
+    const row = options.lock ? await this.lockForChange(db, white_label_id, deposit_id) : await repository.findOrderInBrand(db, white_label_id, deposit_id);
+    if (!row) return null;
+    const legs: PaymentParties['legs'] = [];
+    for (const leg of await repository.listLegs(db, white_label_id, deposit_id)) {
+      legs.push({ ...leg, receiver: await this.payeeOf(db, row.livemode, leg) });
+    }
+    const policy = await this.deps.policies.policyFor(db, white_label_id, row.livemode);
+    return {
+      order: row,
+      sender: {
+        bank_code: row.sender_bank_code,
+        account_number: this.deps.secretBox.open(row.sender_account_sealed, SENDER_ACCOUNT_PURPOSE),
+        name_th: row.sender_name_th,
+        name_en: row.sender_name_en,
+        registered: row.sender_id !== null,
+      },
+      legs,
+      four_eyes_min_amount_minor: policy.four_eyes_min_amount_minor,
+    };
+  }
+
+  /**
+   * A claim for a slip that came after the late-slip window (opened at `claim_url` with the order's
+   * capability): only for an expired or canceled order whose window has closed, where an upload answers
+   * 410. Each call opens its own claim (the caller's idempotency key makes retries replay it). Null when
+   * the order is not in this brand and environment.
+   */
+  async openLateSlipClaim(
+    tx: Queryable,
+    input: { white_label_id: string; deposit_id: string; livemode: boolean; evidence: LateSlipClaimEvidence },
+  ): Promise<Result<ClaimView> | null> {
+    const row = await repository.lockOrderInBrand(tx, input.white_label_id, input.deposit_id);
+    if (!row || row.livemode !== input.livemode) return null;
+    const now = this.now();
+    if ((row.status !== 'expired' && row.status !== 'canceled') || this.windowOpenAt(row, now)) {
+      return fail('deposit_state_conflict', { details: { status: row.status, hint: 'while the order takes slips, upload the slip instead' } });
+    }
+    const claim_id = newId('claim');
+    const claim = await repository.insertClaim(tx, {
+      white_label_id: row.white_label_id,
+      merchant_id: row.merchant_id,
+      livemode: row.livemode,
+      claim_id,
+      deposit_id: row.deposit_id,
+      cause: 'late_slip',
+      amount_minor: input.evidence.amount_minor ?? null,
+      slip_received_at: now,
+      status: 'open',
+      dedupe_key: `late_slip:${row.deposit_id}:${claim_id}`,
+      evidence: input.evidence,
+      created_at: now,
+    });
+    return ok(claimView(claim));
   }
 
   /**
@@ -1251,7 +1487,13 @@ export class DepositService {
   }
 }
 
+/** True when a slip proved the declared sender: bank, account and name all matched. */
+export function senderVerified(verification: VerificationBooleans | null): boolean {
+  return verification !== null && verification.sender_bank_match && verification.sender_account_match && verification.sender_name_match;
+}
+
 function claimSnapshot(claim: ClaimRow): OverpaymentSnapshot {
+  invariant(claim.cause !== 'late_slip' && claim.amount_minor !== null, 'an overpayment claim has its excess');
   return {
     claim_id: claim.claim_id,
     cause: claim.cause,
@@ -1259,6 +1501,19 @@ function claimSnapshot(claim: ClaimRow): OverpaymentSnapshot {
     slip_received_at: formatTimestamp(claim.slip_received_at),
     status: 'open',
     action_required: 'contact_support',
+  };
+}
+
+export function claimView(claim: ClaimRow): ClaimView {
+  return {
+    id: claim.claim_id,
+    object: 'claim',
+    deposit_id: claim.deposit_id,
+    cause: claim.cause,
+    status: claim.status,
+    amount_minor: claim.amount_minor,
+    created_at: formatTimestamp(claim.created_at),
+    livemode: claim.livemode,
   };
 }
 

@@ -36,6 +36,7 @@ export interface DepositPolicyRow {
   gateway_account_sealed: string | null;
   gateway_account_last4: string | null;
   gateway_account_name_th: string | null;
+  four_eyes_min_amount_minor: number | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -110,12 +111,36 @@ export interface ReversalSnapshot {
 export interface ClaimRow extends DepositAccount {
   claim_id: string;
   deposit_id: string;
-  cause: OverpaymentSnapshot['cause'];
-  amount_minor: number;
+  cause: OverpaymentSnapshot['cause'] | 'late_slip';
+  /** The excess E; for a late-slip claim what the payer says they sent, or null. */
+  amount_minor: number | null;
   slip_received_at: Date;
   status: 'open' | 'resolved';
   dedupe_key: string;
+  /** What the payer submitted with a late-slip claim. */
+  evidence: LateSlipClaimEvidence | null;
   created_at: Date;
+}
+
+/** A late-slip claim's content (POST at `claim_url`). */
+export interface LateSlipClaimEvidence {
+  trans_ref?: string;
+  sending_bank_code?: string;
+  occurred_at?: string;
+  amount_minor?: number;
+  note?: string;
+}
+
+/** A claim as its opener sees it. */
+export interface ClaimView {
+  id: string;
+  object: 'claim';
+  deposit_id: string;
+  cause: ClaimRow['cause'];
+  status: ClaimRow['status'];
+  amount_minor: number | null;
+  created_at: string;
+  livemode: boolean;
 }
 
 export interface DepositLegRow {
@@ -136,6 +161,8 @@ export interface DepositLegRow {
   receiver_name_masked: string;
   created_at: Date;
   updated_at: Date;
+  /** What verified slips paid into this leg while the order waited for its other legs (multi-leg orders). */
+  paid_minor: number;
 }
 
 export interface SenderRow extends DepositAccount {

@@ -16,6 +16,10 @@ import type { DepositService } from '../deposits/service.ts';
 import type { DepositPolicyService } from '../deposits/policy.ts';
 import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
 import type { IdempotencyService } from './idempotency.ts';
+import type { SlipTokenClaims, SlipTokenSigner } from '../slips/capability.ts';
+import type { SlipsService } from '../slips/service.ts';
+import type { VerificationService } from '../verification/service.ts';
+import type { SandboxBank } from '../sandbox/bank.ts';
 import type { BucketPolicy } from './rate-limit.ts';
 
 /** Everything a route can reach. Built once per service instance by `createServices`. */
@@ -39,8 +43,18 @@ export interface Services {
   /** Deposit orders: creation, matching, the liquidity wait, expiry and cancel. */
   deposits: DepositService;
   depositPolicies: DepositPolicyService;
+  /** Signs and verifies the per-order slip upload capability. */
+  slipTokens: SlipTokenSigner;
+  /** Slip intake: durable receipts of uploaded evidence. */
+  slips: SlipsService;
+  /** Reading, bank verification and the outcome of each slip. */
+  verification: VerificationService;
+  /** The sandbox bank's transfers and slips (test mode only). */
+  sandboxBank: SandboxBank;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
   publicBaseUrl(): string;
+  /** The base of slip upload addresses (UPLOAD_BASE_URL, else the public base). */
+  uploadBaseUrl(): string;
 }
 
 /** The authenticated merchant a request acts for; every query is scoped by these three keys. */
@@ -127,7 +141,31 @@ export interface PublicRouteSpec<QuerySchema extends z.ZodType | undefined> {
   }) => Promise<RouteOutcome>;
 }
 
+/** A request authenticated by an order's slip capability (slip intake and its claim). */
+export interface CapabilityContext {
+  request_id: string;
+  claims: SlipTokenClaims;
+  idempotency_key: string;
+  /** The request's path, as it came. */
+  path: string;
+}
+
+export interface CapabilityRouteSpec {
+  method: 'POST';
+  url: string;
+  /** The largest body the route takes, in bytes, instead of the service-wide 1 MiB. */
+  body_limit_bytes: number;
+  /**
+   * The upload address the capability must name (`htu`), given the address this request came to: the
+   * address itself for the upload route, the order's upload address for its sibling routes.
+   */
+  capability_address: (request_address: string) => string;
+  handler: (input: { context: CapabilityContext; raw_body: Buffer; content_type: string | undefined; params: Record<string, string> }) => Promise<RouteOutcome>;
+}
+
 export interface RouteRegistrar {
+  /** A route authenticated by an order's slip capability only (never by a merchant key). */
+  capability(spec: CapabilityRouteSpec): void;
   merchant<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(spec: MerchantRouteSpec<B, Q>): void;
   backoffice<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(spec: BackofficeRouteSpec<B, Q>): void;
   public<Q extends z.ZodType | undefined = undefined>(spec: PublicRouteSpec<Q>): void;

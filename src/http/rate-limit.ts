@@ -21,6 +21,8 @@ export const BUCKETS = {
   pay_create_shared: { name: 'pay_create_shared', limit: 60, window_seconds: 60, scope: 'merchant' },
   backoffice: { name: 'backoffice', limit: 600, window_seconds: 60, scope: 'credential' },
   public: { name: 'public', limit: 300, window_seconds: 60, scope: 'ip' },
+  /** Slip uploads (spec, Limits): 20 per minute per end user, by the capability's rate_subject plus client IP. */
+  slip_upload: { name: 'slip_upload', limit: 20, window_seconds: 60, scope: 'user' },
 } as const satisfies Record<string, BucketPolicy>;
 
 export function windowStart(now: Date, policy: BucketPolicy): Date {

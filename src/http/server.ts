@@ -8,6 +8,7 @@ import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
 import type {
   BackofficeContext,
   BackofficeRouteSpec,
+  CapabilityRouteSpec,
   MerchantRouteSpec,
   PublicRouteSpec,
   RouteOutcome,
@@ -27,6 +28,7 @@ import {
   windowStart,
 } from './rate-limit.ts';
 import { isStorableText, parseOrThrow, unstorableTextPaths } from './validation.ts';
+import { SLIP_TOKEN_MAX_LENGTH } from '../slips/capability.ts';
 
 /**
  * Assembles the HTTP server. Routes are thin: a module registers specs through the registrar, and the
@@ -43,6 +45,15 @@ const noBodySchema = z.object({}).strict();
 const noQuerySchema = z.object({}).strict();
 /** Idempotency keys: 1 to 255 printable ASCII characters. */
 const IDEMPOTENCY_KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
+/** The merchant signature's headers: a capability route refuses a request carrying any of them. */
+const MERCHANT_SIGNING_HEADERS = ['pg-timestamp', 'pg-nonce', 'pg-version', 'pg-signature'] as const;
+
+/** The capability from `Authorization: Bearer <token>`; null when absent or not of a token's shape and size. */
+function capabilityToken(request: FastifyRequest): string | null {
+  const authorization = request.headers.authorization;
+  if (typeof authorization !== 'string' || authorization.length > SLIP_TOKEN_MAX_LENGTH + 7) return null;
+  return /^Bearer ([A-Za-z0-9_.-]+)$/.exec(authorization)?.[1] ?? null;
+}
 
 export type RouteModule = (registrar: RouteRegistrar, services: Services) => void;
 
@@ -136,6 +147,7 @@ function sendJson(reply: FastifyReply, status: number, bodyText: string): Fastif
 /** One registered API route and its guard: the merchant scope or the back-office roles. */
 export type ApiRoute =
   | { kind: 'merchant'; method: string; url: string; scope: ApiKeyScope }
+  | { kind: 'capability'; method: string; url: string }
   | { kind: 'backoffice'; method: string; url: string; roles: readonly BackofficeRole[] }
   | { kind: 'public'; method: string; url: string };
 
@@ -236,7 +248,12 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
   }
 
   /** Maps a framework failure (parser, limits, routing) to a catalogue code. */
-  function frameworkError(error: { code?: string; statusCode?: number }): ApiError | null {
+  function frameworkError(error: { code?: string; statusCode?: number }, request: FastifyRequest): ApiError | null {
+    const capabilityLimit = (request.routeOptions.config as { capability_body_limit_bytes?: number } | undefined)?.capability_body_limit_bytes;
+    if (capabilityLimit !== undefined && (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413)) {
+      // The slip routes list their refusals as validation errors with fields (spec, slip intake rule 8).
+      return new ApiError('validation_error', { details: { fields: [{ path: '$', reason: 'too_large', hint: `at most ${capabilityLimit} bytes of request body` }] } });
+    }
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         return new ApiError('request_too_large', { details: { max_bytes: JSON_BODY_LIMIT_BYTES } });
@@ -258,7 +275,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
   app.setErrorHandler(async (error, request, reply) => {
     if (error instanceof ApiError) return sendError(request, reply, error);
-    const mapped = frameworkError(error as { code?: string; statusCode?: number });
+    const mapped = frameworkError(error as { code?: string; statusCode?: number }, request);
     if (mapped) return sendError(request, reply, mapped);
     request.log.error({ err: error, request_id: request.id }, 'unhandled error');
     return sendError(request, reply, new ApiError('internal_error'));
@@ -302,6 +319,17 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
       catalogue.push({ kind: 'backoffice', method: spec.method, url: spec.url, roles: spec.roles });
       remember(spec.method, spec.url);
       app.route({ method: spec.method, url: spec.url, handler: (request, reply) => runBackoffice(spec, request, reply) });
+    },
+    capability(spec) {
+      catalogue.push({ kind: 'capability', method: spec.method, url: spec.url });
+      remember(spec.method, spec.url);
+      app.route({
+        method: spec.method,
+        url: spec.url,
+        bodyLimit: spec.body_limit_bytes,
+        config: { capability_body_limit_bytes: spec.body_limit_bytes },
+        handler: (request, reply) => runCapability(spec, request, reply),
+      });
     },
     public(spec) {
       catalogue.push({ kind: 'public', method: spec.method, url: spec.url });
@@ -396,6 +424,58 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     const query = parseOrThrow(spec.query ?? noQuerySchema, parseQuery(request.raw.url ?? '')) as never;
     const outcome = await spec.handler({ context, body, query, params });
     return sendOutcome(request, reply, outcome);
+  }
+
+  /**
+   * A route authenticated by an order's slip capability (spec, Slip upload capability): merchant
+   * credentials are refused before the token is looked at; the token is verified against the exact
+   * address the request came to; the rate bucket is the token's `rate_subject` plus the client IP;
+   * then the Idempotency-Key. The body stays raw bytes for the route to parse.
+   */
+  async function runCapability(spec: CapabilityRouteSpec, request: RateAwareRequest, reply: FastifyReply): Promise<FastifyReply> {
+    const params = checkedParams(request);
+    const carriesMerchantCredentials =
+      MERCHANT_SIGNING_HEADERS.some((name) => request.headers[name] !== undefined) || /^Bearer sk_/i.test(String(request.headers.authorization ?? ''));
+    if (carriesMerchantCredentials) {
+      throw new ApiError('scope_denied', {
+        message: 'Slip upload authenticates with the slip_upload token only; a merchant API key or PG-* signing header is refused here.',
+        details: { reason: 'merchant_credentials_not_accepted' },
+      });
+    }
+    const token = capabilityToken(request);
+    if (token === null) throw new ApiError('slip_token_invalid');
+    const address = requestAddress(request);
+    const verified = address === null ? null : services.slipTokens.verify(token, { url: spec.capability_address(address), deposit_id: params.id ?? '', now: services.clock.now() });
+    if (!verified || !verified.ok) throw new ApiError(verified?.ok === false && verified.reason === 'expired' ? 'slip_token_expired' : 'slip_token_invalid');
+    const claims = verified.claims;
+    request.rateState = await countBucket(BUCKETS.slip_upload, claims.wl, `${claims.rate_subject}:${request.ip}`);
+    if (isExceeded(request.rateState)) throw rateLimitedError(request.rateState);
+    const idempotencyKey = request.headers['idempotency-key'];
+    if (typeof idempotencyKey !== 'string' || idempotencyKey === '') throw new ApiError('idempotency_key_required');
+    if (!IDEMPOTENCY_KEY_PATTERN.test(idempotencyKey)) {
+      throw new ApiError('validation_error', {
+        details: { fields: [{ path: 'Idempotency-Key', reason: 'invalid_format', hint: '1 to 255 printable ASCII characters' }] },
+      });
+    }
+    const outcome = await spec.handler({
+      context: { request_id: request.id, claims, idempotency_key: idempotencyKey, path: (request.raw.url ?? '').split('?')[0] ?? '' },
+      raw_body: rawBodyOf(request),
+      content_type: request.headers['content-type'],
+      params,
+    });
+    return sendOutcome(request, reply, outcome);
+  }
+
+  /**
+   * The address the request came to, byte for byte as a capability names it: the scheme of the
+   * advertised upload address (TLS ends before the service in a real deployment), the Host header as the
+   * client sent it, and the raw path and query. Null without a Host header.
+   */
+  function requestAddress(request: FastifyRequest): string | null {
+    const host = request.headers.host;
+    if (typeof host !== 'string' || host === '' || /[\s/@]/.test(host)) return null;
+    const scheme = new URL(services.uploadBaseUrl()).protocol;
+    return `${scheme}//${host}${request.raw.url ?? ''}`;
   }
 
   async function runPublic<Q extends z.ZodType | undefined>(spec: PublicRouteSpec<Q>, request: RateAwareRequest, reply: FastifyReply) {

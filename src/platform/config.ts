@@ -27,6 +27,14 @@ const environmentSchema = z.object({
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(25_000),
   NODE_ENV: z.string().default('development'),
+  /** Where slip evidence is kept: in PostgreSQL with its receipt (default), or in a directory. */
+  SLIP_EVIDENCE_STORE: z.enum(['postgres', 'filesystem']).default('postgres'),
+  /** The directory of the filesystem evidence store; DATA_DIR/slips by default. */
+  SLIP_EVIDENCE_DIR: z.string().min(1).optional(),
+  /** The live slip-verification provider (src/verification/http-adapter.ts); unset means live bank checking is off. */
+  SLIP_VERIFIER_URL: z.url().optional(),
+  SLIP_VERIFIER_KEY: z.string().min(1).optional(),
+  SLIP_VERIFIER_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
 });
 
 export interface Config {
@@ -48,6 +56,20 @@ export interface Config {
   worker_concurrency: number;
   shutdown_timeout_ms: number;
   production: boolean;
+  slip_evidence_store: 'postgres' | 'filesystem';
+  /** Absolute or relative directory of the filesystem evidence store. */
+  slip_evidence_dir: string;
+  /** The live verification provider; null when live bank checking is off. No trailing slash. */
+  slip_verifier: { url: string; key: string; timeout_ms: number } | null;
+}
+
+/** A URL without its key, or a key without its URL, is a configuration error rather than a silent "off". */
+function slipVerifierOf(values: z.infer<typeof environmentSchema>): Config['slip_verifier'] {
+  if (values.SLIP_VERIFIER_URL === undefined && values.SLIP_VERIFIER_KEY === undefined) return null;
+  if (values.SLIP_VERIFIER_URL === undefined || values.SLIP_VERIFIER_KEY === undefined) {
+    throw new Error('invalid configuration: SLIP_VERIFIER_URL and SLIP_VERIFIER_KEY are set together or not at all');
+  }
+  return { url: values.SLIP_VERIFIER_URL.replace(/\/+$/, ''), key: values.SLIP_VERIFIER_KEY, timeout_ms: values.SLIP_VERIFIER_TIMEOUT_MS };
 }
 
 export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config {
@@ -78,5 +100,8 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     worker_concurrency: values.WORKER_CONCURRENCY,
     shutdown_timeout_ms: values.SHUTDOWN_TIMEOUT_MS,
     production: values.NODE_ENV === 'production',
+    slip_evidence_store: values.SLIP_EVIDENCE_STORE,
+    slip_evidence_dir: values.SLIP_EVIDENCE_DIR ?? `${values.DATA_DIR.replace(/\/+$/, '')}/slips`,
+    slip_verifier: slipVerifierOf(values),
   };
 }

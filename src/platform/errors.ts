@@ -46,6 +46,16 @@ const catalogue = {
     message: 'The API key has been revoked.',
     message_th: 'คีย์ API ถูกเพิกถอนแล้ว',
   },
+  slip_token_invalid: {
+    status: 401, type: 'authentication_error', retryable: false,
+    message: 'The slip upload capability is missing, malformed, or not valid for this address.',
+    message_th: 'สิทธิ์การอัปโหลดสลิปไม่มี ไม่ถูกต้อง หรือใช้กับที่อยู่นี้ไม่ได้',
+  },
+  slip_token_expired: {
+    status: 401, type: 'authentication_error', retryable: false,
+    message: 'The slip upload capability has expired; the merchant can issue a new one while the order takes slips.',
+    message_th: 'สิทธิ์การอัปโหลดสลิปหมดอายุแล้ว ร้านค้าสามารถออกสิทธิ์ใหม่ได้หากรายการยังรับสลิปอยู่',
+  },
   tenant_suspended: {
     status: 403, type: 'permission_error', retryable: false,
     message: 'An account in the chain brand, merchant, key is suspended.',
@@ -205,6 +215,11 @@ const catalogue = {
     status: 409, type: 'invalid_request_error', retryable: true,
     message: 'The withdrawal changed state during the request; re-read and retry.',
     message_th: 'สถานะรายการถอนเปลี่ยนไประหว่างคำขอ กรุณาอ่านใหม่แล้วลองอีกครั้ง',
+  },
+  slip_limit_reached: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'This order has taken its 3 slip uploads; contact support about any further transfer.',
+    message_th: 'รายการนี้รับสลิปครบ 3 ครั้งแล้ว กรุณาติดต่อฝ่ายบริการเกี่ยวกับการโอนเพิ่มเติม',
   },
   late_slip_window_closed: {
     status: 410, type: 'invalid_request_error', retryable: false,

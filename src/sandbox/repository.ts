@@ -29,3 +29,41 @@ export async function insertCounterparty(db: Queryable, row: CounterpartyRow): P
 export async function lockBrandLiquidity(db: Queryable, white_label_id: string): Promise<void> {
   await db.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`sandbox:liquidity:${white_label_id}`]);
 }
+
+/** One transfer of the sandbox bank (migrations/0011_slips.sql, `sandbox_bank_transfers`). */
+export interface SandboxTransferRow {
+  white_label_id: string;
+  sending_bank_code: string;
+  trans_ref: string;
+  amount_minor: number;
+  occurred_at: Date;
+  sender_account_number: string;
+  sender_name_th: string;
+  sender_name_en: string | null;
+  receiver_bank_code: string;
+  receiver_account_number: string;
+  receiver_name_th: string;
+  merchant_id: string;
+  deposit_id: string | null;
+  leg_ref: string | null;
+  created_at: Date;
+}
+
+const TRANSFER_COLUMNS = `white_label_id, sending_bank_code, trans_ref, amount_minor, occurred_at, sender_account_number, sender_name_th, sender_name_en,
+  receiver_bank_code, receiver_account_number, receiver_name_th, merchant_id, deposit_id, leg_ref, created_at`;
+
+export async function insertTransfer(db: Queryable, row: SandboxTransferRow): Promise<void> {
+  await db.query(`INSERT INTO sandbox_bank_transfers (${TRANSFER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`, [
+    row.white_label_id, row.sending_bank_code, row.trans_ref, row.amount_minor, row.occurred_at, row.sender_account_number, row.sender_name_th,
+    row.sender_name_en, row.receiver_bank_code, row.receiver_account_number, row.receiver_name_th, row.merchant_id, row.deposit_id, row.leg_ref,
+    row.created_at,
+  ]);
+}
+
+export async function findTransfer(db: Queryable, key: { white_label_id: string; sending_bank_code: string; trans_ref: string }): Promise<SandboxTransferRow | null> {
+  const { rows } = await db.query<SandboxTransferRow>(
+    `SELECT ${TRANSFER_COLUMNS} FROM sandbox_bank_transfers WHERE white_label_id = $1 AND sending_bank_code = $2 AND trans_ref = $3`,
+    [key.white_label_id, key.sending_bank_code, key.trans_ref],
+  );
+  return rows[0] ?? null;
+}

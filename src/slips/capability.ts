@@ -21,6 +21,22 @@ export const SLIP_MAX_BYTES = 4_194_304;
 export const SLIP_CONTENT_TYPES = ['image/jpeg', 'image/png', 'image/webp', 'application/json'] as const;
 /** Tokens longer than this are refused before any parsing or signature work. */
 export const SLIP_TOKEN_MAX_LENGTH = 4096;
+/**
+ * How long a capability outlives the late-slip window: an upload in this week answers 410
+ * `late_slip_window_closed` with a `claim_url`, and that claim is opened with the same capability.
+ * Without it an upload after the window would only learn that its token expired.
+ */
+export const SLIP_CLAIM_PERIOD_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** The upload address of an order: `slip_upload.upload_url` and the token's `htu`. */
+export function slipUploadUrl(upload_base_url: string, deposit_id: string): string {
+  return `${upload_base_url}/v1/pay/deposits/${deposit_id}/slip`;
+}
+
+/** Where a late slip opens a claim (`details.claim_url` of a 410): the order's upload address's sibling. */
+export function claimUrl(upload_base_url: string, deposit_id: string): string {
+  return `${upload_base_url}/v1/pay/deposits/${deposit_id}/claims`;
+}
 
 const SEED_PURPOSE = 'deposits.slip_token.ed25519.v1';
 const RATE_SUBJECT_PURPOSE = 'deposits.slip_token.rate_subject.v1';

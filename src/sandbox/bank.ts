@@ -1,0 +1,173 @@
+import crypto from 'node:crypto';
+import type { Clock } from '../platform/clock.ts';
+import type { Queryable } from '../platform/db.ts';
+import { fail, ok, type Result } from '../platform/errors.ts';
+import { formatTimestamp, HOUR_MS } from '../platform/time.ts';
+import type { DepositService } from '../deposits/service.ts';
+import type { BankVerifier, TransferLookup, TransferQuery } from '../verification/bank-port.ts';
+import { invariant } from '../platform/assert.ts';
+import { printedAccount, printedName } from './printed-masks.ts';
+import { renderSlipImage } from './slip-image.ts';
+import * as repository from './repository.ts';
+
+/**
+ * The sandbox bank's transfers (DESIGN.md, "Verification"): a sandbox payer "transfers" to a leg of a
+ * deposit (POST /v1/test/bank/transfers, or `npm run cli -- sandbox pay`), the sandbox bank records the
+ * transfer and hands back the slip a Thai bank app would show, with a real mini-QR naming the transfer.
+ * The sandbox verification adapter then answers from these records exactly as a live provider answers
+ * from the banks, masked the way banks print, so a sandbox slip is verified from its pixels through the
+ * same pipeline as a live one. Every detail can be set (amount, sender, receiver, time, image format),
+ * which makes each verification outcome reproducible.
+ */
+
+export interface SandboxTransferInput {
+  deposit_id: string;
+  /** The leg paid; by default the first unpaid leg. */
+  leg_ref?: string | undefined;
+  /** What is transferred; by default the leg's amount. */
+  amount_minor?: number | undefined;
+  /** Who pays; by default the order's declared sender. */
+  sender?: { bank_code: string; account_number: string; account_name_th: string; account_name_en?: string | undefined } | undefined;
+  /** Who receives; by default the leg's receiver (another account makes the wrong-receiver case). */
+  receiver?: { bank_code: string; account_number: string; account_name_th: string } | undefined;
+  /** When the bank executes it; by default now. */
+  occurred_at?: Date | undefined;
+  image_format?: 'png' | 'jpeg' | undefined;
+}
+
+export interface SandboxTransferView {
+  object: 'sandbox_bank_transfer';
+  trans_ref: string;
+  sending_bank_code: string;
+  amount_minor: number;
+  occurred_at: string;
+  deposit_id: string;
+  leg_ref: string | null;
+  livemode: false;
+  /** The slip the payer got: the image, and the mini-QR text it carries. */
+  slip: { media_type: 'image/png' | 'image/jpeg'; image_base64: string; payload: string };
+}
+
+const REFERENCE_ALPHABET = '0123456789ABCDEFGHJKLMNPQRSTUVWXYZ';
+const BANGKOK_OFFSET_MS = 7 * HOUR_MS;
+
+/**
+ * A reference as Thai banks write theirs: the transfer's date in Bangkok (YYYYMMDD), the sending bank's
+ * code, and ten random characters (unique in practice; the table's key makes a clash an error, not a mix-up).
+ */
+function transactionReference(bank_code: string, occurred_at: Date): string {
+  const date = new Date(occurred_at.getTime() + BANGKOK_OFFSET_MS).toISOString().slice(0, 10).replaceAll('-', '');
+  const random = crypto.randomBytes(10);
+  const tail = [...random].map((byte) => REFERENCE_ALPHABET[byte % REFERENCE_ALPHABET.length]).join('');
+  return `${date}${bank_code}${tail}`;
+}
+
+export class SandboxBank implements BankVerifier {
+  constructor(
+    private readonly deps: {
+      clock: Clock;
+      deposits: DepositService;
+      /** Where the verification adapter reads transfers (the database; a transaction in writes). */
+      database: Queryable;
+    },
+  ) {}
+
+  /**
+   * Makes a transfer for one of the caller's test-mode deposits and renders its slip. Null when the
+   * deposit is not the caller's (404); `deposit_not_payable` when it has no leg to pay (still waiting for
+   * liquidity). Any status with a leg is allowed: a bank does not know orders, and a transfer after
+   * expiry or after settlement is exactly what the late-slip and overpayment cases need.
+   */
+  async transfer(
+    tx: Queryable,
+    account: { white_label_id: string; merchant_id: string; livemode: boolean },
+    input: SandboxTransferInput,
+  ): Promise<Result<SandboxTransferView> | null> {
+    invariant(!account.livemode, 'the sandbox bank serves test mode only');
+    const parties = await this.deps.deposits.paymentParties(tx, account.white_label_id, input.deposit_id, { lock: false });
+    if (!parties || parties.order.merchant_id !== account.merchant_id || parties.order.livemode) return null;
+    const leg =
+      input.leg_ref !== undefined
+        ? parties.legs.find((candidate) => candidate.leg_ref === input.leg_ref)
+        : (parties.legs.find((candidate) => candidate.status !== 'filled' && candidate.paid_minor === 0) ?? parties.legs[0]);
+    if (input.leg_ref !== undefined && !leg) return fail('validation_error', { details: { fields: [{ path: 'leg_ref', reason: 'unknown_leg' }] } });
+    const receiver = input.receiver ?? (leg?.receiver ? { bank_code: leg.receiver.bank_code, account_number: leg.receiver.account_number, account_name_th: leg.receiver.account_name_th } : null);
+    if (!receiver) return fail('deposit_not_payable', { details: { status: parties.order.status } });
+    const sender = input.sender ?? {
+      bank_code: parties.sender.bank_code,
+      account_number: parties.sender.account_number,
+      account_name_th: parties.sender.name_th,
+      account_name_en: parties.sender.name_en ?? undefined,
+    };
+    const now = this.deps.clock.now();
+    const occurred_at = input.occurred_at ?? now;
+    const amount_minor = input.amount_minor ?? leg?.amount_minor ?? parties.order.amount_minor;
+    const row: repository.SandboxTransferRow = {
+      white_label_id: account.white_label_id,
+      sending_bank_code: sender.bank_code,
+      trans_ref: transactionReference(sender.bank_code, occurred_at),
+      amount_minor,
+      occurred_at,
+      sender_account_number: sender.account_number,
+      sender_name_th: sender.account_name_th,
+      sender_name_en: sender.account_name_en ?? null,
+      receiver_bank_code: receiver.bank_code,
+      receiver_account_number: receiver.account_number,
+      receiver_name_th: receiver.account_name_th,
+      merchant_id: account.merchant_id,
+      deposit_id: parties.order.deposit_id,
+      leg_ref: leg?.leg_ref ?? null,
+      created_at: now,
+    };
+    await repository.insertTransfer(tx, row);
+    const slip = await renderSlipImage(
+      {
+        sending_bank_code: row.sending_bank_code,
+        trans_ref: row.trans_ref,
+        amount_minor,
+        occurred_at,
+        sender: { bank_code: sender.bank_code, account_number: sender.account_number, name_th: sender.account_name_th, name_en: sender.account_name_en ?? null },
+        receiver: { bank_code: receiver.bank_code, account_number: receiver.account_number, name_th: receiver.account_name_th },
+      },
+      { format: input.image_format ?? 'png' },
+    );
+    return ok({
+      object: 'sandbox_bank_transfer',
+      trans_ref: row.trans_ref,
+      sending_bank_code: row.sending_bank_code,
+      amount_minor,
+      occurred_at: formatTimestamp(occurred_at),
+      deposit_id: parties.order.deposit_id,
+      leg_ref: row.leg_ref,
+      livemode: false,
+      slip: { media_type: slip.media_type, image_base64: slip.bytes.toString('base64'), payload: slip.payload },
+    });
+  }
+
+  /**
+   * The sandbox verification adapter: the bank's own record of a transfer, with account numbers and
+   * names as banks print them (masked), never more than a live provider would give.
+   */
+  async verifyTransfer(query: TransferQuery): Promise<TransferLookup> {
+    invariant(!query.livemode, 'the sandbox bank verifies test-mode slips only');
+    const row = await repository.findTransfer(this.deps.database, query);
+    if (!row) return { outcome: 'not_found' };
+    const masked = (account_number: string) => printedAccount(account_number).replaceAll('-', '');
+    return {
+      outcome: 'found',
+      transfer: {
+        sending_bank_code: row.sending_bank_code,
+        trans_ref: row.trans_ref,
+        amount_minor: row.amount_minor,
+        occurred_at: row.occurred_at,
+        sender: {
+          bank_code: row.sending_bank_code,
+          account_number: masked(row.sender_account_number),
+          name_th: printedName(row.sender_name_th),
+          name_en: row.sender_name_en === null ? null : printedName(row.sender_name_en),
+        },
+        receiver: { bank_code: row.receiver_bank_code, account_number: masked(row.receiver_account_number), name_th: printedName(row.receiver_name_th), name_en: null },
+      },
+    };
+  }
+}

@@ -1,0 +1,215 @@
+import busboy from 'busboy';
+import { fileTypeFromBuffer } from 'file-type';
+import secureJsonParse from 'secure-json-parse';
+import { ApiError, type FieldProblem } from '../platform/errors.ts';
+import { sha256Hex } from '../platform/crypto.ts';
+import { parseTimestamp } from '../platform/time.ts';
+import { unstorableTextPaths } from '../http/validation.ts';
+import { SLIP_MAX_BYTES } from './capability.ts';
+import { SLIP_IMAGE_MEDIA_TYPES, type SlipImageMediaType, type SlipShape, type SubmittedFields } from './types.ts';
+
+/**
+ * The three body shapes of a slip upload (spec, POST /v1/pay/deposits/{id}/slip): multipart `file`
+ * with an optional `payload`; JSON `image_base64` with an optional `payload`; JSON reference only
+ * (`trans_ref`, `sending_bank_code`, `occurred_at`). Parsing ends in the evidence, or throws the
+ * spec's code: 400 `unsupported_media_type` for another Content-Type, 400 `malformed_json` for a JSON
+ * body that is not JSON, and 422 `validation_error` with `details.fields[]` for everything else.
+ *
+ * The image's type comes from its magic bytes (`file-type`), never from the file name or a part's
+ * Content-Type, and its size is that of the decoded bytes, never of the base64 text.
+ */
+
+/** Base64 of `max_bytes`, the largest JSON shape, plus room for its other fields and the JSON itself. */
+export const SLIP_BODY_LIMIT_BYTES = Math.ceil(SLIP_MAX_BYTES / 3) * 4 + 64 * 1024;
+/** The mini-QR text of a Thai slip is about 60 characters; the bound leaves room and refuses junk. */
+export const PAYLOAD_MAX_LENGTH = 512;
+
+const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
+const TRANS_REF = /^[A-Za-z0-9]{1,50}$/;
+const BANK_CODE = /^[0-9]{3}$/;
+const BASE64_TEXT = /^[A-Za-z0-9+/_-]*={0,2}$/;
+const DATA_URL_PREFIX = /^data:image\/(?:png|jpeg|webp);base64,/;
+const MEDIA_TYPE_HINT = SLIP_IMAGE_MEDIA_TYPES.join(', ');
+
+export type SubmittedEvidence =
+  | { shape: 'multipart' | 'json_base64'; image: Buffer; media_type: SlipImageMediaType; payload: string | null }
+  | { shape: 'reference'; trans_ref: string; sending_bank_code: string; occurred_at: Date };
+
+function refuse(problems: FieldProblem[]): never {
+  throw new ApiError('validation_error', { details: { fields: problems } });
+}
+
+function mediaTypeOf(header: string | undefined): 'multipart' | 'json' | null {
+  const mediaType = header?.split(';')[0]?.trim().toLowerCase();
+  if (mediaType === 'multipart/form-data') return 'multipart';
+  if (mediaType === 'application/json') return 'json';
+  return null;
+}
+
+/** The image's own type (magic bytes), its size and its presence, checked as the spec requires. */
+async function checkedImage(path: string, image: Buffer): Promise<{ image: Buffer; media_type: SlipImageMediaType }> {
+  if (image.length === 0) refuse([{ path, reason: 'empty', hint: 'the slip image' }]);
+  if (image.length > SLIP_MAX_BYTES) refuse([{ path, reason: 'too_large', hint: `at most ${SLIP_MAX_BYTES} decoded bytes` }]);
+  const detected = await fileTypeFromBuffer(image);
+  const mediaType = SLIP_IMAGE_MEDIA_TYPES.find((allowed) => allowed === detected?.mime);
+  if (!mediaType) refuse([{ path, reason: 'unsupported_type', hint: MEDIA_TYPE_HINT }]);
+  return { image, media_type: mediaType };
+}
+
+function checkedPayload(value: unknown): string | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'string' || value.length === 0 || value.length > PAYLOAD_MAX_LENGTH || !PRINTABLE_ASCII.test(value)) {
+    refuse([{ path: 'payload', reason: 'invalid_format', hint: `the mini-QR text: printable ASCII, at most ${PAYLOAD_MAX_LENGTH} characters` }]);
+  }
+  return value;
+}
+
+/**
+ * Decodes `image_base64` strictly: standard or URL-safe alphabet, padding only at the end, line breaks
+ * and spaces ignored (they carry no data), and an optional `data:image/...;base64,` prefix as a
+ * browser's canvas produces. Anything else is refused rather than silently skipped, as Node's decoder would.
+ */
+function decodeBase64(text: string): Buffer {
+  const compact = text.replace(DATA_URL_PREFIX, '').replace(/[\r\n\t ]+/g, '');
+  if (!BASE64_TEXT.test(compact) || compact.length % 4 === 1) {
+    refuse([{ path: 'image_base64', reason: 'invalid_base64', hint: 'standard base64 of the image bytes' }]);
+  }
+  return Buffer.from(compact, compact.includes('-') || compact.includes('_') ? 'base64url' : 'base64');
+}
+
+async function parseJson(raw: Buffer): Promise<SubmittedEvidence> {
+  let body: unknown;
+  try {
+    body = secureJsonParse.parse(raw.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' });
+  } catch {
+    throw new ApiError('malformed_json');
+  }
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) refuse([{ path: '$', reason: 'must_be_object' }]);
+  const unstorable = unstorableTextPaths(body);
+  if (unstorable.length > 0) refuse(unstorable);
+  const fields = body as Record<string, unknown>;
+  const keys = Object.keys(fields);
+  if ('image_base64' in fields) {
+    const unknown = keys.filter((key) => key !== 'image_base64' && key !== 'payload');
+    if (unknown.length > 0) refuse(unknown.map((key) => ({ path: key, reason: 'unknown_field' })));
+    if (typeof fields.image_base64 !== 'string') refuse([{ path: 'image_base64', reason: 'must_be_string' }]);
+    const payload = checkedPayload(fields.payload);
+    const { image, media_type } = await checkedImage('image_base64', decodeBase64(fields.image_base64));
+    return { shape: 'json_base64', image, media_type, payload };
+  }
+  const referenceKeys = ['trans_ref', 'sending_bank_code', 'occurred_at'];
+  if (keys.some((key) => referenceKeys.includes(key))) {
+    const problems: FieldProblem[] = keys.filter((key) => !referenceKeys.includes(key)).map((key) => ({ path: key, reason: 'unknown_field' }));
+    const { trans_ref, sending_bank_code, occurred_at } = fields;
+    if (trans_ref === undefined) problems.push({ path: 'trans_ref', reason: 'required' });
+    else if (typeof trans_ref !== 'string' || !TRANS_REF.test(trans_ref)) problems.push({ path: 'trans_ref', reason: 'invalid_format', hint: '1 to 50 letters and digits' });
+    if (sending_bank_code === undefined) problems.push({ path: 'sending_bank_code', reason: 'required' });
+    else if (typeof sending_bank_code !== 'string' || !BANK_CODE.test(sending_bank_code)) problems.push({ path: 'sending_bank_code', reason: 'unknown_bank', hint: 'a three-digit code from GET /v1/pay/banks' });
+    const instant = typeof occurred_at === 'string' ? parseTimestamp(occurred_at) : null;
+    if (occurred_at === undefined) problems.push({ path: 'occurred_at', reason: 'required' });
+    else if (!instant) problems.push({ path: 'occurred_at', reason: 'invalid_timestamp', hint: 'RFC 3339 UTC with milliseconds, e.g. 2026-08-01T07:05:00.000Z' });
+    if (problems.length > 0) refuse(problems);
+    return { shape: 'reference', trans_ref: trans_ref as string, sending_bank_code: sending_bank_code as string, occurred_at: instant as Date };
+  }
+  refuse([{ path: 'image_base64', reason: 'required', hint: 'image_base64, or trans_ref with sending_bank_code and occurred_at' }]);
+}
+
+/** Reads a multipart body already in memory. Limits make a hostile body end early instead of growing. */
+function parseMultipart(contentType: string, raw: Buffer): Promise<SubmittedEvidence> {
+  return new Promise((resolve, reject) => {
+    const problems: FieldProblem[] = [];
+    const chunks: Buffer[] = [];
+    let fileSeen = false;
+    let fileTooLarge = false;
+    let payload: string | undefined;
+    let settled = false;
+    const finish = (outcome: () => Promise<SubmittedEvidence> | SubmittedEvidence) => {
+      if (settled) return;
+      settled = true;
+      Promise.resolve()
+        .then(outcome)
+        .then(resolve, reject);
+    };
+    let parser: busboy.Busboy;
+    try {
+      // busboy 1.x, not the @fastify/busboy fork: the fork stalls for ever on a skipped part (a second
+      // file) larger than a stream buffer, which would let a hostile body hold a request open.
+      parser = busboy({
+        headers: { 'content-type': contentType },
+        // busboy reports the limit when a file reaches it: one byte over max_bytes is the limit.
+        limits: { fields: 2, files: 1, parts: 3, fileSize: SLIP_MAX_BYTES + 1, fieldSize: PAYLOAD_MAX_LENGTH + 1, fieldNameSize: 64, headerPairs: 16 },
+      });
+    } catch {
+      // No boundary, or a Content-Type busboy cannot read.
+      reject(new ApiError('validation_error', { details: { fields: [{ path: '$', reason: 'malformed_multipart', hint: 'multipart/form-data with a boundary' }] } }));
+      return;
+    }
+    parser.on('file', (name, stream) => {
+      if (name !== 'file' || fileSeen) {
+        problems.push({ path: name, reason: name === 'file' ? 'repeated_field' : 'unknown_field' });
+        stream.resume();
+        return;
+      }
+      fileSeen = true;
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('limit', () => {
+        fileTooLarge = true;
+      });
+    });
+    parser.on('field', (name, value, info) => {
+      const valueTruncated = info.valueTruncated;
+      if (name !== 'payload' || payload !== undefined) {
+        problems.push({ path: name, reason: name === 'payload' ? 'repeated_field' : 'unknown_field' });
+        return;
+      }
+      payload = valueTruncated ? '\u0000' : value;
+    });
+    for (const limit of ['partsLimit', 'filesLimit', 'fieldsLimit'] as const) {
+      parser.on(limit, () => problems.push({ path: '$', reason: 'too_many_parts', hint: 'one file part and at most one payload field' }));
+    }
+    parser.on('error', () => finish(() => refuse([{ path: '$', reason: 'malformed_multipart' }])));
+    parser.on('close', () =>
+      finish(async () => {
+        if (problems.length > 0) refuse(problems);
+        if (!fileSeen) refuse([{ path: 'file', reason: 'required', hint: 'the slip image as the part named file' }]);
+        if (fileTooLarge) refuse([{ path: 'file', reason: 'too_large', hint: `at most ${SLIP_MAX_BYTES} bytes` }]);
+        const checkedText = payload === '\u0000' ? refuse([{ path: 'payload', reason: 'too_long' }]) : checkedPayload(payload);
+        const { image, media_type } = await checkedImage('file', Buffer.concat(chunks));
+        return { shape: 'multipart' as const, image, media_type, payload: checkedText };
+      }),
+    );
+    parser.end(raw);
+  });
+}
+
+export async function parseEvidence(contentType: string | undefined, raw: Buffer): Promise<SubmittedEvidence> {
+  const kind = mediaTypeOf(contentType);
+  if (kind === null) throw new ApiError('unsupported_media_type', { details: { accepted: ['multipart/form-data', 'application/json'] } });
+  if (raw.length === 0) refuse([{ path: '$', reason: 'required', hint: 'a file, image_base64, or a reference' }]);
+  return kind === 'multipart' ? parseMultipart(contentType as string, raw) : parseJson(raw);
+}
+
+/**
+ * The logical evidence, independent of how it travelled: the decoded image's hash and the canonical
+ * fields. The same slip sent again with another multipart boundary, JSON key order, base64 line
+ * breaks, or even the other image shape, has the same fingerprint (spec, slip rule 5).
+ */
+export function evidenceFingerprint(evidence: SubmittedEvidence): string {
+  const canonical =
+    evidence.shape === 'reference'
+      ? ['reference', evidence.sending_bank_code, evidence.trans_ref, evidence.occurred_at.toISOString()]
+      : ['image', sha256Hex(evidence.image), evidence.payload ?? ''];
+  return sha256Hex(canonical.join('\n'));
+}
+
+/** The non-image fields as they are kept (sealed) on the receipt. */
+export function submittedFields(evidence: SubmittedEvidence): SubmittedFields | null {
+  if (evidence.shape === 'reference') {
+    return { trans_ref: evidence.trans_ref, sending_bank_code: evidence.sending_bank_code, occurred_at: evidence.occurred_at.toISOString() };
+  }
+  return evidence.payload === null ? null : { payload: evidence.payload };
+}
+
+export function shapeOf(evidence: SubmittedEvidence): SlipShape {
+  return evidence.shape;
+}

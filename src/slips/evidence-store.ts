@@ -1,0 +1,172 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { Queryable } from '../platform/db.ts';
+import { invariant } from '../platform/assert.ts';
+import { hmacSha256Hex } from '../platform/crypto.ts';
+import * as repository from './repository.ts';
+
+/**
+ * Slip evidence at rest (DESIGN.md, "Slip evidence"): envelope encryption and a blob-store port.
+ *
+ * Each image is encrypted with AES-256-GCM under a data key of its own (random, 32 bytes). The data
+ * key is wrapped with AES-256-GCM under the evidence key, which is derived from the master key with
+ * HMAC-SHA256 over a fixed purpose, so that the master key itself never encrypts data and rotating it
+ * rotates the evidence key. Both layers bind the brand and the receipt id as additional authenticated
+ * data: a blob or a wrapped key moved to another receipt does not open.
+ *
+ * The ciphertext goes to a blob store: PostgreSQL (default, written in the receipt's own transaction,
+ * so a receipt and its blob commit together) or a filesystem directory (written and synced before the
+ * receipt commits; a blob whose receipt then fails to commit is discarded). An object store would be
+ * a third adapter behind the same port.
+ */
+
+const EVIDENCE_KEY_PURPOSE = 'slips.evidence.key.v1';
+const WRAPPED_KEY_VERSION = 'v1';
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+const DATA_KEY_BYTES = 32;
+
+export interface BlobAddress {
+  white_label_id: string;
+  /** The receipt id the blob belongs to. */
+  blob_key: string;
+}
+
+export interface BlobStore {
+  readonly kind: 'postgres' | 'filesystem';
+  /** Stores the bytes durably; the PostgreSQL adapter writes in `tx`, so they commit with the receipt. */
+  put(tx: Queryable, address: BlobAddress, bytes: Buffer): Promise<void>;
+  /** The stored bytes, or null when there are none. */
+  get(db: Queryable, address: BlobAddress): Promise<Buffer | null>;
+  /** Removes a blob whose receipt did not commit (filesystem only; a no-op where the transaction did it). */
+  discard(address: BlobAddress): Promise<void>;
+}
+
+export interface SealedEvidence {
+  /** iv ‖ tag ‖ ciphertext of the image. */
+  ciphertext: Buffer;
+  /** The data key, wrapped: `v1.<iv ‖ tag ‖ wrapped key in base64url>`. */
+  wrapped_key: string;
+}
+
+function associatedData(address: BlobAddress): Buffer {
+  return Buffer.from(`${address.white_label_id}:${address.blob_key}`, 'utf8');
+}
+
+function encrypt(key: Buffer, plaintext: Buffer, aad: Buffer): Buffer {
+  const iv = crypto.randomBytes(IV_BYTES);
+  const cipher = crypto.createCipheriv('aes-256-gcm', key, iv);
+  cipher.setAAD(aad);
+  const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  return Buffer.concat([iv, cipher.getAuthTag(), ciphertext]);
+}
+
+function decrypt(key: Buffer, sealed: Buffer, aad: Buffer): Buffer {
+  invariant(sealed.length >= IV_BYTES + TAG_BYTES, 'sealed evidence has an iv and a tag');
+  const decipher = crypto.createDecipheriv('aes-256-gcm', key, sealed.subarray(0, IV_BYTES));
+  decipher.setAAD(aad);
+  decipher.setAuthTag(sealed.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
+  return Buffer.concat([decipher.update(sealed.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]);
+}
+
+export class EvidenceCipher {
+  private readonly evidenceKey: Buffer;
+
+  constructor(master_key: Buffer) {
+    invariant(master_key.length === 32, 'the master key is 32 bytes');
+    this.evidenceKey = Buffer.from(hmacSha256Hex(master_key, EVIDENCE_KEY_PURPOSE), 'hex');
+  }
+
+  seal(address: BlobAddress, plaintext: Buffer): SealedEvidence {
+    const aad = associatedData(address);
+    const dataKey = crypto.randomBytes(DATA_KEY_BYTES);
+    const ciphertext = encrypt(dataKey, plaintext, aad);
+    const wrapped = encrypt(this.evidenceKey, dataKey, aad);
+    dataKey.fill(0);
+    return { ciphertext, wrapped_key: `${WRAPPED_KEY_VERSION}.${wrapped.toString('base64url')}` };
+  }
+
+  /** Opens sealed evidence; throws when it was altered, moved to another receipt, or sealed under another key. */
+  open(address: BlobAddress, sealed: SealedEvidence): Buffer {
+    const [version, wrappedText] = sealed.wrapped_key.split('.');
+    invariant(version === WRAPPED_KEY_VERSION && wrappedText !== undefined, 'a wrapped key of a known version');
+    const aad = associatedData(address);
+    const dataKey = decrypt(this.evidenceKey, Buffer.from(wrappedText, 'base64url'), aad);
+    try {
+      return decrypt(dataKey, sealed.ciphertext, aad);
+    } finally {
+      dataKey.fill(0);
+    }
+  }
+}
+
+/** The default blob store: the `slip_blobs` table, in the caller's transaction. */
+export class PostgresBlobStore implements BlobStore {
+  readonly kind = 'postgres' as const;
+
+  async put(tx: Queryable, address: BlobAddress, bytes: Buffer): Promise<void> {
+    await repository.insertBlob(tx, address, bytes);
+  }
+
+  get(db: Queryable, address: BlobAddress): Promise<Buffer | null> {
+    return repository.findBlob(db, address);
+  }
+
+  async discard(): Promise<void> {
+    // The blob was written in the receipt's transaction, so its rollback removed it.
+  }
+}
+
+/** Ids are prefixed ULIDs: nothing else may become a path component. */
+const SAFE_COMPONENT = /^[A-Za-z0-9_]{1,100}$/;
+
+/**
+ * The filesystem blob store: one file per blob under `<directory>/<brand>/`. A blob is written to a
+ * temporary name, synced, renamed into place and its directory synced, so that once `put` returns the
+ * bytes survive a crash of the machine, not only of the process.
+ */
+export class FilesystemBlobStore implements BlobStore {
+  readonly kind = 'filesystem' as const;
+
+  constructor(private readonly directory: string) {}
+
+  private pathOf(address: BlobAddress): string {
+    invariant(SAFE_COMPONENT.test(address.white_label_id) && SAFE_COMPONENT.test(address.blob_key), 'blob addresses are ids');
+    return path.join(path.resolve(this.directory), address.white_label_id, `${address.blob_key}.blob`);
+  }
+
+  async put(_tx: Queryable, address: BlobAddress, bytes: Buffer): Promise<void> {
+    const target = this.pathOf(address);
+    const folder = path.dirname(target);
+    await fs.mkdir(folder, { recursive: true, mode: 0o700 });
+    const temporary = `${target}.${crypto.randomBytes(6).toString('hex')}.tmp`;
+    const handle = await fs.open(temporary, 'wx', 0o600);
+    try {
+      await handle.writeFile(bytes);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await fs.rename(temporary, target);
+    const folderHandle = await fs.open(folder, 'r');
+    try {
+      await folderHandle.sync();
+    } finally {
+      await folderHandle.close();
+    }
+  }
+
+  async get(_db: Queryable, address: BlobAddress): Promise<Buffer | null> {
+    try {
+      return await fs.readFile(this.pathOf(address));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw error;
+    }
+  }
+
+  async discard(address: BlobAddress): Promise<void> {
+    await fs.rm(this.pathOf(address), { force: true });
+  }
+}

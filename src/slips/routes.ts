@@ -1,0 +1,113 @@
+import { z } from 'zod';
+import secureJsonParse from 'secure-json-parse';
+import { ApiError } from '../platform/errors.ts';
+import { parseTimestamp } from '../platform/time.ts';
+import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { requestFingerprint } from '../http/idempotency.ts';
+import { parseOrThrow, unstorableTextPaths } from '../http/validation.ts';
+import { amountMinorSchema } from '../http/order-fields.ts';
+import { parseEvidence, SLIP_BODY_LIMIT_BYTES } from './evidence-body.ts';
+
+/**
+ * Slip intake at `slip_upload.upload_url` (POST /v1/pay/deposits/{id}/slip, the order's capability),
+ * the late-slip claim at a 410's `claim_url` (POST /v1/pay/deposits/{id}/claims, the same capability),
+ * and the merchant's read of the stored image (GET /v1/pay/deposits/{id}/slip, HMAC-signed).
+ */
+
+/** The sibling routes of the upload address name the same capability: the upload address of the order. */
+function uploadAddressOf(request_address: string): string {
+  return request_address.replace(/\/claims$/, '/slip');
+}
+
+/** A late-slip claim: what the payer can say about the transfer that came too late. */
+const lateSlipClaimSchema = z
+  .object({
+    trans_ref: z.string().regex(/^[A-Za-z0-9]{1,50}$/).optional(),
+    sending_bank_code: z.string().regex(/^[0-9]{3}$/).optional(),
+    occurred_at: z
+      .string()
+      .max(40)
+      .refine((text) => parseTimestamp(text) !== null, { params: { reason: 'invalid_timestamp' } })
+      .optional(),
+    amount_minor: amountMinorSchema.optional(),
+    note: z.string().trim().min(1).max(1000).optional(),
+  })
+  .strict()
+  .refine((body) => body.trans_ref !== undefined || body.note !== undefined, {
+    params: { reason: 'required', hint: 'trans_ref or a note about the transfer' },
+    path: ['note'],
+  });
+
+export function registerSlipRoutes(registrar: RouteRegistrar, services: Services): void {
+  registrar.capability({
+    method: 'POST',
+    url: '/v1/pay/deposits/:id/slip',
+    body_limit_bytes: SLIP_BODY_LIMIT_BYTES,
+    capability_address: (address) => address,
+    async handler({ context, raw_body, content_type }) {
+      const evidence = await parseEvidence(content_type, raw_body);
+      const answer = await services.slips.upload({
+        claims: context.claims,
+        idempotency_key: context.idempotency_key,
+        request_id: context.request_id,
+        path: context.path,
+        evidence,
+      });
+      return {
+        status: 202,
+        body: answer.receipt,
+        headers: { 'Cache-Control': 'no-store', ...(answer.replayed ? { 'Idempotent-Replay': 'true' } : {}) },
+      };
+    },
+  });
+
+  registrar.capability({
+    method: 'POST',
+    url: '/v1/pay/deposits/:id/claims',
+    body_limit_bytes: 16 * 1024,
+    capability_address: uploadAddressOf,
+    async handler({ context, raw_body, content_type }) {
+      if ((content_type?.split(';')[0]?.trim().toLowerCase() ?? '') !== 'application/json') throw new ApiError('unsupported_media_type');
+      let decoded: unknown;
+      try {
+        decoded = secureJsonParse.parse(raw_body.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' });
+      } catch {
+        throw new ApiError('malformed_json');
+      }
+      const unstorable = unstorableTextPaths(decoded);
+      if (unstorable.length > 0) throw new ApiError('validation_error', { details: { fields: unstorable } });
+      const evidence = parseOrThrow(lateSlipClaimSchema, decoded);
+      const opened = await services.slips.openClaim({
+        claims: context.claims,
+        idempotency_key: context.idempotency_key,
+        request_id: context.request_id,
+        fingerprint: requestFingerprint('POST', context.path, decoded),
+        evidence: Object.fromEntries(Object.entries(evidence).filter(([, value]) => value !== undefined)),
+      });
+      const headers: Record<string, string> = opened.replayed ? { 'Idempotent-Replay': 'true' } : {};
+      return { status: 201, body: opened.claim, headers };
+    },
+  });
+
+  registrar.merchant({
+    method: 'GET',
+    url: '/v1/pay/deposits/:id/slip',
+    scope: 'pay:read',
+    query: z.object({ receipt_id: z.string().min(1).max(100).optional() }).strict(),
+    async handler({ context, db, params, query }) {
+      const image = await services.slips.imageFor(db, accountOfContext(context), params.id ?? '', query.receipt_id ?? null);
+      if (!image) throw new ApiError('resource_not_found');
+      return {
+        status: 200,
+        body: null,
+        binary: { content_type: image.media_type, bytes: image.bytes },
+        headers: {
+          'Cache-Control': 'no-store',
+          'X-Content-Type-Options': 'nosniff',
+          'Content-Disposition': `inline; filename="${image.receipt_id}.${image.media_type.slice('image/'.length)}"`,
+          'Slip-Receipt-Id': image.receipt_id,
+        },
+      };
+    },
+  });
+}

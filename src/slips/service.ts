@@ -1,0 +1,268 @@
+import type { Clock } from '../platform/clock.ts';
+import type { Database, Queryable } from '../platform/db.ts';
+import type { SecretBox } from '../platform/crypto.ts';
+import type { Logger } from '../platform/logger.ts';
+import { InvariantViolation, invariant } from '../platform/assert.ts';
+import { sha256Hex } from '../platform/crypto.ts';
+import { ApiError, type Result } from '../platform/errors.ts';
+import { newId } from '../platform/ids.ts';
+import { formatTimestamp } from '../platform/time.ts';
+import { enqueueJob } from '../jobs/index.ts';
+import type { IdempotencyService } from '../http/idempotency.ts';
+import type { DepositService } from '../deposits/service.ts';
+import type { ClaimView, LateSlipClaimEvidence } from '../deposits/types.ts';
+import type { SlipTokenClaims } from './capability.ts';
+import type { BlobAddress, BlobStore, EvidenceCipher } from './evidence-store.ts';
+import { evidenceFingerprint, submittedFields, type SubmittedEvidence } from './evidence-body.ts';
+import * as repository from './repository.ts';
+import type { SlipImageMediaType, SlipReceiptRow, SlipReceiptView, SubmittedFields } from './types.ts';
+
+/**
+ * Slip intake and the receipts it keeps (spec, POST /v1/pay/deposits/{id}/slip). An upload is durable
+ * before its 202: in one transaction the evidence is sealed and stored through the blob port, its
+ * manifest (sha256, size, media type, fingerprint) is written on the receipt, the blob is read back,
+ * opened and checked against the manifest, and the processing job is enqueued. If any of that fails,
+ * the transaction rolls back whole and the answer is 503 `slip_intake_unavailable`: there is never a
+ * receipt without its evidence and its job, nor evidence without a receipt.
+ *
+ * Idempotency is by the logical evidence (`evidenceFingerprint`), through the service's idempotency
+ * records scoped to the order, so a retry replays the same receipt and other evidence under the same
+ * key is 409 `idempotency_key_reused`. The verification pipeline (src/verification) consumes receipts
+ * one at a time per order through `headOfQueue`, `markClaimed` and `complete`.
+ */
+
+export const PROCESS_SLIP_TASK = 'slips.process';
+/** Receipts accepted per order, all cases counted (spec, Limits). */
+export const MAX_RECEIPTS_PER_ORDER = 3;
+/**
+ * A slip job retries with the queue's backoff (1 s doubling, capped at an hour) for about a day before it
+ * is marked failed: long enough to ride out a database or provider outage, bounded so it cannot loop.
+ */
+export const PROCESS_SLIP_MAX_ATTEMPTS = 30;
+
+const FIELDS_PURPOSE = 'slips.receipt.fields';
+const TRANSFER_PURPOSE = 'slips.receipt.transfer';
+
+export interface SlipsDependencies {
+  database: Database;
+  clock: Clock;
+  logger: Logger;
+  secretBox: SecretBox;
+  cipher: EvidenceCipher;
+  blobs: BlobStore;
+  deposits: DepositService;
+  idempotency: IdempotencyService;
+}
+
+/** What an upload stores and answers; `replayed` for an idempotent repeat. */
+export interface UploadAnswer {
+  receipt: SlipReceiptView;
+  replayed: boolean;
+}
+
+/** The evidence of a receipt, opened for the pipeline. */
+export interface OpenedEvidence {
+  image: { bytes: Buffer; media_type: SlipImageMediaType } | null;
+  fields: SubmittedFields | null;
+}
+
+function receiptView(receipt_id: string, received_at: Date): SlipReceiptView {
+  return { receipt_id, status: 'accepted', received_at: formatTimestamp(received_at) };
+}
+
+/** The idempotency scope of an order's capability calls: its own, apart from the merchant's API keys. */
+function capabilityScope(claims: SlipTokenClaims, idempotency_key: string) {
+  return { white_label_id: claims.wl, merchant_id: `capability:${claims.dep}`, livemode: claims.livemode, idempotency_key };
+}
+
+export class SlipsService {
+  constructor(private readonly deps: SlipsDependencies) {}
+
+  get blobStoreKind(): BlobStore['kind'] {
+    return this.deps.blobs.kind;
+  }
+
+  /**
+   * Stores an upload durably and answers its receipt (202), or throws the spec's code. Business refusals
+   * (404, 409, 410) are thrown as they are; any failure to store, read back or enqueue is 503
+   * `slip_intake_unavailable`, after which nothing of the upload remains.
+   */
+  async upload(input: { claims: SlipTokenClaims; idempotency_key: string; request_id: string; path: string; evidence: SubmittedEvidence }): Promise<UploadAnswer> {
+    const { claims, evidence } = input;
+    const fingerprint = evidenceFingerprint(evidence);
+    const receipt_id = newId('slip_receipt');
+    const address: BlobAddress = { white_label_id: claims.wl, blob_key: receipt_id };
+    let blobWritten = false;
+    try {
+      const stored = await this.deps.idempotency.execute(
+        capabilityScope(claims, input.idempotency_key),
+        // The fingerprint is the evidence's, not the request bytes': boundaries and key order do not count.
+        { fingerprint: sha256Hex(`POST\n${input.path}\n${fingerprint}`), request_id: input.request_id },
+        async (tx) => {
+          const received_at = this.deps.clock.now();
+          const admitted = await this.deps.deposits.admitSlip(tx, { white_label_id: claims.wl, deposit_id: claims.dep, livemode: claims.livemode, at: received_at });
+          if (!admitted) throw new ApiError('resource_not_found');
+          if (!admitted.ok) throw admitted.error;
+          const counts = await repository.receiptCounts(tx, claims.wl, claims.dep);
+          if (counts.total >= MAX_RECEIPTS_PER_ORDER) {
+            throw new ApiError('slip_limit_reached', { details: { deposit_id: claims.dep, max_uploads: MAX_RECEIPTS_PER_ORDER } });
+          }
+          const fields = submittedFields(evidence);
+          const row: SlipReceiptRow = {
+            white_label_id: claims.wl,
+            merchant_id: admitted.value.merchant_id,
+            livemode: claims.livemode,
+            receipt_id,
+            deposit_id: claims.dep,
+            idempotency_key: input.idempotency_key,
+            request_id: input.request_id,
+            fingerprint,
+            shape: evidence.shape,
+            media_type: null,
+            size_bytes: null,
+            image_sha256: null,
+            blob_store: null,
+            wrapped_key: null,
+            fields_sealed: fields === null ? null : this.deps.secretBox.seal(JSON.stringify(fields), FIELDS_PURPOSE),
+            received_at,
+            status: 'accepted',
+            outcome: null,
+            verification: null,
+            transfer_sealed: null,
+            processed_at: null,
+          };
+          if (evidence.shape !== 'reference') {
+            const sealed = this.deps.cipher.seal(address, evidence.image);
+            blobWritten = true;
+            await this.deps.blobs.put(tx, address, sealed.ciphertext);
+            Object.assign(row, {
+              media_type: evidence.media_type,
+              size_bytes: evidence.image.length,
+              image_sha256: sha256Hex(evidence.image),
+              blob_store: this.deps.blobs.kind,
+              wrapped_key: sealed.wrapped_key,
+            });
+          }
+          await repository.insertReceipt(tx, row);
+          const job = await enqueueJob(tx, this.deps.clock, {
+            task: PROCESS_SLIP_TASK,
+            payload: { white_label_id: claims.wl, deposit_id: claims.dep, receipt_id },
+            job_key: `${PROCESS_SLIP_TASK}:${receipt_id}`,
+            max_attempts: PROCESS_SLIP_MAX_ATTEMPTS,
+            white_label_id: claims.wl,
+          });
+          if (job === null) throw new Error('the slip processing job was not enqueued');
+          if (evidence.shape !== 'reference') await this.readBack(tx, row);
+          return { status: 202, body: receiptView(receipt_id, received_at), headers: { 'Cache-Control': 'no-store' } };
+        },
+      );
+      return { receipt: JSON.parse(stored.body_text) as SlipReceiptView, replayed: stored.replayed };
+    } catch (error) {
+      if (blobWritten) await this.deps.blobs.discard(address).catch(() => undefined);
+      if (error instanceof ApiError || error instanceof InvariantViolation) throw error;
+      // The evidence could not be confirmed durable: the client retries with the same key and evidence.
+      this.deps.logger.error({ err: error, deposit_id: claims.dep, blob_store: this.deps.blobs.kind }, 'slip intake could not be confirmed');
+      throw new ApiError('slip_intake_unavailable', { retry_after_seconds: 1 });
+    }
+  }
+
+  /** Reads a receipt's blob back, opens it and compares it with the manifest; throws on any difference. */
+  private async readBack(db: Queryable, row: SlipReceiptRow): Promise<void> {
+    const opened = await this.openImage(db, row);
+    if (opened === null || opened.length !== row.size_bytes || sha256Hex(opened) !== row.image_sha256) {
+      throw new Error('slip evidence read back does not match its manifest');
+    }
+  }
+
+  private async openImage(db: Queryable, row: SlipReceiptRow): Promise<Buffer | null> {
+    if (row.wrapped_key === null) return null;
+    const address: BlobAddress = { white_label_id: row.white_label_id, blob_key: row.receipt_id };
+    const ciphertext = await this.deps.blobs.get(db, address);
+    if (ciphertext === null) return null;
+    return this.deps.cipher.open(address, { ciphertext, wrapped_key: row.wrapped_key });
+  }
+
+  /** A receipt's evidence for the pipeline: the image (checked against its manifest) and the fields. */
+  async openEvidence(db: Queryable, row: SlipReceiptRow): Promise<OpenedEvidence> {
+    let image: OpenedEvidence['image'] = null;
+    if (row.media_type !== null) {
+      const bytes = await this.openImage(db, row);
+      invariant(bytes !== null && sha256Hex(bytes) === row.image_sha256, 'a receipt keeps its evidence');
+      image = { bytes, media_type: row.media_type };
+    }
+    const fields = row.fields_sealed === null ? null : (JSON.parse(this.deps.secretBox.open(row.fields_sealed, FIELDS_PURPOSE)) as SubmittedFields);
+    return { image, fields };
+  }
+
+  /** GET /v1/pay/deposits/{id}/slip: the merchant's stored image of its order (the newest, or a named receipt). */
+  async imageFor(
+    db: Queryable,
+    account: { white_label_id: string; merchant_id: string; livemode: boolean },
+    deposit_id: string,
+    receipt_id: string | null,
+  ): Promise<{ bytes: Buffer; media_type: SlipImageMediaType; receipt_id: string } | null> {
+    const row = await repository.findImageReceipt(db, account, deposit_id, receipt_id);
+    if (!row || row.media_type === null) return null;
+    const bytes = await this.openImage(db, row);
+    invariant(bytes !== null && sha256Hex(bytes) === row.image_sha256, 'a receipt keeps its evidence');
+    return { bytes, media_type: row.media_type, receipt_id: row.receipt_id };
+  }
+
+  findReceipt(db: Queryable, white_label_id: string, receipt_id: string): Promise<SlipReceiptRow | null> {
+    return repository.findReceipt(db, white_label_id, receipt_id);
+  }
+
+  /** The order's oldest unprocessed receipt, locked (receipts of an order are processed one at a time). */
+  headOfQueue(tx: Queryable, white_label_id: string, deposit_id: string): Promise<SlipReceiptRow | null> {
+    return repository.lockHeadOfQueue(tx, white_label_id, deposit_id);
+  }
+
+  async markClaimed(tx: Queryable, row: SlipReceiptRow): Promise<void> {
+    invariant(await repository.setReceiptStatus(tx, row.white_label_id, row.receipt_id, 'accepted', 'claimed'), 'an accepted receipt is claimed once');
+  }
+
+  /** Records what processing concluded; the bank's transfer is kept sealed, for the reviewer. */
+  async complete(
+    tx: Queryable,
+    row: SlipReceiptRow,
+    input: { outcome: string; verification: Record<string, unknown> | null; transfer: Record<string, unknown> | null },
+  ): Promise<void> {
+    const completed = await repository.completeReceipt(tx, {
+      white_label_id: row.white_label_id,
+      receipt_id: row.receipt_id,
+      outcome: input.outcome,
+      verification: input.verification,
+      transfer_sealed: input.transfer === null ? null : this.deps.secretBox.seal(JSON.stringify(input.transfer), TRANSFER_PURPOSE),
+      processed_at: this.deps.clock.now(),
+    });
+    invariant(completed, 'a receipt is completed once');
+  }
+
+  /** For cancel and expiry: how many slips an order has, and how many are still being processed. */
+  activity(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ total: number; unprocessed: number }> {
+    return repository.receiptCounts(db, white_label_id, deposit_id);
+  }
+
+  /** POST at `claim_url`: opens a late-slip claim with the order's capability, idempotent by key. */
+  async openClaim(input: {
+    claims: SlipTokenClaims;
+    idempotency_key: string;
+    request_id: string;
+    fingerprint: string;
+    evidence: LateSlipClaimEvidence;
+  }): Promise<{ claim: ClaimView; replayed: boolean }> {
+    const { claims } = input;
+    const stored = await this.deps.idempotency.execute(capabilityScope(claims, input.idempotency_key), { fingerprint: input.fingerprint, request_id: input.request_id }, async (tx) => {
+      const opened: Result<ClaimView> | null = await this.deps.deposits.openLateSlipClaim(tx, {
+        white_label_id: claims.wl,
+        deposit_id: claims.dep,
+        livemode: claims.livemode,
+        evidence: input.evidence,
+      });
+      if (!opened) throw new ApiError('resource_not_found');
+      if (!opened.ok) throw opened.error;
+      return { status: 201, body: opened.value };
+    });
+    return { claim: JSON.parse(stored.body_text) as ClaimView, replayed: stored.replayed };
+  }
+}

@@ -1,0 +1,121 @@
+import type { ReviewReason } from '../deposits/types.ts';
+import { CANCELED_ORDER_SLIP_REASON } from '../deposits/service.ts';
+
+/**
+ * The review reasons a slip can raise (spec, review: `reasons[]`), with the end-user texts the spec
+ * asks for (`display_th` is shown to the payer as given) and who can act. The spec's codes are copied
+ * from it; the four that end in a question the spec does not list (a transfer the bank does not know,
+ * one made before the order had a destination, and a sender bank or account other than the declared
+ * one) are ours, recorded in docs/decisions.md.
+ *
+ * `REVIEW_REASON_ORDER` is the order of importance: `reasons[0]` is the one to display, so where the
+ * money went comes first, then whether this slip may be counted at all, then who sent it, then how much.
+ */
+export const REVIEW_REASON_ORDER = [
+  'RECEIVER_MISMATCH',
+  'DUPLICATE_SLIP',
+  'TRANSFER_NOT_FOUND',
+  'NO_SLIP_IMAGE',
+  'CANCELED_ORDER_SLIP',
+  'LATE_SLIP',
+  'TRANSFER_BEFORE_ORDER',
+  'ALLOCATION_CONFLICT',
+  'BANK_DISABLED',
+  'SENDER_ACCOUNT_MISMATCH',
+  'SENDER_BANK_MISMATCH',
+  'SENDER_NAME_MISMATCH',
+  'AMOUNT_MISMATCH',
+  'AMBIGUOUS_MATCH',
+] as const;
+export type ReviewReasonCode = (typeof REVIEW_REASON_ORDER)[number];
+
+type ReasonText = Omit<ReviewReason, 'code' | 'detail'>;
+
+const TEXTS: Record<ReviewReasonCode, ReasonText> = {
+  RECEIVER_MISMATCH: {
+    display_th: 'บัญชีปลายทางในสลิปไม่ตรงกับบัญชีที่ให้โอน เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: 'The slip shows a transfer to another account than the one given; support is checking it.',
+    actionable_by: 'support',
+  },
+  DUPLICATE_SLIP: {
+    display_th: 'สลิปนี้ถูกใช้กับรายการอื่นแล้ว เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: 'This slip has already been used for a payment; support is checking it.',
+    actionable_by: 'support',
+  },
+  TRANSFER_NOT_FOUND: {
+    display_th: 'ไม่พบรายการโอนตามสลิปนี้ที่ธนาคาร เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: 'The bank has no record of the transfer on this slip; support is checking it.',
+    actionable_by: 'support',
+  },
+  NO_SLIP_IMAGE: {
+    display_th: 'กรุณาอัปโหลดรูปสลิปการโอนเงิน',
+    display_en: 'Please upload the image of the transfer slip.',
+    actionable_by: 'end_user',
+  },
+  CANCELED_ORDER_SLIP: {
+    display_th: CANCELED_ORDER_SLIP_REASON.display_th,
+    display_en: CANCELED_ORDER_SLIP_REASON.display_en,
+    actionable_by: CANCELED_ORDER_SLIP_REASON.actionable_by,
+  },
+  LATE_SLIP: {
+    display_th: 'การโอนเงินเกิดขึ้นหลังหมดเวลาชำระ เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: 'The transfer was made after the payment deadline; support is checking it.',
+    actionable_by: 'support',
+  },
+  TRANSFER_BEFORE_ORDER: {
+    display_th: 'รายการโอนนี้เกิดขึ้นก่อนมีคำสั่งชำระเงินนี้ เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: 'The transfer was made before this payment had its destination; support is checking it.',
+    actionable_by: 'support',
+  },
+  ALLOCATION_CONFLICT: {
+    display_th: 'บัญชีปลายทางของรายการนี้ถูกใช้กับรายการอื่นแล้ว เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: 'The destination of this payment was given to another payment meanwhile; support is checking it.',
+    actionable_by: 'support',
+  },
+  BANK_DISABLED: {
+    display_th: 'ขณะนี้ไม่สามารถตรวจสอบรายการกับธนาคารผู้โอนได้ เจ้าหน้าที่จะตรวจสอบให้',
+    display_en: "The sender's bank cannot be checked right now; support will check the transfer.",
+    actionable_by: 'support',
+  },
+  SENDER_ACCOUNT_MISMATCH: {
+    display_th: 'บัญชีผู้โอนไม่ตรงกับบัญชีที่แจ้งไว้ เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: 'The transfer came from another account than the one declared; support is checking it.',
+    actionable_by: 'support',
+  },
+  SENDER_BANK_MISMATCH: {
+    display_th: 'ธนาคารผู้โอนไม่ตรงกับธนาคารที่แจ้งไว้ เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: 'The transfer came from another bank than the one declared; support is checking it.',
+    actionable_by: 'support',
+  },
+  SENDER_NAME_MISMATCH: {
+    display_th: 'ชื่อบัญชีผู้โอนไม่ตรงกับชื่อที่แจ้งไว้ เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: "The sender's account name does not match the declared name; support is checking it.",
+    actionable_by: 'support',
+  },
+  AMOUNT_MISMATCH: {
+    display_th: 'ยอดเงินที่โอนไม่ตรงกับยอดที่ต้องชำระ เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: 'The amount transferred differs from the amount due; support is checking it.',
+    actionable_by: 'support',
+  },
+  AMBIGUOUS_MATCH: {
+    display_th: 'ไม่สามารถระบุได้ว่าการโอนนี้เป็นของส่วนใดของรายการ เจ้าหน้าที่กำลังตรวจสอบ',
+    display_en: 'The transfer cannot be matched to a single part of this payment; support is checking it.',
+    actionable_by: 'support',
+  },
+};
+
+/** One reason with its texts; `detail` only where the code has one (RECEIVER_MISMATCH never does). */
+export function reviewReason(code: ReviewReasonCode, detail?: Record<string, unknown>): ReviewReason {
+  const text = TEXTS[code];
+  return detail && code !== 'RECEIVER_MISMATCH' ? { code, ...text, detail } : { code, ...text };
+}
+
+/** Reasons in the order of importance, each code once (the first occurrence keeps its detail). */
+export function orderReasons(reasons: readonly ReviewReason[]): ReviewReason[] {
+  const rank = (code: string) => {
+    const index = REVIEW_REASON_ORDER.indexOf(code as ReviewReasonCode);
+    return index === -1 ? REVIEW_REASON_ORDER.length : index;
+  };
+  const unique = reasons.filter((reason, index) => reasons.findIndex((other) => other.code === reason.code) === index);
+  return [...unique].sort((left, right) => rank(left.code) - rank(right.code));
+}

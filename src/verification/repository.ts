@@ -1,0 +1,47 @@
+import type { Queryable } from '../platform/db.ts';
+
+/** All SQL of the verification module: the bank transfers slips have claimed (the duplicate check). */
+
+export interface SlipTransferRow {
+  white_label_id: string;
+  livemode: boolean;
+  sending_bank_code: string;
+  trans_ref: string;
+  deposit_id: string;
+  receipt_id: string;
+  amount_minor: number;
+  created_at: Date;
+}
+
+/**
+ * Claims a transfer for an order, once per brand and environment (the primary key): returns the row
+ * that holds it, this one or the one that claimed it first, so a second order naming the same transfer
+ * is told who was first and gets no second credit, whatever the timing.
+ */
+export async function claimTransfer(db: Queryable, row: SlipTransferRow): Promise<{ deposit_id: string; receipt_id: string }> {
+  const inserted = await db.query<{ deposit_id: string; receipt_id: string }>(
+    `INSERT INTO slip_transfers (white_label_id, livemode, sending_bank_code, trans_ref, deposit_id, receipt_id, amount_minor, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     ON CONFLICT (white_label_id, livemode, sending_bank_code, trans_ref) DO NOTHING
+     RETURNING deposit_id, receipt_id`,
+    [row.white_label_id, row.livemode, row.sending_bank_code, row.trans_ref, row.deposit_id, row.receipt_id, row.amount_minor, row.created_at],
+  );
+  const mine = inserted.rows[0];
+  if (mine) return mine;
+  // The conflicting row committed before this statement ran (or the insert would have waited for it).
+  const first = await findTransfer(db, row);
+  if (!first) throw new Error('a conflicting slip transfer vanished');
+  return first;
+}
+
+/** Who holds a transfer already, if anyone. */
+export async function findTransfer(
+  db: Queryable,
+  key: { white_label_id: string; livemode: boolean; sending_bank_code: string; trans_ref: string },
+): Promise<{ deposit_id: string; receipt_id: string } | null> {
+  const { rows } = await db.query<{ deposit_id: string; receipt_id: string }>(
+    'SELECT deposit_id, receipt_id FROM slip_transfers WHERE white_label_id = $1 AND livemode = $2 AND sending_bank_code = $3 AND trans_ref = $4',
+    [key.white_label_id, key.livemode, key.sending_bank_code, key.trans_ref],
+  );
+  return rows[0] ?? null;
+}

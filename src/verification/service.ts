@@ -1,0 +1,342 @@
+import type { Clock } from '../platform/clock.ts';
+import type { Database, Queryable } from '../platform/db.ts';
+import type { Logger } from '../platform/logger.ts';
+import { invariant } from '../platform/assert.ts';
+import { ApiError } from '../platform/errors.ts';
+import { formatTimestamp, MINUTE_MS } from '../platform/time.ts';
+import { SYSTEM_CAUSE } from '../events/service.ts';
+import { findBank } from '../banks/service.ts';
+import type { JobHandler } from '../jobs/index.ts';
+import { senderVerified, type DepositService, type PaymentParties } from '../deposits/service.ts';
+import type { ReviewReason, VerificationBooleans } from '../deposits/types.ts';
+import { MAX_RECEIPTS_PER_ORDER, PROCESS_SLIP_TASK, type SlipsService } from '../slips/service.ts';
+import type { SlipReceiptRow } from '../slips/types.ts';
+import type { BankVerifier, TransferLookup, UnavailableReason, VerifiedTransfer } from './bank-port.ts';
+import { accountsMatch, assess, type Assessment } from './checks.ts';
+import { orderReasons, reviewReason } from './reasons.ts';
+import { parseSlipPayload, type SlipReference } from './slip-payload.ts';
+import type { SlipReader } from './slip-reader.ts';
+import * as repository from './repository.ts';
+
+/**
+ * The slip pipeline after the 202 (spec, "How the result arrives after a 202"): a consumer claims each
+ * receipt, moves the order to `slip_processing` (`deposit.slip_received`), reads the slip's mini-QR (the
+ * client's `payload` when given and valid, else the pixels), asks the bank for the transfer it names,
+ * runs the six checks against the order, and ends the slip in one of the spec's outcomes through the
+ * deposit service's settlement functions, which are the only way money moves.
+ *
+ * Receipts of one order are processed one at a time in arrival order, each in three steps that never
+ * hold a transaction across I/O: claim (one transaction), read and ask the bank (no transaction),
+ * decide (one transaction, which re-checks that the receipt is still claimed). A crash between steps
+ * resumes at the claimed receipt; a repeated step finds the receipt done and changes nothing.
+ *
+ * When the bank cannot answer, the job retries with the queue's backoff; after BANK_CHECK_WAIT_MS the
+ * slip goes to review with BANK_DISABLED ("bank checking is off") instead of waiting longer.
+ */
+
+/** How long a slip waits for an unreachable bank before a person is asked to check it instead. */
+export const BANK_CHECK_WAIT_MS = 5 * MINUTE_MS;
+
+/** Thrown to have the job retried later: the bank gave no answer and the wait is not over. */
+export class BankCheckPending extends Error {
+  override name = 'BankCheckPending';
+  constructor(reason: UnavailableReason) {
+    super(`bank verification unavailable (${reason}); the slip waits and is asked about again`);
+  }
+}
+
+export interface VerificationDependencies {
+  database: Database;
+  clock: Clock;
+  logger: Logger;
+  slips: SlipsService;
+  deposits: DepositService;
+  reader: SlipReader;
+  /** The bank-verification adapter of an environment: the sandbox bank for test mode, the provider for live. */
+  verifierFor: (livemode: boolean) => BankVerifier;
+}
+
+/** What the consumer does with a claimed receipt, by the order's status when it was claimed. */
+type Mode = 'pipeline' | 'attached' | 'after_settlement';
+
+/** How the slip's reference was read, and what the bank said: kept on the receipt, without personal data. */
+interface Reading {
+  reference: SlipReference | null;
+  source: 'client_payload' | 'pixels' | 'reference_fields' | null;
+  unreadable_reason: string | null;
+  reference_only: boolean;
+  lookup: TransferLookup | { outcome: 'bank_disabled'; bank_code: string; cause: 'bank_unavailable' | 'verification_unavailable' } | null;
+}
+
+function transferRecord(transfer: VerifiedTransfer): Record<string, unknown> {
+  return { ...transfer, occurred_at: formatTimestamp(transfer.occurred_at) };
+}
+
+export class VerificationService {
+  constructor(private readonly deps: VerificationDependencies) {}
+
+  /** Instantiates the QR decoder before the worker takes slips: a broken deployment fails at start. */
+  warmUp(): Promise<void> {
+    return this.deps.reader.warmUp();
+  }
+
+  /** The job handler: processes the order's unprocessed receipts, oldest first. */
+  jobHandlers(): Record<string, JobHandler> {
+    return {
+      [PROCESS_SLIP_TASK]: async (job) => {
+        await this.processOrder(String(job.payload.white_label_id), String(job.payload.deposit_id));
+      },
+    };
+  }
+
+  /**
+   * Processes every unprocessed receipt of an order in arrival order (there are at most three). Each
+   * receipt's job runs this; a job whose receipt an earlier job already processed finds nothing to do.
+   */
+  async processOrder(white_label_id: string, deposit_id: string): Promise<void> {
+    for (let round = 0; round < MAX_RECEIPTS_PER_ORDER; round += 1) {
+      if (!(await this.processHead(white_label_id, deposit_id))) return;
+    }
+  }
+
+  /** Processes the oldest unprocessed receipt of the order; false when there is none. */
+  private async processHead(white_label_id: string, deposit_id: string): Promise<boolean> {
+    const claimed = await this.deps.database.transaction((tx) => this.claim(tx, white_label_id, deposit_id));
+    if (claimed === null) return false;
+    if (claimed.mode === null) return true;
+    const reading = await this.read(claimed.receipt);
+    const decide = (allocation_conflict: boolean) =>
+      this.deps.database.transaction((tx) => this.decide(tx, claimed.receipt, claimed.mode as Mode, reading, allocation_conflict));
+    try {
+      await decide(false);
+    } catch (error) {
+      // A late slip whose destination went to another payment meanwhile: settling rolled back whole,
+      // and the slip goes to a person instead (ALLOCATION_CONFLICT).
+      if (!(error instanceof ApiError && error.code === 'alloc_state_conflict')) throw error;
+      await decide(true);
+    }
+    return true;
+  }
+
+  /**
+   * Step 1: claims the oldest unprocessed receipt. The order moves as the state table says:
+   * `awaiting_payment` / `expired` → `slip_processing`, `canceled` → `under_review`
+   * (CANCELED_ORDER_SLIP); a slip for an order in review is attached to it; a settled order keeps its
+   * status (the slip may be a transfer after settlement). A receipt already claimed by a run that did
+   * not finish is resumed.
+   */
+  private async claim(tx: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; mode: Mode | null } | null> {
+    const receipt = await this.deps.slips.headOfQueue(tx, white_label_id, deposit_id);
+    if (!receipt) return null;
+    const parties = await this.deps.deposits.paymentParties(tx, white_label_id, deposit_id, { lock: true });
+    invariant(parties, 'a receipt belongs to an order');
+    // The order's tenant must be the one the capability named when the slip was taken.
+    invariant(parties.order.merchant_id === receipt.merchant_id && parties.order.livemode === receipt.livemode, 'a receipt stays with its order');
+    const status = parties.order.status;
+    if (receipt.status === 'claimed') {
+      const mode: Mode = status === 'slip_processing' ? 'pipeline' : status === 'settled' ? 'after_settlement' : 'attached';
+      return { receipt, mode };
+    }
+    const input = { white_label_id, deposit_id, received_at: receipt.received_at, cause: SYSTEM_CAUSE };
+    let mode: Mode;
+    switch (status) {
+      case 'awaiting_payment':
+      case 'expired':
+      case 'canceled': {
+        const received = await this.deps.deposits.markSlipReceived(tx, input);
+        if (!received.ok) {
+          await this.deps.slips.complete(tx, receipt, { outcome: `refused_${received.error.code}`, verification: null, transfer: null });
+          return { receipt, mode: null };
+        }
+        mode = received.value.status === 'under_review' ? 'attached' : 'pipeline';
+        break;
+      }
+      case 'under_review': {
+        const attached = await this.deps.deposits.attachSlipToReview(tx, input);
+        invariant(attached.ok, 'an order in review takes a slip');
+        mode = 'attached';
+        break;
+      }
+      case 'settled':
+        mode = 'after_settlement';
+        break;
+      default:
+        // Rejected, reversed: nothing a slip can change (the intake refuses these; this is the race).
+        await this.deps.slips.complete(tx, receipt, { outcome: 'not_applicable', verification: null, transfer: null });
+        return { receipt, mode: null };
+    }
+    await this.deps.slips.markClaimed(tx, receipt);
+    return { receipt: { ...receipt, status: 'claimed' }, mode };
+  }
+
+  /** Step 2, outside any transaction: the slip's reference, and the bank's answer about it. */
+  private async read(receipt: SlipReceiptRow): Promise<Reading> {
+    const evidence = await this.deps.slips.openEvidence(this.deps.database, receipt);
+    const reading: Reading = { reference: null, source: null, unreadable_reason: null, reference_only: evidence.image === null, lookup: null };
+    if (evidence.image === null) {
+      const fields = evidence.fields;
+      invariant(fields?.trans_ref !== undefined && fields.sending_bank_code !== undefined, 'a reference-only slip has its reference');
+      reading.reference = { sending_bank_code: fields.sending_bank_code, trans_ref: fields.trans_ref };
+      reading.source = 'reference_fields';
+    } else {
+      const given = evidence.fields?.payload === undefined ? null : parseSlipPayload(evidence.fields.payload);
+      if (given?.ok) {
+        reading.reference = given.reference;
+        reading.source = 'client_payload';
+      } else {
+        const read = await this.deps.reader.read(evidence.image.bytes);
+        if (read.outcome === 'read') {
+          reading.reference = read.reference;
+          reading.source = 'pixels';
+        } else {
+          reading.unreadable_reason = read.reason;
+        }
+      }
+    }
+    if (reading.reference === null) return reading;
+    const bank = await findBank(this.deps.database, reading.reference.sending_bank_code);
+    if (!bank || !bank.available) {
+      reading.lookup = { outcome: 'bank_disabled', bank_code: reading.reference.sending_bank_code, cause: 'bank_unavailable' };
+      return reading;
+    }
+    const lookup = await this.deps.verifierFor(receipt.livemode).verifyTransfer({
+      white_label_id: receipt.white_label_id,
+      livemode: receipt.livemode,
+      sending_bank_code: reading.reference.sending_bank_code,
+      trans_ref: reading.reference.trans_ref,
+    });
+    if (lookup.outcome === 'unavailable') {
+      const waited = this.deps.clock.now().getTime() - receipt.received_at.getTime();
+      if (waited < BANK_CHECK_WAIT_MS) throw new BankCheckPending(lookup.reason);
+      reading.lookup = { outcome: 'bank_disabled', bank_code: reading.reference.sending_bank_code, cause: 'verification_unavailable' };
+      return reading;
+    }
+    reading.lookup = lookup;
+    return reading;
+  }
+
+  /** Step 3: the outcome, in one transaction, for a receipt that is still claimed. */
+  private async decide(tx: Queryable, claimed: SlipReceiptRow, mode: Mode, reading: Reading, allocation_conflict: boolean): Promise<void> {
+    const receipt = await this.deps.slips.headOfQueue(tx, claimed.white_label_id, claimed.deposit_id);
+    // Another run of this receipt finished first: its outcome stands.
+    if (!receipt || receipt.receipt_id !== claimed.receipt_id || receipt.status !== 'claimed') return;
+    const parties = await this.deps.deposits.paymentParties(tx, receipt.white_label_id, receipt.deposit_id, { lock: true });
+    invariant(parties, 'a receipt belongs to an order');
+    const record = {
+      source: reading.source,
+      unreadable_reason: reading.unreadable_reason,
+      bank: reading.lookup === null ? null : reading.lookup.outcome,
+    };
+    const finish = (outcome: string, extra: Record<string, unknown> = {}, transfer: VerifiedTransfer | null = null) =>
+      this.deps.slips.complete(tx, receipt, { outcome, verification: { ...record, ...extra }, transfer: transfer === null ? null : transferRecord(transfer) });
+    const target = { white_label_id: receipt.white_label_id, deposit_id: receipt.deposit_id, cause: SYSTEM_CAUSE };
+    const fourEyes = parties.four_eyes_min_amount_minor !== null && parties.order.amount_minor >= parties.four_eyes_min_amount_minor;
+    const toReview = async (reasons: ReviewReason[], verification?: VerificationBooleans) => {
+      const reviewed = await this.deps.deposits.sendToReview(tx, { ...target, reasons: orderReasons(reasons), four_eyes_required: fourEyes, ...(verification ? { verification } : {}) });
+      invariant(reviewed.ok, 'an order processing a slip can go to review');
+    };
+
+    if (reading.reference === null) {
+      if (mode === 'pipeline') {
+        const rejected = await this.deps.deposits.markSlipUnreadable(tx, target);
+        invariant(rejected.ok, 'an order processing a slip can reject an unreadable one');
+      }
+      return finish('unreadable');
+    }
+    const lookup = reading.lookup;
+    invariant(lookup !== null && lookup.outcome !== 'unavailable', 'a read slip has the bank answer');
+    if (lookup.outcome !== 'found') {
+      const reasons = [lookup.outcome === 'bank_disabled' ? reviewReason('BANK_DISABLED', { bank_code: lookup.bank_code, cause: lookup.cause }) : reviewReason('TRANSFER_NOT_FOUND')];
+      if (reading.reference_only) reasons.push(reviewReason('NO_SLIP_IMAGE'));
+      if (mode === 'pipeline') await toReview(reasons);
+      return finish(mode === 'pipeline' ? 'under_review' : mode === 'attached' ? 'attached_to_review' : 'not_verified', { reasons: reasons.map((reason) => reason.code) });
+    }
+
+    const transfer = lookup.transfer;
+    const scope = { white_label_id: receipt.white_label_id, livemode: receipt.livemode, sending_bank_code: transfer.sending_bank_code, trans_ref: transfer.trans_ref };
+    if (mode === 'after_settlement') return this.afterSettlement(tx, receipt, parties, transfer, finish);
+
+    const held = await repository.findTransfer(tx, scope);
+    const assessWith = (duplicate: boolean): Assessment =>
+      assess({ order: parties.order, legs: parties.legs, sender: parties.sender, transfer, duplicate, reference_only: reading.reference_only, now: this.deps.clock.now() });
+    let assessment = assessWith(held !== null);
+    // The transfer is claimed for this order only when one of its legs received it: a slip of someone
+    // else's transfer (wrong receiver) must not block that transfer's own order.
+    if (assessment.leg_ref !== null && held === null) {
+      const holder = await repository.claimTransfer(tx, { ...scope, deposit_id: receipt.deposit_id, receipt_id: receipt.receipt_id, amount_minor: transfer.amount_minor, created_at: this.deps.clock.now() });
+      if (holder.receipt_id !== receipt.receipt_id) assessment = assessWith(true);
+    }
+    const summary = { booleans: assessment.verification, reasons: assessment.reasons.map((reason) => reason.code), leg_ref: assessment.leg_ref, duplicate: held !== null };
+    if (mode === 'attached') return finish('attached_to_review', summary, transfer);
+
+    if (allocation_conflict) {
+      await toReview([reviewReason('ALLOCATION_CONFLICT'), ...assessment.reasons], assessment.verification);
+      return finish('under_review', { ...summary, reasons: ['ALLOCATION_CONFLICT', ...summary.reasons] }, transfer);
+    }
+    switch (assessment.next) {
+      case 'review':
+        await toReview(assessment.reasons, assessment.verification);
+        return finish('under_review', summary, transfer);
+      case 'wait': {
+        const recorded = await this.deps.deposits.recordLegPayments(tx, { ...target, paid_by_leg: assessment.paid_by_leg, verification: assessment.verification });
+        invariant(recorded.ok, 'an order processing a slip records a paid leg');
+        return finish('leg_paid', summary, transfer);
+      }
+      case 'settle': {
+        const settled = await this.deps.deposits.settle(tx, {
+          ...target,
+          transferred_amount_minor: assessment.transferred_minor,
+          paid_by_leg: assessment.paid_by_leg,
+          settled_via: 'auto',
+          verification: assessment.verification,
+          sender_verified: senderVerified(assessment.verification),
+        });
+        invariant(settled.ok, 'an order processing a verified slip settles');
+        return finish('settled', summary, transfer);
+      }
+      default: {
+        const unknown: never = assessment.next;
+        throw new Error(`unknown assessment ${String(unknown)}`);
+      }
+    }
+  }
+
+  /**
+   * A slip for a settled order: a new transfer that reached one of the order's receivers is money paid
+   * after settlement (a claim and `deposit.overpaid`, status unchanged, V and A untouched); the order's
+   * own transfer again, another order's transfer, or money sent elsewhere changes nothing.
+   */
+  private async afterSettlement(
+    tx: Queryable,
+    receipt: SlipReceiptRow,
+    parties: PaymentParties,
+    transfer: VerifiedTransfer,
+    finish: (outcome: string, extra?: Record<string, unknown>, transfer?: VerifiedTransfer | null) => Promise<void>,
+  ): Promise<void> {
+    const received = parties.legs.some(
+      (leg) => leg.receiver !== null && leg.receiver.bank_code === transfer.receiver.bank_code && accountsMatch(transfer.receiver.account_number, leg.receiver.account_number),
+    );
+    if (!received) return finish('ignored_after_settlement', { reasons: ['RECEIVER_MISMATCH'] }, transfer);
+    const holder = await repository.claimTransfer(tx, {
+      white_label_id: receipt.white_label_id,
+      livemode: receipt.livemode,
+      sending_bank_code: transfer.sending_bank_code,
+      trans_ref: transfer.trans_ref,
+      deposit_id: receipt.deposit_id,
+      receipt_id: receipt.receipt_id,
+      amount_minor: transfer.amount_minor,
+      created_at: this.deps.clock.now(),
+    });
+    if (holder.receipt_id !== receipt.receipt_id) return finish('ignored_after_settlement', { reasons: ['DUPLICATE_SLIP'] }, transfer);
+    const recorded = await this.deps.deposits.recordAdditionalTransfer(tx, {
+      white_label_id: receipt.white_label_id,
+      deposit_id: receipt.deposit_id,
+      amount_minor: transfer.amount_minor,
+      slip_received_at: receipt.received_at,
+      transfer_key: `${transfer.sending_bank_code}:${transfer.trans_ref}`,
+      cause: SYSTEM_CAUSE,
+    });
+    invariant(recorded.ok, 'a settled order records a transfer after settlement');
+    return finish('additional_transfer', {}, transfer);
+  }
+}
