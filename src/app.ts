@@ -148,6 +148,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     database,
     clock,
     logger,
+    metrics,
     slips,
     deposits,
     reader: new SlipReader(),

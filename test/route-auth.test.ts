@@ -89,6 +89,30 @@ describe('every API route is guarded', () => {
     expect(await countRows()).toBe(before);
   });
 
+  it('capability routes: slip_token_invalid without a valid capability, scope_denied for merchant credentials; nothing written', async () => {
+    const capabilityRoutes = routes.filter((route) => route.kind === 'capability');
+    expect(capabilityRoutes.map((route) => `${route.method} ${route.url}`).sort()).toEqual(['POST /v1/pay/deposits/:id/claims', 'POST /v1/pay/deposits/:id/slip']);
+    const forged = `${Buffer.from('{"alg":"EdDSA","kid":"slip_0"}').toString('base64url')}.${Buffer.from('{}').toString('base64url')}.${'A'.repeat(86)}`;
+    const before = await countRows();
+    for (const route of capabilityRoutes) {
+      const url = pathOf(route);
+      const label = `${route.method} ${route.url}`;
+      const headers = { 'content-type': 'application/json', 'idempotency-key': 'route-auth' };
+      const send = (extra: Record<string, string>) => app.instance.app.inject({ method: 'POST', url, headers: { ...headers, ...extra }, payload: '{}' });
+      for (const [answer, code] of [
+        [await send({}), 'slip_token_invalid'],
+        [await send({ authorization: `Bearer ${forged}` }), 'slip_token_invalid'],
+        [await send({ authorization: 'Bearer not-a-token' }), 'slip_token_invalid'],
+        [await send({ authorization: `Bearer ${app.sandbox.api_key}` }), 'scope_denied'],
+        [await send({ authorization: `Bearer ${forged}`, 'pg-signature': `v1=${'0'.repeat(64)}` }), 'scope_denied'],
+      ] as const) {
+        expect(answer.statusCode, `${label}: ${code}`).toBe(code === 'scope_denied' ? 403 : 401);
+        expect(errorOf(answer).code, label).toBe(code);
+      }
+    }
+    expect(await countRows()).toBe(before);
+  });
+
   it('back-office routes: api_key_invalid without a token, scope_denied for an integration key and for a role not allowed', async () => {
     const backofficeRoutes = routes.filter((route): route is Extract<ApiRoute, { kind: 'backoffice' }> => route.kind === 'backoffice');
     expect(backofficeRoutes.length).toBeGreaterThan(10);

@@ -54,6 +54,12 @@ async function intakeRows(): Promise<{ receipts: number; blobs: number; jobs: nu
   return rows[0]!;
 }
 
+/** The claims of a capability, read without verifying (to mint a variant with the service's own key). */
+function claimsOf(token: string) {
+  const { iss: _iss, aud: _aud, scope: _scope, jti: _jti, ...claims } = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
+  return claims as Parameters<TestApp['instance']['services']['slipTokens']['mint']>[0];
+}
+
 async function pngOfSize(bytes: number): Promise<Buffer> {
   const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#ffffff' } }).png().toBuffer();
   // Bytes after a PNG's IEND are ignored by decoders: the file keeps its type and reaches the size asked.
@@ -287,6 +293,13 @@ describe('the capability', () => {
       { label: 'another order', response: await uploadMultipart(app, order.slip_upload, image, { token: other.slip_upload.token }), code: 'slip_token_invalid' },
       { label: 'a query added', response: await uploadMultipart(app, order.slip_upload, image, { upload_url: `${order.slip_upload.upload_url}?x=1` }), code: 'slip_token_invalid' },
       { label: 'another host', response: await uploadMultipart(app, order.slip_upload, image, { headers: { host: 'evil.example' } }), code: 'slip_token_invalid' },
+      {
+        label: 'a capability of the same order bound to another reservation (hold_until)',
+        response: await uploadMultipart(app, order.slip_upload, image, {
+          token: app.instance.services.slipTokens.mint({ ...claimsOf(order.slip_upload.token), hold_until: claimsOf(order.slip_upload.token).hold_until + 60 }),
+        }),
+        code: 'slip_token_invalid',
+      },
       {
         label: 'a forged signature',
         response: await uploadMultipart(app, order.slip_upload, image, { token: `${order.slip_upload.token.slice(0, -4)}AAAA` }),

@@ -392,3 +392,39 @@ describe('after settlement', () => {
     expect(await balanceEvents(owner)).toEqual(['balance.credited']);
   });
 });
+
+describe('four eyes by brand policy', () => {
+  it('a review of an order at or above the brand threshold needs two approvers; null means never', async () => {
+    const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 'slips', request_id: null }, { name: 'Four Eyes Brand' });
+    const owner = await app.createMerchant({ white_label_id: brand.id });
+    const setPolicy = (four_eyes_min_amount_minor: number | null) =>
+      app.backoffice({
+        method: 'POST',
+        url: '/v1/bo/deposit-policy',
+        body: {
+          white_label_id: brand.id,
+          mode: 'test',
+          min_amount_minor: 10_000,
+          max_amount_minor: 5_000_000,
+          default_expires_in_seconds: 900,
+          max_expires_in_seconds: 3600,
+          max_legs: 3,
+          liquidity_wait_seconds: 300,
+          four_eyes_min_amount_minor,
+          gateway: null,
+        },
+      });
+    expect((await setPolicy(15_000)).json()).toMatchObject({ four_eyes_min_amount_minor: 15_000 });
+    const wrongName = (order: CreatedDeposit & { declared: ReturnType<typeof declaredSender> }) => ({ sender: { ...order.declared, account_name_th: 'ประเสริฐ มั่นคง', account_name_en: 'Prasert Mankong' } });
+    const small = await deposit(owner, 14_900);
+    const large = await deposit(owner, 15_000);
+    expect((await uploadAndProcess(small, owner, slipBytes(await sandboxTransfer(app, small, wrongName(small), owner)))).review).toMatchObject({ four_eyes_required: false });
+    expect((await uploadAndProcess(large, owner, slipBytes(await sandboxTransfer(app, large, wrongName(large), owner)))).review).toMatchObject({
+      four_eyes_required: true,
+      estimated_resolution_bucket: 'under_4h',
+    });
+    expect((await setPolicy(null)).json()).toMatchObject({ four_eyes_min_amount_minor: null });
+    const never = await deposit(owner, 4_000_000);
+    expect((await uploadAndProcess(never, owner, slipBytes(await sandboxTransfer(app, never, wrongName(never), owner)))).review).toMatchObject({ four_eyes_required: false });
+  });
+});

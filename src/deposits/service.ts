@@ -933,10 +933,15 @@ export class DepositService {
    * brand and environment. An order in review or settled takes a slip too: it is attached to the review,
    * or verified as a transfer after settlement.
    */
-  async admitSlip(tx: Queryable, input: { white_label_id: string; deposit_id: string; livemode: boolean; at: Date }): Promise<Result<{ merchant_id: string; hold_until: Date }> | null> {
+  async admitSlip(
+    tx: Queryable,
+    input: { white_label_id: string; deposit_id: string; livemode: boolean; hold_until_seconds: number; at: Date },
+  ): Promise<Result<{ merchant_id: string }> | null> {
     const row = await repository.lockOrderInBrand(tx, input.white_label_id, input.deposit_id);
     if (!row || row.livemode !== input.livemode) return null;
-    const admitted = ok({ merchant_id: row.merchant_id, hold_until: row.expires_at });
+    // The capability is bound to the reservation it was issued for (its `hold_until`, the order's deadline).
+    if (Math.floor(row.expires_at.getTime() / 1000) !== input.hold_until_seconds) return fail('slip_token_invalid');
+    const admitted = ok({ merchant_id: row.merchant_id });
     switch (row.status) {
       case 'awaiting_payment':
       case 'slip_processing':

@@ -11,6 +11,8 @@ export interface Metrics {
   jobs_total: client.Counter<'task' | 'outcome'>;
   job_duration_seconds: client.Histogram<'task'>;
   events_written_total: client.Counter<'type'>;
+  slips_processed_total: client.Counter<'outcome' | 'source'>;
+  slip_processing_delay_seconds: client.Histogram;
 }
 
 export function createMetrics(): Metrics {
@@ -48,6 +50,18 @@ export function createMetrics(): Metrics {
       name: 'events_written_total',
       help: 'Events written to the outbox, by type',
       labelNames: ['type'],
+      registers: [registry],
+    }),
+    slips_processed_total: new client.Counter({
+      name: 'slips_processed_total',
+      help: 'Slip receipts processed, by outcome (settled, under_review, unreadable, leg_paid, …) and where the reference came from',
+      labelNames: ['outcome', 'source'],
+      registers: [registry],
+    }),
+    slip_processing_delay_seconds: new client.Histogram({
+      name: 'slip_processing_delay_seconds',
+      help: 'From the 202 of a slip upload to the end of its processing (the outcome written)',
+      buckets: [0.1, 0.25, 0.5, 1, 2, 5, 15, 60, 300, 900],
       registers: [registry],
     }),
   };

@@ -100,7 +100,13 @@ export class SlipsService {
         { fingerprint: sha256Hex(`POST\n${input.path}\n${fingerprint}`), request_id: input.request_id },
         async (tx) => {
           const received_at = this.deps.clock.now();
-          const admitted = await this.deps.deposits.admitSlip(tx, { white_label_id: claims.wl, deposit_id: claims.dep, livemode: claims.livemode, at: received_at });
+          const admitted = await this.deps.deposits.admitSlip(tx, {
+            white_label_id: claims.wl,
+            deposit_id: claims.dep,
+            livemode: claims.livemode,
+            hold_until_seconds: claims.hold_until,
+            at: received_at,
+          });
           if (!admitted) throw new ApiError('resource_not_found');
           if (!admitted.ok) throw admitted.error;
           const counts = await repository.receiptCounts(tx, claims.wl, claims.dep);

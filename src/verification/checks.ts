@@ -19,11 +19,12 @@ import { orderReasons, reviewReason } from './reasons.ts';
  *   invisible characters, spacing, case, a leading honorific). Banks print the first name in full and
  *   shorten or mask the rest (`นาย สมชาย ใ`, `MR. SOMCHAI J`). The reported name matches when its first
  *   word equals the declared first word and every further word is a prefix of the declared word at its
- *   position (a trailing `.` dropped), or equals it with mask characters as wildcards; the reported last word
- *   may stand for the declared surname, because banks drop middle names. Thai is compared
- *   with the declared Thai name and English with the declared English name; either matching is a match.
- *   A registered sender (`sender_id`) was verified with its name before, so a bank and account match
- *   proves the name too: a bank's way of printing it can then never send the order to review.
+ *   position (a trailing `.` dropped); a word with mask characters must have the declared word's length,
+ *   at least two characters visible and each visible one equal. The reported last word may stand for the
+ *   declared surname, because banks drop middle names. Thai is compared with the declared Thai name and
+ *   English with the declared English name; either matching is a match. A registered sender
+ *   (`sender_id`) was verified with its name before, so a bank and account match proves the name too: a
+ *   bank's way of printing it can then never send the order to review.
  * - Time: the transfer must fall between the time the order's destination existed and its deadline,
  *   each with TIME_SKEW_ALLOWANCE_MS for the difference between the bank's clock and ours.
  */
@@ -32,6 +33,8 @@ import { orderReasons, reviewReason } from './reasons.ts';
 export const TIME_SKEW_ALLOWANCE_MS = 2 * MINUTE_MS;
 /** Fewer visible digits than this prove nothing about an account. */
 const MIN_VISIBLE_DIGITS = 4;
+/** A masked word of a name proves nothing with fewer visible characters than this. */
+const MIN_VISIBLE_NAME_CHARACTERS = 2;
 
 function isMask(character: string): boolean {
   return (MASK_CHARACTERS as readonly string[]).includes(character);
@@ -56,7 +59,12 @@ function wordMatches(reported: string, declared: string, first: boolean): boolea
   if ([...word].some(isMask)) {
     const reportedCharacters = [...word];
     const declaredCharacters = [...declared];
-    return reportedCharacters.length === declaredCharacters.length && reportedCharacters.every((character, index) => isMask(character) || character === declaredCharacters[index]);
+    const visible = reportedCharacters.filter((character) => !isMask(character)).length;
+    return (
+      visible >= MIN_VISIBLE_NAME_CHARACTERS &&
+      reportedCharacters.length === declaredCharacters.length &&
+      reportedCharacters.every((character, index) => isMask(character) || character === declaredCharacters[index])
+    );
   }
   return first ? word === declared : declared.startsWith(word);
 }

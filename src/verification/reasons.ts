@@ -13,6 +13,7 @@ import { CANCELED_ORDER_SLIP_REASON } from '../deposits/service.ts';
  */
 export const REVIEW_REASON_ORDER = [
   'RECEIVER_MISMATCH',
+  'AMBIGUOUS_MATCH',
   'DUPLICATE_SLIP',
   'TRANSFER_NOT_FOUND',
   'NO_SLIP_IMAGE',
@@ -25,7 +26,6 @@ export const REVIEW_REASON_ORDER = [
   'SENDER_BANK_MISMATCH',
   'SENDER_NAME_MISMATCH',
   'AMOUNT_MISMATCH',
-  'AMBIGUOUS_MATCH',
 ] as const;
 export type ReviewReasonCode = (typeof REVIEW_REASON_ORDER)[number];
 

@@ -1,6 +1,7 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
+import type { Metrics } from '../ops/metrics.ts';
 import { invariant } from '../platform/assert.ts';
 import { ApiError } from '../platform/errors.ts';
 import { formatTimestamp, MINUTE_MS } from '../platform/time.ts';
@@ -49,6 +50,7 @@ export interface VerificationDependencies {
   database: Database;
   clock: Clock;
   logger: Logger;
+  metrics: Metrics;
   slips: SlipsService;
   deposits: DepositService;
   reader: SlipReader;
@@ -227,8 +229,14 @@ export class VerificationService {
       unreadable_reason: reading.unreadable_reason,
       bank: reading.lookup === null ? null : reading.lookup.outcome,
     };
-    const finish = (outcome: string, extra: Record<string, unknown> = {}, transfer: VerifiedTransfer | null = null) =>
-      this.deps.slips.complete(tx, receipt, { outcome, verification: { ...record, ...extra }, transfer: transfer === null ? null : transferRecord(transfer) });
+    const finish = async (outcome: string, extra: Record<string, unknown> = {}, transfer: VerifiedTransfer | null = null) => {
+      await this.deps.slips.complete(tx, receipt, { outcome, verification: { ...record, ...extra }, transfer: transfer === null ? null : transferRecord(transfer) });
+      // Counted before the commit: a commit that then fails is retried and counted again. The counter is
+      // an operator's rate of outcomes, not a record; the receipt row is the record.
+      this.deps.metrics.slips_processed_total.inc({ outcome, source: reading.source ?? 'none' });
+      this.deps.metrics.slip_processing_delay_seconds.observe((this.deps.clock.now().getTime() - receipt.received_at.getTime()) / 1000);
+      this.deps.logger.info({ receipt_id: receipt.receipt_id, deposit_id: receipt.deposit_id, outcome, source: reading.source, bank: record.bank }, 'slip processed');
+    };
     const target = { white_label_id: receipt.white_label_id, deposit_id: receipt.deposit_id, cause: SYSTEM_CAUSE };
     const fourEyes = parties.four_eyes_min_amount_minor !== null && parties.order.amount_minor >= parties.four_eyes_min_amount_minor;
     const toReview = async (reasons: ReviewReason[], verification?: VerificationBooleans) => {
