@@ -2,14 +2,11 @@ import crypto from 'node:crypto';
 import { parse } from 'promptparse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, TEST_MASTER_KEY, type MerchantCredentials, type TestApp } from './support/app.ts';
-import { accountOf, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
+import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
 import { hmacSha256Hex } from '../src/platform/crypto.ts';
-import { DEPOSIT_TRANSITIONS, DepositService, maskName, type CreateDepositInput, type DepositView } from '../src/deposits/service.ts';
-import { deriveAccountLookupKey } from '../src/beneficiaries/service.ts';
+import { DEPOSIT_TRANSITIONS, maskName, type CreateDepositInput, type DepositView } from '../src/deposits/service.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
 import { SlipTokenSigner } from '../src/slips/capability.ts';
-import { QrImageLinks } from '../src/deposits/qr-image.ts';
-import { MatchingService } from '../src/matching/service.ts';
 import type { WithdrawalView } from '../src/withdrawals/service.ts';
 
 /**
@@ -338,22 +335,7 @@ describe('matching rule', () => {
     const newer = await withdraw(withdrawer, beneficiary_id, 50_000);
 
     // Without the sandbox counterparty (which would always cover the whole amount), as in live mode.
-    const services = app.instance.services;
-    const plain = new DepositService({
-      events: services.events,
-      clock: services.clock,
-      secretBox: services.secretBox,
-      withdrawals: services.withdrawals,
-      policies: services.depositPolicies,
-      account_lookup_key: deriveAccountLookupKey(TEST_MASTER_KEY),
-      slip_tokens: new SlipTokenSigner(TEST_MASTER_KEY),
-      qr_links: new QrImageLinks(TEST_MASTER_KEY),
-      public_base_url: () => 'http://localhost',
-      upload_base_url: () => 'http://localhost',
-      matching: new MatchingService({ withdrawals: services.withdrawals, events: services.events, liquidity: null }),
-      ledger: services.ledger,
-      fees: services.fees,
-    });
+    const plain = depositServiceWithoutSandboxLiquidity(app);
     const deposit = async (amount_minor: number) =>
       (await inTransaction(app, (tx) => plain.create(tx, accountOf(depositor), body(amount_minor) as unknown as CreateDepositInput, SYSTEM_CAUSE))).deposit;
 

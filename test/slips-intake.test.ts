@@ -228,6 +228,9 @@ describe('refusals: the spec code and fields, and nothing stored', () => {
       { path: 'sending_bank_code', reason: 'required' },
       { path: 'occurred_at', reason: 'required' },
     ]);
+    await expectRefused(await uploadJson(app, order.slip_upload, { trans_ref: 'ABC', sending_bank_code: '999', occurred_at: app.clock.now().toISOString() }), 422, 'validation_error', [
+      { path: 'sending_bank_code', reason: 'unknown_bank' },
+    ]);
     await expectRefused(await uploadJson(app, order.slip_upload, { trans_ref: 'A-B', sending_bank_code: '4', occurred_at: '2026-08-01T07:00:00+07:00' }), 422, 'validation_error', [
       { path: 'trans_ref', reason: 'invalid_format' },
       { path: 'sending_bank_code', reason: 'unknown_bank' },

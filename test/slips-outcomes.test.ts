@@ -11,6 +11,7 @@ import {
   slipBytes,
   uploadJson,
   uploadMultipart,
+  depositPolicyBody,
   type CreatedDeposit,
 } from './support/slips.ts';
 import { renderSlipImage } from '../src/sandbox/slip-image.ts';
@@ -266,6 +267,30 @@ describe('to review', () => {
     });
     const reviewed = await uploadAndProcess(order, owner, forged.bytes);
     expect(reviewed.review?.reasons.map((reason) => reason.code)).toEqual(['TRANSFER_NOT_FOUND']);
+    // A mini-QR naming a bank that does not exist names no transfer either.
+    const other = await deposit(owner, 10_000);
+    const nowhere = await renderSlipImage({
+      sending_bank_code: '999',
+      trans_ref: '20260801999NOWHERE01',
+      amount_minor: 10_000,
+      occurred_at: app.clock.now(),
+      sender: { bank_code: '999', account_number: other.declared.account_number, name_th: 'สมชาย ใจดี' },
+      receiver: { bank_code: '025', account_number: '8889990001', name_th: 'วรวุฒิ ประเสริฐศักดิ์' },
+    });
+    expect((await uploadAndProcess(other, owner, nowhere.bytes)).review?.reasons.map((reason) => reason.code)).toEqual(['TRANSFER_NOT_FOUND']);
+    // The sandbox bank refuses a bank that is not in the list.
+    const unknown = await app.signed({
+      method: 'POST',
+      url: '/v1/test/bank/transfers',
+      idempotency_key: crypto.randomUUID(),
+      credentials: owner,
+      body: { deposit_id: other.id, sender: { bank_code: '999', account_number: '1234567890', account_name_th: 'สมชาย ใจดี' }, receiver: { bank_code: '998', account_number: '1234567890', account_name_th: 'ก' } },
+    });
+    expect(unknown.statusCode).toBe(422);
+    expect(unknown.json().error.details.fields).toEqual([
+      { path: 'sender.bank_code', reason: 'unknown_bank' },
+      { path: 'receiver.bank_code', reason: 'unknown_bank' },
+    ]);
   });
 
   it("the sender's bank switched off: BANK_DISABLED, without asking it", async () => {
@@ -401,18 +426,7 @@ describe('four eyes by brand policy', () => {
       app.backoffice({
         method: 'POST',
         url: '/v1/bo/deposit-policy',
-        body: {
-          white_label_id: brand.id,
-          mode: 'test',
-          min_amount_minor: 10_000,
-          max_amount_minor: 5_000_000,
-          default_expires_in_seconds: 900,
-          max_expires_in_seconds: 3600,
-          max_legs: 3,
-          liquidity_wait_seconds: 300,
-          four_eyes_min_amount_minor,
-          gateway: null,
-        },
+        body: depositPolicyBody({ white_label_id: brand.id, four_eyes_min_amount_minor }),
       });
     expect((await setPolicy(15_000)).json()).toMatchObject({ four_eyes_min_amount_minor: 15_000 });
     const wrongName = (order: CreatedDeposit & { declared: ReturnType<typeof declaredSender> }) => ({ sender: { ...order.declared, account_name_th: 'ประเสริฐ มั่นคง', account_name_en: 'Prasert Mankong' } });

@@ -1,15 +1,12 @@
 import crypto from 'node:crypto';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, TEST_MASTER_KEY, type MerchantCredentials, type TestApp } from './support/app.ts';
-import { accountOf, fundAvailable, inTransaction, SOMCHAI, SOMYING, verifiedBeneficiary } from './support/withdrawals.ts';
-import { getDeposit, runJobs, sandboxTransfer, slipBytes, uploadMultipart, type CreatedDeposit } from './support/slips.ts';
+import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
+import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, SOMCHAI, SOMYING, verifiedBeneficiary } from './support/withdrawals.ts';
+import { depositPolicyBody, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadMultipart, type CreatedDeposit } from './support/slips.ts';
 import { startFakeSlipProvider, foundAnswer, sendJson, type FakeSlipProvider } from './support/fake-slip-provider.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
-import { DepositService, type CreateDepositInput, type DepositView } from '../src/deposits/service.ts';
-import { deriveAccountLookupKey } from '../src/beneficiaries/service.ts';
-import { QrImageLinks } from '../src/deposits/qr-image.ts';
-import { MatchingService } from '../src/matching/service.ts';
+import type { CreateDepositInput, DepositService, DepositView } from '../src/deposits/service.ts';
 import type { WithdrawalView } from '../src/withdrawals/service.ts';
 import { renderSlipImage } from '../src/sandbox/slip-image.ts';
 import { BANK_CHECK_WAIT_MS } from '../src/verification/service.ts';
@@ -48,22 +45,7 @@ describe('multi-leg orders', () => {
     withdrawer = await app.createMerchant({ white_label_id: brand.id });
     await fundAvailable(app, accountOf(withdrawer), 100_000_000);
     beneficiaries = { somchai: await verifiedBeneficiary(app, accountOf(withdrawer), SOMCHAI), somying: await verifiedBeneficiary(app, accountOf(withdrawer), SOMYING) };
-    const services = app.instance.services;
-    plain = new DepositService({
-      events: services.events,
-      clock: services.clock,
-      secretBox: services.secretBox,
-      withdrawals: services.withdrawals,
-      policies: services.depositPolicies,
-      account_lookup_key: deriveAccountLookupKey(TEST_MASTER_KEY),
-      slip_tokens: services.slipTokens,
-      qr_links: new QrImageLinks(TEST_MASTER_KEY),
-      public_base_url: () => services.publicBaseUrl(),
-      upload_base_url: () => services.uploadBaseUrl(),
-      matching: new MatchingService({ withdrawals: services.withdrawals, events: services.events, liquidity: null }),
-      ledger: services.ledger,
-      fees: services.fees,
-    });
+    plain = depositServiceWithoutSandboxLiquidity(app);
   });
 
   async function withdrawal(beneficiary_id: string, amount_minor: number): Promise<WithdrawalView> {
@@ -189,17 +171,7 @@ describe('live mode through the verification provider', () => {
     const policy = await app.backoffice({
       method: 'POST',
       url: '/v1/bo/deposit-policy',
-      body: {
-        white_label_id: app.sandbox.white_label_id,
-        mode: 'live',
-        min_amount_minor: 10_000,
-        max_amount_minor: 5_000_000,
-        default_expires_in_seconds: 900,
-        max_expires_in_seconds: 3600,
-        max_legs: 3,
-        liquidity_wait_seconds: 300,
-        gateway: GATEWAY,
-      },
+      body: depositPolicyBody({ white_label_id: app.sandbox.white_label_id, mode: 'live', gateway: GATEWAY }),
     });
     expect(policy.statusCode, policy.body).toBe(200);
   });

@@ -155,8 +155,31 @@ interface ListBody<Item> {
   data: Item[];
 }
 
+/**
+ * The JSON body of a service answer, or the CliError that its error body names: the one reading of the
+ * service's answers for every command that calls it over HTTP.
+ */
+export async function readServiceAnswer<Body>(response: Response): Promise<Body> {
+  const text = await response.text();
+  let decoded: unknown = undefined;
+  try {
+    decoded = text.length > 0 ? JSON.parse(text) : undefined;
+  } catch {
+    decoded = undefined;
+  }
+  if (!response.ok) {
+    const failure = errorBodySchema.safeParse(decoded);
+    if (failure.success) throw new CliError(failure.data.error.code, failure.data.error.message, failure.data.error.details ?? {});
+    throw new CliError('unexpected_response', `the service answered HTTP ${response.status} without an error body`);
+  }
+  if (decoded === undefined || decoded === null || typeof decoded !== 'object') {
+    throw new CliError('unexpected_response', `the service answered HTTP ${response.status} without a JSON body`);
+  }
+  return decoded as Body;
+}
+
 /** Why fetch failed, in a few words: the socket error code or the abort reason, never a stack. */
-function networkReason(error: unknown): string {
+export function networkReason(error: unknown): string {
   if (error instanceof Error) {
     if (error.name === 'TimeoutError' || error.name === 'AbortError') return 'no answer before the time limit';
     const cause = (error as Error & { cause?: unknown }).cause;
@@ -192,24 +215,7 @@ export function createRemoteBackend(options: RemoteBackendOptions): AdminBackend
     } catch (error) {
       throw new CliError('service_unreachable', `could not reach the service at ${baseUrl} (${networkReason(error)})`);
     }
-    const text = await response.text();
-    let decoded: unknown = undefined;
-    try {
-      decoded = text.length > 0 ? JSON.parse(text) : undefined;
-    } catch {
-      decoded = undefined;
-    }
-    if (!response.ok) {
-      const failure = errorBodySchema.safeParse(decoded);
-      if (failure.success) {
-        throw new CliError(failure.data.error.code, failure.data.error.message, failure.data.error.details ?? {});
-      }
-      throw new CliError('unexpected_response', `the service answered HTTP ${response.status} without an error body`);
-    }
-    if (decoded === undefined || decoded === null || typeof decoded !== 'object') {
-      throw new CliError('unexpected_response', `the service answered HTTP ${response.status} without a JSON body`);
-    }
-    return decoded as Body;
+    return readServiceAnswer<Body>(response);
   }
 
   async function list<Item>(pathname: string): Promise<Item[]> {

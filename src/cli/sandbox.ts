@@ -7,7 +7,7 @@ import { signedHeaders } from '../http/canonical.ts';
 import { scrubText } from '../platform/logger.ts';
 import type { SandboxTransferView } from '../sandbox/bank.ts';
 import type { SlipUpload } from '../slips/capability.ts';
-import { CliError, loadCliConfig, type CliEnvironment, type TextSink } from './backends.ts';
+import { CliError, loadCliConfig, networkReason, readServiceAnswer, type CliEnvironment, type TextSink } from './backends.ts';
 
 /**
  * `npm run cli -- sandbox pay`: a sandbox payer's transfer, from the terminal. It calls the running
@@ -75,7 +75,6 @@ function help(): string {
 class UsageError extends Error {}
 
 const credentialsFileSchema = z.object({ base_url: z.string().min(1), api_key: z.string().min(1), signing_secret: z.string().min(1) });
-const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }) });
 
 /** The sandbox merchant's base URL, test key and signing secret: the environment first, then the first-start file. */
 function sandboxCredentials(env: CliEnvironment): z.infer<typeof credentialsFileSchema> {
@@ -100,23 +99,6 @@ function sandboxCredentials(env: CliEnvironment): z.infer<typeof credentialsFile
   return parsed.data;
 }
 
-async function readAnswer<Body>(response: Response, baseUrl: string): Promise<Body> {
-  const text = await response.text();
-  let decoded: unknown;
-  try {
-    decoded = text.length > 0 ? JSON.parse(text) : undefined;
-  } catch {
-    decoded = undefined;
-  }
-  if (!response.ok) {
-    const failure = errorBodySchema.safeParse(decoded);
-    if (failure.success) throw new CliError(failure.data.error.code, failure.data.error.message, failure.data.error.details ?? {});
-    throw new CliError('unexpected_response', `${baseUrl} answered HTTP ${response.status} without an error body`);
-  }
-  if (decoded === null || typeof decoded !== 'object') throw new CliError('unexpected_response', `${baseUrl} answered without a JSON body`);
-  return decoded as Body;
-}
-
 /** A signed merchant POST with a fresh idempotency key. */
 async function signedPost<Body>(credentials: z.infer<typeof credentialsFileSchema>, target: string, body: unknown): Promise<Body> {
   const baseUrl = credentials.base_url.replace(/\/+$/, '');
@@ -134,10 +116,10 @@ async function signedPost<Body>(credentials: z.infer<typeof credentialsFileSchem
   let response: Response;
   try {
     response = await fetch(`${baseUrl}${target}`, { method: 'POST', headers, body: payload || undefined, redirect: 'error', signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
-  } catch {
-    throw new CliError('service_unreachable', `could not reach the service at ${baseUrl}`);
+  } catch (error) {
+    throw new CliError('service_unreachable', `could not reach the service at ${baseUrl} (${networkReason(error)})`);
   }
-  return readAnswer<Body>(response, baseUrl);
+  return readServiceAnswer<Body>(response);
 }
 
 /** Uploads the slip as an end user does: multipart to the capability's exact address. */
@@ -153,10 +135,10 @@ async function uploadSlip(upload: SlipUpload, image: Buffer, media_type: string)
       redirect: 'error',
       signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     });
-  } catch {
-    throw new CliError('service_unreachable', 'could not reach the upload address');
+  } catch (error) {
+    throw new CliError('service_unreachable', `could not reach the upload address (${networkReason(error)})`);
   }
-  return readAnswer(response, new URL(upload.upload_url).origin);
+  return readServiceAnswer(response);
 }
 
 function transferBody(values: Record<string, string | undefined>): Record<string, unknown> {

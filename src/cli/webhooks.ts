@@ -1,5 +1,4 @@
 import { parseArgs } from 'node:util';
-import { z } from 'zod';
 import { openConfiguredDatabase, resolveMasterKey } from '../app.ts';
 import { parseOrThrow } from '../http/validation.ts';
 import { SystemClock } from '../platform/clock.ts';
@@ -15,7 +14,7 @@ import { createWebhooks, loadWebhookSettings, type Webhooks } from '../webhooks/
 import { createEndpointBody, replayBody, updateEndpointBody } from '../webhooks/routes.ts';
 import type { DeliveryView, EndpointView, ReplayResult } from '../webhooks/service.ts';
 import type { RotationResult, SigningKeyRecord } from '../webhooks/signing-keys.ts';
-import { chooseBackend, CliError, cliActor, loadCliConfig, readOperatorCredentials, type BackendPreference, type CliEnvironment, type TextSink } from './backends.ts';
+import { chooseBackend, CliError, cliActor, loadCliConfig, readOperatorCredentials, readServiceAnswer, type BackendPreference, type CliEnvironment, type TextSink } from './backends.ts';
 
 /**
  * `npm run cli -- webhooks <action>`: webhook endpoints, their deliveries, resend and replay, and the
@@ -123,10 +122,6 @@ export function createDirectWebhookBackend(options: { webhooks: Webhooks; tenanc
   };
 }
 
-const errorBodySchema = z.object({
-  error: z.object({ code: z.string().min(1), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
-});
-
 /** Calls the back-office routes with a bearer token; ids are path-encoded. */
 export function createRemoteWebhookBackend(options: { base_url: string; token: string; fetch?: typeof fetch; timeout_ms?: number }): WebhookBackend {
   const baseUrl = options.base_url.replace(/\/+$/, '');
@@ -149,20 +144,7 @@ export function createRemoteWebhookBackend(options: { base_url: string; token: s
     } catch {
       throw new CliError('service_unreachable', `could not reach the service at ${baseUrl}`);
     }
-    const text = await response.text();
-    let decoded: unknown;
-    try {
-      decoded = text.length > 0 ? JSON.parse(text) : undefined;
-    } catch {
-      decoded = undefined;
-    }
-    if (!response.ok) {
-      const failure = errorBodySchema.safeParse(decoded);
-      if (failure.success) throw new CliError(failure.data.error.code, failure.data.error.message, failure.data.error.details ?? {});
-      throw new CliError('unexpected_response', `the service answered HTTP ${response.status} without an error body`);
-    }
-    if (decoded === null || typeof decoded !== 'object') throw new CliError('unexpected_response', 'the service answered without a JSON body');
-    return decoded as Body;
+    return readServiceAnswer<Body>(response);
   }
 
   async function listAll<Item extends { id: string }>(pathname: string, query: URLSearchParams): Promise<Item[]> {

@@ -6,6 +6,7 @@ import { formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import type { DepositService } from '../deposits/service.ts';
 import type { BankVerifier, TransferLookup, TransferQuery } from '../verification/bank-port.ts';
 import { invariant } from '../platform/assert.ts';
+import { findBank } from '../banks/service.ts';
 import { printedAccount, printedName } from './printed-masks.ts';
 import { renderSlipImage } from './slip-image.ts';
 import * as repository from './repository.ts';
@@ -93,6 +94,11 @@ export class SandboxBank implements BankVerifier {
     if (input.leg_ref !== undefined && !leg) return fail('validation_error', { details: { fields: [{ path: 'leg_ref', reason: 'unknown_leg' }] } });
     const receiver = input.receiver ?? (leg?.receiver ? { bank_code: leg.receiver.bank_code, account_number: leg.receiver.account_number, account_name_th: leg.receiver.account_name_th } : null);
     if (!receiver) return fail('deposit_not_payable', { details: { status: parties.order.status } });
+    const unknownBanks = [
+      ...(input.sender && !(await findBank(tx, input.sender.bank_code)) ? [{ path: 'sender.bank_code', reason: 'unknown_bank' }] : []),
+      ...(input.receiver && !(await findBank(tx, input.receiver.bank_code)) ? [{ path: 'receiver.bank_code', reason: 'unknown_bank' }] : []),
+    ];
+    if (unknownBanks.length > 0) return fail('validation_error', { details: { fields: unknownBanks } });
     const sender = input.sender ?? {
       bank_code: parties.sender.bank_code,
       account_number: parties.sender.account_number,

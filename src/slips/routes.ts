@@ -7,6 +7,7 @@ import { requestFingerprint } from '../http/idempotency.ts';
 import { parseOrThrow, unstorableTextPaths } from '../http/validation.ts';
 import { amountMinorSchema } from '../http/order-fields.ts';
 import { parseEvidence, SLIP_BODY_LIMIT_BYTES } from './evidence-body.ts';
+import { findBank } from '../banks/service.ts';
 
 /**
  * Slip intake at `slip_upload.upload_url` (POST /v1/pay/deposits/{id}/slip, the order's capability),
@@ -46,6 +47,9 @@ export function registerSlipRoutes(registrar: RouteRegistrar, services: Services
     capability_address: (address) => address,
     async handler({ context, raw_body, content_type }) {
       const evidence = await parseEvidence(content_type, raw_body);
+      if (evidence.shape === 'reference' && !(await findBank(services.database, evidence.sending_bank_code))) {
+        throw new ApiError('validation_error', { details: { fields: [{ path: 'sending_bank_code', reason: 'unknown_bank', hint: 'a three-digit code from GET /v1/pay/banks' }] } });
+      }
       const answer = await services.slips.upload({
         claims: context.claims,
         idempotency_key: context.idempotency_key,

@@ -197,7 +197,12 @@ export class VerificationService {
     }
     if (reading.reference === null) return reading;
     const bank = await findBank(this.deps.database, reading.reference.sending_bank_code);
-    if (!bank || !bank.available) {
+    if (!bank) {
+      // A mini-QR naming a bank that does not exist names no transfer either.
+      reading.lookup = { outcome: 'not_found' };
+      return reading;
+    }
+    if (!bank.available) {
       reading.lookup = { outcome: 'bank_disabled', bank_code: reading.reference.sending_bank_code, cause: 'bank_unavailable' };
       return reading;
     }

@@ -149,3 +149,18 @@ export async function eventsOfMerchant(app: TestApp, merchant_id: string): Promi
   const { rows } = await app.testDatabase.database.query<{ text: string }>('SELECT envelope::text AS text FROM events WHERE merchant_id = $1 ORDER BY sequence', [merchant_id]);
   return rows.map((row) => JSON.parse(row.text) as { type: string; data: { object: Record<string, unknown> } });
 }
+
+/** A whole deposit policy for POST /v1/bo/deposit-policy: the defaults, with the fields a test changes. */
+export function depositPolicyBody(overrides: Record<string, unknown>): Record<string, unknown> {
+  return {
+    mode: 'test',
+    min_amount_minor: 10_000,
+    max_amount_minor: 5_000_000,
+    default_expires_in_seconds: 900,
+    max_expires_in_seconds: 3600,
+    max_legs: 3,
+    liquidity_wait_seconds: 300,
+    gateway: null,
+    ...overrides,
+  };
+}

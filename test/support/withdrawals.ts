@@ -1,7 +1,11 @@
 import { SYSTEM_CAUSE } from '../../src/events/service.ts';
 import type { WalletAccount } from '../../src/ledger/types.ts';
 import type { Queryable } from '../../src/platform/db.ts';
-import type { TestApp, MerchantCredentials } from './app.ts';
+import { TEST_MASTER_KEY, type TestApp, type MerchantCredentials } from './app.ts';
+import { DepositService } from '../../src/deposits/service.ts';
+import { deriveAccountLookupKey } from '../../src/beneficiaries/service.ts';
+import { QrImageLinks } from '../../src/deposits/qr-image.ts';
+import { MatchingService } from '../../src/matching/service.ts';
 
 /**
  * Helpers for tests of the payout side: money into a wallet, a verified beneficiary, and a short
@@ -50,4 +54,28 @@ export async function verifiedBeneficiary(app: TestApp, account: WalletAccount, 
   const verified = await app.instance.services.beneficiaries.get(app.testDatabase.database, account, beneficiary.id);
   if (verified?.status !== 'verified') throw new Error(`beneficiary ${beneficiary.id} did not verify: ${verified?.status ?? 'missing'}`);
   return beneficiary.id;
+}
+
+/**
+ * The app's deposit service, but matching as in live mode: without the sandbox counterparty (which always
+ * covers a test-mode amount whole), so that an amount no single withdrawal can take is split into legs.
+ * It signs capabilities and advertises addresses as the app does, so its orders' slips go to the app's intake.
+ */
+export function depositServiceWithoutSandboxLiquidity(app: TestApp): DepositService {
+  const services = app.instance.services;
+  return new DepositService({
+    events: services.events,
+    clock: services.clock,
+    secretBox: services.secretBox,
+    withdrawals: services.withdrawals,
+    policies: services.depositPolicies,
+    account_lookup_key: deriveAccountLookupKey(TEST_MASTER_KEY),
+    slip_tokens: services.slipTokens,
+    qr_links: new QrImageLinks(TEST_MASTER_KEY),
+    public_base_url: () => services.publicBaseUrl(),
+    upload_base_url: () => services.uploadBaseUrl(),
+    matching: new MatchingService({ withdrawals: services.withdrawals, events: services.events, liquidity: null }),
+    ledger: services.ledger,
+    fees: services.fees,
+  });
 }
