@@ -138,7 +138,18 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   const idempotency = new IdempotencyService(database, clock);
   // Slip evidence: in PostgreSQL with its receipt by default, or in a directory (SLIP_EVIDENCE_STORE).
   const blobs: BlobStore = options.config.slip_evidence_store === 'filesystem' ? new FilesystemBlobStore(options.config.slip_evidence_dir) : new PostgresBlobStore();
-  const slips = new SlipsService({ database, clock, logger, secretBox, cipher: new EvidenceCipher(options.master_key), blobs, deposits, idempotency });
+  const slips = new SlipsService({
+    database,
+    clock,
+    logger,
+    secretBox,
+    cipher: new EvidenceCipher(options.master_key),
+    blobs,
+    deposits,
+    idempotency,
+    // The worker is built below; it is only called once a request has committed, long after.
+    on_accepted: () => worker.wake(),
+  });
   // Cancel and expiry ask the intake whether an order has slips; slips itself calls the deposit service.
   deposits.useSlipActivity((db, white_label_id, deposit_id) => slips.activity(db, white_label_id, deposit_id));
   const sandboxBank = new SandboxBank({ clock, deposits, database });

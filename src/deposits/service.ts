@@ -1398,6 +1398,14 @@ export class DepositService {
   }
 
   /**
+   * The order a slip belongs to, locked, for the slip consumer's claim: its status decides the claim's
+   * transition, and its tenant must be the one the capability named. Null when there is no such order.
+   */
+  async lockForSlip(tx: Queryable, white_label_id: string, deposit_id: string): Promise<Pick<DepositRow, 'status' | 'merchant_id' | 'livemode'> | null> {
+    return repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+  }
+
+  /**
    * A claim for a slip that came after the late-slip window (opened at `claim_url` with the order's
    * capability): only for an expired or canceled order whose window has closed, where an upload answers
    * 410. Each call opens its own claim (the caller's idempotency key makes retries replay it). Null when

@@ -6,7 +6,7 @@ import { sha256Hex } from '../platform/crypto.ts';
 import { parseTimestamp } from '../platform/time.ts';
 import { unstorableTextPaths } from '../http/validation.ts';
 import { SLIP_MAX_BYTES } from './capability.ts';
-import { SLIP_IMAGE_MEDIA_TYPES, type SlipImageMediaType, type SlipShape, type SubmittedFields } from './types.ts';
+import { SLIP_IMAGE_MEDIA_TYPES, type SlipImageMediaType, type SubmittedFields } from './types.ts';
 
 /**
  * The three body shapes of a slip upload (spec, POST /v1/pay/deposits/{id}/slip): multipart `file`
@@ -32,7 +32,8 @@ const DATA_URL_PREFIX = /^data:image\/(?:png|jpeg|webp);base64,/;
 const MEDIA_TYPE_HINT = SLIP_IMAGE_MEDIA_TYPES.join(', ');
 
 export type SubmittedEvidence =
-  | { shape: 'multipart' | 'json_base64'; image: Buffer; media_type: SlipImageMediaType; payload: string | null }
+  /** `image_sha256`: the decoded image's hash, computed once for the fingerprint and the manifest. */
+  | { shape: 'multipart' | 'json_base64'; image: Buffer; image_sha256: string; media_type: SlipImageMediaType; payload: string | null }
   | { shape: 'reference'; trans_ref: string; sending_bank_code: string; occurred_at: Date };
 
 function refuse(problems: FieldProblem[]): never {
@@ -47,13 +48,13 @@ function mediaTypeOf(header: string | undefined): 'multipart' | 'json' | null {
 }
 
 /** The image's own type (magic bytes), its size and its presence, checked as the spec requires. */
-async function checkedImage(path: string, image: Buffer): Promise<{ image: Buffer; media_type: SlipImageMediaType }> {
+async function checkedImage(path: string, image: Buffer): Promise<{ image: Buffer; image_sha256: string; media_type: SlipImageMediaType }> {
   if (image.length === 0) refuse([{ path, reason: 'empty', hint: 'the slip image' }]);
   if (image.length > SLIP_MAX_BYTES) refuse([{ path, reason: 'too_large', hint: `at most ${SLIP_MAX_BYTES} decoded bytes` }]);
   const detected = await fileTypeFromBuffer(image);
   const mediaType = SLIP_IMAGE_MEDIA_TYPES.find((allowed) => allowed === detected?.mime);
   if (!mediaType) refuse([{ path, reason: 'unsupported_type', hint: MEDIA_TYPE_HINT }]);
-  return { image, media_type: mediaType };
+  return { image, image_sha256: sha256Hex(image), media_type: mediaType };
 }
 
 function checkedPayload(value: unknown): string | null {
@@ -94,8 +95,7 @@ async function parseJson(raw: Buffer): Promise<SubmittedEvidence> {
     if (unknown.length > 0) refuse(unknown.map((key) => ({ path: key, reason: 'unknown_field' })));
     if (typeof fields.image_base64 !== 'string') refuse([{ path: 'image_base64', reason: 'must_be_string' }]);
     const payload = checkedPayload(fields.payload);
-    const { image, media_type } = await checkedImage('image_base64', decodeBase64(fields.image_base64));
-    return { shape: 'json_base64', image, media_type, payload };
+    return { shape: 'json_base64', ...(await checkedImage('image_base64', decodeBase64(fields.image_base64))), payload };
   }
   const referenceKeys = ['trans_ref', 'sending_bank_code', 'occurred_at'];
   if (keys.some((key) => referenceKeys.includes(key))) {
@@ -174,8 +174,7 @@ function parseMultipart(contentType: string, raw: Buffer): Promise<SubmittedEvid
         if (!fileSeen) refuse([{ path: 'file', reason: 'required', hint: 'the slip image as the part named file' }]);
         if (fileTooLarge) refuse([{ path: 'file', reason: 'too_large', hint: `at most ${SLIP_MAX_BYTES} bytes` }]);
         const checkedText = payload === '\u0000' ? refuse([{ path: 'payload', reason: 'too_long' }]) : checkedPayload(payload);
-        const { image, media_type } = await checkedImage('file', Buffer.concat(chunks));
-        return { shape: 'multipart' as const, image, media_type, payload: checkedText };
+        return { shape: 'multipart' as const, ...(await checkedImage('file', Buffer.concat(chunks))), payload: checkedText };
       }),
     );
     parser.end(raw);
@@ -198,7 +197,7 @@ export function evidenceFingerprint(evidence: SubmittedEvidence): string {
   const canonical =
     evidence.shape === 'reference'
       ? ['reference', evidence.sending_bank_code, evidence.trans_ref, evidence.occurred_at.toISOString()]
-      : ['image', sha256Hex(evidence.image), evidence.payload ?? ''];
+      : ['image', evidence.image_sha256, evidence.payload ?? ''];
   return sha256Hex(canonical.join('\n'));
 }
 
@@ -208,8 +207,4 @@ export function submittedFields(evidence: SubmittedEvidence): SubmittedFields | 
     return { trans_ref: evidence.trans_ref, sending_bank_code: evidence.sending_bank_code, occurred_at: evidence.occurred_at.toISOString() };
   }
   return evidence.payload === null ? null : { payload: evidence.payload };
-}
-
-export function shapeOf(evidence: SubmittedEvidence): SlipShape {
-  return evidence.shape;
 }

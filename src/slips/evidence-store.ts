@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { hmacSha256Hex } from '../platform/crypto.ts';
+import { hmacSha256Hex, sha256Hex } from '../platform/crypto.ts';
 import * as repository from './repository.ts';
 
 /**
@@ -39,6 +39,11 @@ export interface BlobStore {
   put(tx: Queryable, address: BlobAddress, bytes: Buffer): Promise<void>;
   /** The stored bytes, or null when there are none. */
   get(db: Queryable, address: BlobAddress): Promise<Buffer | null>;
+  /**
+   * Reads back what `put` stored and says whether it is exactly `bytes`. The PostgreSQL store compares
+   * length and SHA-256 in the database, so the blob does not cross the wire a second time.
+   */
+  storedExactly(db: Queryable, address: BlobAddress, bytes: Buffer): Promise<boolean>;
   /** Removes a blob whose receipt did not commit (filesystem only; a no-op where the transaction did it). */
   discard(address: BlobAddress): Promise<void>;
 }
@@ -113,6 +118,10 @@ export class PostgresBlobStore implements BlobStore {
     return repository.findBlob(db, address);
   }
 
+  storedExactly(db: Queryable, address: BlobAddress, bytes: Buffer): Promise<boolean> {
+    return repository.blobMatches(db, address, bytes.length, sha256Hex(bytes));
+  }
+
   async discard(): Promise<void> {
     // The blob was written in the receipt's transaction, so its rollback removed it.
   }
@@ -164,6 +173,11 @@ export class FilesystemBlobStore implements BlobStore {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw error;
     }
+  }
+
+  async storedExactly(_db: Queryable, address: BlobAddress, bytes: Buffer): Promise<boolean> {
+    const stored = await this.get(_db, address);
+    return stored !== null && stored.equals(bytes);
   }
 
   async discard(address: BlobAddress): Promise<void> {

@@ -27,38 +27,14 @@ export async function findBlob(db: Queryable, address: BlobAddress): Promise<Buf
   return Buffer.isBuffer(found.ciphertext) ? found.ciphertext : Buffer.from(found.ciphertext.buffer, found.ciphertext.byteOffset, found.ciphertext.byteLength);
 }
 
-/**
- * The two locks of an upload, in one round trip. The key's lock is tried, not waited for: a second
- * request with the same key while the first runs is `idempotency_in_flight`. The order's lock is
- * waited for, so that uploads to one order are counted one after another (the limit of three).
- */
-export async function lockUpload(db: Queryable, key_lock: string, order_lock: string): Promise<boolean> {
-  // CASE evaluates in order: the order's lock is waited for only once the key's lock was taken.
-  const { rows } = await db.query<{ key_locked: boolean }>(
-    `SELECT CASE WHEN pg_try_advisory_xact_lock(hashtextextended($1, 0))
-                 THEN pg_advisory_xact_lock(hashtextextended($2, 0))::text = ''
-                 ELSE false END AS key_locked`,
-    [key_lock, order_lock],
+/** Whether the stored blob has this length and SHA-256 (hex), compared in the database. */
+export async function blobMatches(db: Queryable, address: BlobAddress, length: number, sha256_hex: string): Promise<boolean> {
+  const { rows } = await db.query<{ matches: boolean }>(
+    `SELECT octet_length(ciphertext) = $3 AND encode(sha256(ciphertext), 'hex') = $4 AS matches
+       FROM slip_blobs WHERE white_label_id = $1 AND blob_key = $2`,
+    [address.white_label_id, address.blob_key, length, sha256_hex],
   );
-  return rows[0]?.key_locked === true;
-}
-
-/** The receipt stored under this key, and how many receipts the order has, read after the locks. */
-export async function readUploadState(
-  db: Queryable,
-  scope: { white_label_id: string; deposit_id: string; idempotency_key: string },
-): Promise<{ existing: SlipReceiptRow | null; receipt_count: number }> {
-  const { rows } = await db.query<{ existing: SlipReceiptRow | null; receipt_count: number }>(
-    `SELECT (SELECT row_to_json(r) FROM (SELECT ${RECEIPT_COLUMNS} FROM slip_receipts
-               WHERE white_label_id = $1 AND deposit_id = $2 AND idempotency_key = $3) AS r) AS existing,
-            (SELECT count(*)::integer FROM slip_receipts WHERE white_label_id = $1 AND deposit_id = $2) AS receipt_count`,
-    [scope.white_label_id, scope.deposit_id, scope.idempotency_key],
-  );
-  const row = rows[0];
-  if (!row) throw new Error('the upload state read returned no row');
-  // row_to_json gives timestamps as text: the receipt's own instant is made a Date again.
-  const existing = row.existing ? { ...row.existing, received_at: new Date(row.existing.received_at) } : null;
-  return { existing, receipt_count: row.receipt_count };
+  return rows[0]?.matches === true;
 }
 
 export async function insertReceipt(db: Queryable, row: SlipReceiptRow): Promise<void> {
@@ -71,14 +47,6 @@ export async function insertReceipt(db: Queryable, row: SlipReceiptRow): Promise
       row.status, row.outcome, row.verification === null ? null : JSON.stringify(row.verification), row.transfer_sealed, row.processed_at,
     ],
   );
-}
-
-export async function findReceipt(db: Queryable, white_label_id: string, receipt_id: string): Promise<SlipReceiptRow | null> {
-  const { rows } = await db.query<SlipReceiptRow>(`SELECT ${RECEIPT_COLUMNS} FROM slip_receipts WHERE white_label_id = $1 AND receipt_id = $2`, [
-    white_label_id,
-    receipt_id,
-  ]);
-  return rows[0] ?? null;
 }
 
 /** The merchant's image of an order: a named receipt, or the newest receipt with an image. */

@@ -130,11 +130,11 @@ export class VerificationService {
   private async claim(tx: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; mode: Mode | null } | null> {
     const receipt = await this.deps.slips.headOfQueue(tx, white_label_id, deposit_id);
     if (!receipt) return null;
-    const parties = await this.deps.deposits.paymentParties(tx, white_label_id, deposit_id, { lock: true });
-    invariant(parties, 'a receipt belongs to an order');
+    const order = await this.deps.deposits.lockForSlip(tx, white_label_id, deposit_id);
+    invariant(order, 'a receipt belongs to an order');
     // The order's tenant must be the one the capability named when the slip was taken.
-    invariant(parties.order.merchant_id === receipt.merchant_id && parties.order.livemode === receipt.livemode, 'a receipt stays with its order');
-    const status = parties.order.status;
+    invariant(order.merchant_id === receipt.merchant_id && order.livemode === receipt.livemode, 'a receipt stays with its order');
+    const status = order.status;
     if (receipt.status === 'claimed') {
       const mode: Mode = status === 'slip_processing' ? 'pipeline' : status === 'settled' ? 'after_settlement' : 'attached';
       return { receipt, mode };
