@@ -330,7 +330,7 @@ function requestFactories(ready: ReadyMessage): Record<ScenarioName, RequestFact
 /** The latency run is skipped when the closed loop completed (almost) nothing: the table then shows n/a. */
 function notRun(rate: number): PacedResult {
   return {
-    target_rate: rate, achieved_rate: 0, completed: 0, p50_ms: Number.NaN, p99_ms: Number.NaN, max_ms: Number.NaN,
+    target_rate: rate, achieved_rate: 0, completed: 0, succeeded: 0, p50_ms: Number.NaN, p99_ms: Number.NaN, max_ms: Number.NaN,
     send_lag_p99_ms: Number.NaN, non2xx: 0, errors: 0, timeouts: 0, status_counts: {}, sample: null,
   };
 }

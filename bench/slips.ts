@@ -1,12 +1,10 @@
 import crypto from 'node:crypto';
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
 import pg from 'pg';
 import sharp from 'sharp';
 import { createServiceInstance, type ServiceInstance } from '../src/app.ts';
@@ -35,8 +33,11 @@ import {
   markdownTable,
   percentile,
   readSettings,
+  runClosedLoop,
+  runPaced,
   runPgbench,
   type BenchSettings,
+  type RequestFactory,
   type CpuTimes,
   type PgbenchResult,
 } from './support.ts';
@@ -582,8 +583,8 @@ function costOf(input: {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Load generators with binary bodies: a multipart slip is bytes, not text (support.ts's generators take
-// string bodies), and an upload goes to the server's port with the upload address's Host header.
+// Load generators: support.ts's, with bytes for bodies (a multipart slip) and only a 202 counted as done.
+// An upload goes to the server's port with the upload address's Host header.
 
 interface UploadRequest {
   path: string;
@@ -619,131 +620,25 @@ interface Paced extends Answers {
   send_lag_p99_ms: number;
 }
 
+const accepted202 = (status: number) => status === 202;
+
 function notAccepted(answers: Answers): number {
   return answers.errors + answers.timeouts + Object.entries(answers.status_counts).reduce((sum, [status, count]) => sum + (status === '202' ? 0 : count), 0);
 }
 
-async function closedLoop(options: { base_url: string; connections: number; seconds: number; build: UploadFactory }): Promise<ClosedLoop> {
-  let sample: string | null = null;
-  const result = await autocannon({
-    url: options.base_url,
-    connections: options.connections,
-    duration: options.seconds,
-    method: 'POST',
-    requests: [
-      {
-        setupRequest(request) {
-          const next = options.build();
-          return { ...request, method: 'POST', path: next.path, headers: next.headers, body: next.body };
-        },
-        onResponse(status, body) {
-          if (status !== 202 && sample === null) sample = `${status} ${body.slice(0, 500)}`;
-        },
-      },
-    ],
-  });
-  const statusCounts: Record<string, number> = {};
-  for (const [code, stats] of Object.entries(result.statusCodeStats ?? {})) statusCounts[code] = stats.count ?? 0;
-  const accepted = statusCounts['202'] ?? 0;
-  return {
-    accepted_per_second: accepted / result.duration,
-    accepted,
-    duration_seconds: result.duration,
-    saturated_p50_ms: result.latency.p50,
-    saturated_p99_ms: result.latency.p99,
-    status_counts: statusCounts,
-    errors: result.errors,
-    timeouts: result.timeouts,
-    sample,
-  };
+function asBenchRequests(build: UploadFactory): RequestFactory {
+  return () => ({ method: 'POST', ...build() });
 }
 
-/**
- * Open loop at a constant arrival rate (the generator of support.ts with binary bodies): request i is
- * due at start + i/rate whatever happened to the earlier ones, and its latency runs from that due time,
- * so a late timer or a wait for a socket counts (no coordinated omission). `count` requests in all.
- */
-async function paced(options: { base_url: string; rate: number; count: number; max_sockets: number; build: UploadFactory; timeout_ms?: number }): Promise<Paced> {
-  const target = new URL(options.base_url);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: options.max_sockets, maxFreeSockets: options.max_sockets });
-  const total = Math.max(1, options.count);
-  const latencies = new Float64Array(total);
-  const lags = new Float64Array(total);
-  const intervalMs = 1000 / options.rate;
-  const answers: Answers = { status_counts: {}, errors: 0, timeouts: 0, sample: null };
-  let sent = 0;
-  let finished = 0;
-  let accepted = 0;
-  let lastCompletion = 0;
-  const start = performance.now();
+async function closedLoop(options: { base_url: string; connections: number; seconds: number; build: UploadFactory }): Promise<ClosedLoop> {
+  const result = await runClosedLoop({ ...options, build: asBenchRequests(options.build), success: accepted202 });
+  return { ...result, accepted_per_second: result.requests_per_second, accepted: result.succeeded };
+}
 
-  await new Promise<void>((resolve) => {
-    const fire = (index: number) => {
-      let settled = false;
-      // Each request completes once, whichever of answer, request error or response error comes first.
-      const complete = (error: boolean) => {
-        if (settled) return false;
-        settled = true;
-        if (error) answers.errors += 1;
-        finished += 1;
-        if (finished === total) resolve();
-        return true;
-      };
-      const due = start + index * intervalMs;
-      lags[index] = performance.now() - due;
-      const request = options.build();
-      const headers = { ...request.headers, 'content-length': String(request.body.length) };
-      const outgoing = http.request({ agent, host: target.hostname, port: target.port, method: 'POST', path: request.path, headers }, (response) => {
-        const status = response.statusCode ?? 0;
-        const chunks: Buffer[] = [];
-        response.on('data', (chunk: Buffer) => {
-          if (status !== 202) chunks.push(chunk);
-        });
-        response.on('error', () => complete(true));
-        response.on('end', () => {
-          if (!complete(false)) return;
-          const now = performance.now();
-          lastCompletion = now;
-          answers.status_counts[status] = (answers.status_counts[status] ?? 0) + 1;
-          if (status === 202) {
-            latencies[accepted] = now - due;
-            accepted += 1;
-          } else {
-            answers.sample ??= `${status} ${Buffer.concat(chunks).toString('utf8').slice(0, 500)}`;
-          }
-        });
-      });
-      outgoing.setTimeout(options.timeout_ms ?? 10_000, () => {
-        answers.timeouts += 1;
-        outgoing.destroy(new Error('timeout'));
-      });
-      outgoing.on('error', () => complete(true));
-      outgoing.end(request.body);
-    };
-    const tick = () => {
-      const elapsed = performance.now() - start;
-      const due = Math.min(total, Math.floor(elapsed / intervalMs) + 1);
-      while (sent < due) {
-        fire(sent);
-        sent += 1;
-      }
-      if (sent < total) setTimeout(tick, Math.max(0, Math.min(1, intervalMs - (elapsed % intervalMs))));
-    };
-    tick();
-  });
-  agent.destroy();
-  const measured = latencies.subarray(0, accepted).sort();
-  const span = (lastCompletion - start) / 1000;
-  return {
-    target_rate: options.rate,
-    achieved_rate: accepted / Math.max(span, total / options.rate),
-    accepted,
-    p50_ms: percentile(measured, 0.5),
-    p99_ms: percentile(measured, 0.99),
-    max_ms: percentile(measured, 1),
-    send_lag_p99_ms: percentile(lags.subarray(0, sent).sort(), 0.99),
-    ...answers,
-  };
+/** Open loop at a constant arrival rate, `count` requests in all (see runPaced: no coordinated omission). */
+async function paced(options: { base_url: string; rate: number; count: number; max_sockets: number; build: UploadFactory; timeout_ms?: number }): Promise<Paced> {
+  const result = await runPaced({ ...options, build: asBenchRequests(options.build), success: accepted202 });
+  return { ...result, accepted: result.succeeded };
 }
 
 function multipartBody(image: Buffer): { body: Buffer; content_type: string } {

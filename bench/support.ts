@@ -136,8 +136,14 @@ export interface BenchRequest {
   method: 'GET' | 'POST';
   path: string;
   headers: Record<string, string>;
-  body?: string;
+  /** Text, or bytes (a multipart slip upload). */
+  body?: string | Buffer;
 }
+
+/** Which answers count as done: any 2xx by default; a bench may ask for one status (a slip's 202). */
+export type SuccessTest = (status: number) => boolean;
+
+const anySuccess: SuccessTest = (status) => status >= 200 && status < 300;
 
 export type RequestFactory = () => BenchRequest;
 
@@ -151,8 +157,11 @@ export interface Failures {
 }
 
 export interface ClosedLoopResult extends Failures {
+  /** Successful answers (by the run's success test) per second. */
   requests_per_second: number;
   completed: number;
+  /** Answers that passed the success test. */
+  succeeded: number;
   duration_seconds: number;
   /** autocannon's own latency percentiles at saturation (not the goal's latency). */
   saturated_p50_ms: number;
@@ -163,6 +172,8 @@ export interface PacedResult extends Failures {
   target_rate: number;
   achieved_rate: number;
   completed: number;
+  /** Answers that passed the success test; the latencies are theirs. */
+  succeeded: number;
   p50_ms: number;
   p99_ms: number;
   max_ms: number;
@@ -185,7 +196,9 @@ export async function runClosedLoop(options: {
   connections: number;
   seconds: number;
   build: RequestFactory;
+  success?: SuccessTest;
 }): Promise<ClosedLoopResult> {
+  const success = options.success ?? anySuccess;
   let sample: string | null = null;
   const first = options.build();
   const result = await autocannon({
@@ -200,7 +213,7 @@ export async function runClosedLoop(options: {
           return { ...request, method: next.method, path: next.path, headers: next.headers, body: next.body ?? '' };
         },
         onResponse(status, body) {
-          if ((status < 200 || status >= 300) && sample === null) sample = `${status} ${body.slice(0, 500)}`;
+          if (!success(status) && sample === null) sample = `${status} ${body.slice(0, 500)}`;
         },
       },
     ],
@@ -208,9 +221,11 @@ export async function runClosedLoop(options: {
   const statusCounts: Record<string, number> = {};
   for (const [code, stats] of Object.entries(result.statusCodeStats ?? {})) statusCounts[code] = stats.count ?? 0;
   const completed = result['2xx'] + result.non2xx;
+  const succeeded = Object.entries(statusCounts).reduce((sum, [code, count]) => sum + (success(Number(code)) ? count : 0), 0);
   return {
-    requests_per_second: result['2xx'] / result.duration,
+    requests_per_second: succeeded / result.duration,
     completed,
+    succeeded,
     duration_seconds: result.duration,
     saturated_p50_ms: result.latency.p50,
     saturated_p99_ms: result.latency.p99,
@@ -235,14 +250,18 @@ export async function runClosedLoop(options: {
 export async function runPaced(options: {
   base_url: string;
   rate: number;
-  seconds: number;
+  /** How long to send for; or `count`, how many requests in all. */
+  seconds?: number;
+  count?: number;
   max_sockets: number;
   build: RequestFactory;
   timeout_ms?: number;
+  success?: SuccessTest;
 }): Promise<PacedResult> {
+  const success = options.success ?? anySuccess;
   const target = new URL(options.base_url);
   const agent = new http.Agent({ keepAlive: true, maxSockets: options.max_sockets, maxFreeSockets: options.max_sockets });
-  const total = Math.max(1, Math.floor(options.rate * options.seconds));
+  const total = Math.max(1, options.count ?? Math.floor(options.rate * (options.seconds ?? 0)));
   const latencies = new Float64Array(total);
   const lags = new Float64Array(total);
   const intervalMs = 1000 / options.rate;
@@ -276,7 +295,7 @@ export async function runPaced(options: {
           const status = response.statusCode ?? 0;
           const chunks: Buffer[] = [];
           response.on('data', (chunk: Buffer) => {
-            if (status < 200 || status >= 300) chunks.push(chunk);
+            if (!success(status)) chunks.push(chunk);
           });
           response.on('error', () => complete(true));
           response.on('end', () => {
@@ -284,7 +303,7 @@ export async function runPaced(options: {
             const now = performance.now();
             lastCompletion = now;
             failures.status_counts[status] = (failures.status_counts[status] ?? 0) + 1;
-            if (status >= 200 && status < 300) {
+            if (success(status)) {
               latencies[ok] = now - due;
               ok += 1;
             } else {
@@ -317,8 +336,9 @@ export async function runPaced(options: {
   const span = (lastCompletion - start) / 1000;
   return {
     target_rate: options.rate,
-    achieved_rate: ok / Math.max(span, options.seconds),
+    achieved_rate: ok / Math.max(span, total / options.rate),
     completed: finished,
+    succeeded: ok,
     p50_ms: percentile(measured, 0.5),
     p99_ms: percentile(measured, 0.99),
     max_ms: percentile(measured, 1),

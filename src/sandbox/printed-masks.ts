@@ -25,7 +25,7 @@ const WHITESPACE_PATTERN = /\s+/;
  * The rule, for an account of n characters (separators removed first):
  * - the four characters just before the last one (positions n-4 to n-1, counting from 1) are shown, every
  *   other one is printed as `x`. The last digit is the check digit, which banks never show;
- * - the characters are grouped the way Thai banks write a 10-digit account, `XXX-X-XXXXX-X` (branch,
+ * - the characters are grouped the way Thai banks write a 10-digit account, `123-4-56789-0` (branch,
  *   account type, serial, check digit): the last character alone, the five before it together (one hidden
  *   and the four visible), and what remains in front as a group of three and a group of the rest;
  * - so 10 digits `1234567890` print as `xxx-x-x6789-x` (K PLUS style: positions 6–9 visible), 12 digits
