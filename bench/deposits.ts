@@ -39,6 +39,7 @@ import {
   type PgbenchResult,
   type RequestFactory,
 } from './support.ts';
+import { fundWithdrawer } from './setup.ts';
 import { countingDatabase, diffStats, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
 
 /**
@@ -98,7 +99,6 @@ import { countingDatabase, diffStats, pgbenchChildren, processTicks, type Statem
 const GOAL_RATIO = 0.4;
 const GOAL_P99_MS = 25;
 const CREATE_PATH = '/v1/pay/deposits';
-const SOMCHAI = { bank_code: '002', account_number: '1234567890', account_name_th: 'สมชาย ใจดี' } as const;
 const SENDER_BANK = '004';
 const SENDER_NAME = 'สมหญิง รักไทย';
 const BENCH_ACTOR = { actor_type: 'system' as const, actor_id: 'bench', request_id: null };
@@ -494,30 +494,12 @@ async function createWithdrawingMerchants(
   label: string,
   existing: WalletAccount[] = [],
 ): Promise<WithdrawingMerchant[]> {
-  const { tenancy, ledger, beneficiaries } = instance.services;
+  const { tenancy } = instance.services;
   const merchants: WithdrawingMerchant[] = [];
   for (let index = 0; index < count; index += 1) {
     const account: WalletAccount =
       existing[index] ?? { white_label_id, merchant_id: (await tenancy.createMerchant(BENCH_ACTOR, { white_label_id, name: `${label} withdrawer ${index + 1}` })).id, livemode: false };
-    const beneficiary = await database.transaction(async (tx) => {
-      const movementKey = `bench_funding:${account.merchant_id}`;
-      const posted = await ledger.post(tx, {
-        account,
-        type: 'adjustment',
-        amount_minor: funding_minor,
-        bucket_from: null,
-        bucket_to: 'available',
-        movement_key: movementKey,
-        source: { type: 'bench_funding', id: movementKey },
-        reason_code: 'bench_funding',
-        cause: SYSTEM_CAUSE,
-      });
-      if (!posted.ok) throw posted.error;
-      // Test mode: verified in-line against the sandbox bank (the seeded account of สมชาย ใจดี).
-      return beneficiaries.createVerifiedInSandbox(tx, account, { ...SOMCHAI });
-    });
-    if (beneficiary.status !== 'verified') throw new Error(`beneficiary ${beneficiary.id} is ${beneficiary.status}, not verified`);
-    merchants.push({ account, beneficiary_id: beneficiary.id });
+    merchants.push({ account, beneficiary_id: await fundWithdrawer(instance, database, account, funding_minor) });
   }
   return merchants;
 }

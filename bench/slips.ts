@@ -41,6 +41,7 @@ import {
   type CpuTimes,
   type PgbenchResult,
 } from './support.ts';
+import { fundWithdrawer } from './setup.ts';
 import { countingDatabase, diffStats, newStats, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
 
 /**
@@ -147,7 +148,6 @@ const UPLOAD_BASE_URL = `http://${UPLOAD_HOST}`;
 const EVIDENCE_OVERHEAD_BYTES = 28;
 /** src/jobs/worker.ts waits this long between polls when the last one found nothing to claim. */
 const WORKER_IDLE_POLL_MS = 250;
-const SOMCHAI = { bank_code: '002', account_number: '1234567890', account_name_th: 'สมชาย ใจดี' } as const;
 const SENDER_BANK = '004';
 const SENDER_NAME = 'สมหญิง รักไทย';
 const BENCH_ACTOR = { actor_type: 'system' as const, actor_id: 'bench', request_id: null };
@@ -746,28 +746,9 @@ async function createMerchants(instance: ServiceInstance, white_label_id: string
 }
 
 async function createWithdrawingMerchants(instance: ServiceInstance, database: Database, white_label_id: string, count: number, funding_minor: number): Promise<WithdrawingMerchant[]> {
-  const { ledger, beneficiaries } = instance.services;
   const merchants: WithdrawingMerchant[] = [];
   for (const account of await createMerchants(instance, white_label_id, count, 'Bench withdrawer')) {
-    const beneficiary = await database.transaction(async (tx) => {
-      const movementKey = `bench_funding:${account.merchant_id}`;
-      const posted = await ledger.post(tx, {
-        account,
-        type: 'adjustment',
-        amount_minor: funding_minor,
-        bucket_from: null,
-        bucket_to: 'available',
-        movement_key: movementKey,
-        source: { type: 'bench_funding', id: movementKey },
-        reason_code: 'bench_funding',
-        cause: SYSTEM_CAUSE,
-      });
-      if (!posted.ok) throw posted.error;
-      // Test mode: verified in-line against the sandbox bank (the seeded account of สมชาย ใจดี).
-      return beneficiaries.createVerifiedInSandbox(tx, account, { ...SOMCHAI });
-    });
-    if (beneficiary.status !== 'verified') throw new Error(`beneficiary ${beneficiary.id} is ${beneficiary.status}, not verified`);
-    merchants.push({ account, beneficiary_id: beneficiary.id });
+    merchants.push({ account, beneficiary_id: await fundWithdrawer(instance, database, account, funding_minor) });
   }
   return merchants;
 }

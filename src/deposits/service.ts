@@ -677,8 +677,7 @@ export class DepositService {
   async issueSlipToken(db: Queryable, account: DepositAccount, deposit_id: string, api_version: string): Promise<Result<SlipUpload> | null> {
     const row = await repository.findOrder(db, account, deposit_id);
     if (!row) return null;
-    const windowOpen = row.late_slip_accepted_until !== null && row.late_slip_accepted_until.getTime() > this.now().getTime();
-    if (row.status !== 'awaiting_payment' && !((row.status === 'expired' || row.status === 'canceled') && windowOpen)) {
+    if (row.status !== 'awaiting_payment' && !((row.status === 'expired' || row.status === 'canceled') && this.windowOpenAt(row, this.now()))) {
       return fail('deposit_not_payable', { details: { status: row.status } });
     }
     return ok(this.slipUpload(row, api_version));
