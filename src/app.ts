@@ -37,6 +37,8 @@ import { purgeWebhookDeliveries, registerWebhookRoutes, startWebhookDispatcher, 
 import { SlipTokenSigner } from './slips/capability.ts';
 import { EvidenceCipher, FilesystemBlobStore, PostgresBlobStore, type BlobStore } from './slips/evidence-store.ts';
 import { registerSlipRoutes } from './slips/routes.ts';
+import { ReviewService } from './review/service.ts';
+import { registerReviewRoutes } from './review/routes.ts';
 import { SlipsService } from './slips/service.ts';
 import { VerificationService } from './verification/service.ts';
 import { SlipReader } from './verification/slip-reader.ts';
@@ -69,6 +71,7 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   registerReplayOutOfOrderRoute,
   registerSlipRoutes,
   registerSandboxRoutes,
+  registerReviewRoutes,
 ];
 
 export interface ServiceInstance {
@@ -165,6 +168,9 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     reader: new SlipReader(),
     verifierFor: (livemode) => (livemode ? liveVerifier : sandboxBank),
   });
+  const review = new ReviewService({ database, clock, deposits, slips, verification, tenancy });
+  // A new review's estimated wait comes from the desk's queue and pace; the desk calls the deposit service.
+  deposits.useReviewEstimate((db, input) => review.estimate(db, input));
   const services: Services = {
     config: options.config,
     database,
@@ -185,6 +191,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     slipTokens,
     slips,
     verification,
+    review,
     sandboxBank,
     publicBaseUrl: () => options.config.public_base_url ?? boundAddress ?? `http://localhost:${options.config.port}`,
     uploadBaseUrl: () => options.config.upload_base_url ?? services.publicBaseUrl(),

@@ -311,3 +311,40 @@ export async function findSender(db: Queryable, account: DepositAccount, sender_
 }
 
 export type { DepositStatus };
+
+/** Filters of the review queue (back office): the brand's orders in review, oldest entry first. */
+export interface ReviewQueueFilters {
+  livemode: boolean | null;
+  /** Only orders whose review names this reason code. */
+  reason_code: string | null;
+  escalated: boolean | null;
+  /** Resume after this entry (the last of the previous page). */
+  after: { opened_at: string; deposit_id: string } | null;
+  limit: number;
+}
+
+export async function listInReview(db: Queryable, white_label_id: string, filters: ReviewQueueFilters): Promise<DepositRow[]> {
+  // `review.opened_at` is written by formatTimestamp (UTC, three millisecond digits, Z), so its text
+  // sorts as its time does and the queue index on that text serves the order and the cursor.
+  const { rows } = await db.query<DepositRow>(
+    `SELECT ${ORDER_COLUMNS} FROM deposit_orders
+      WHERE white_label_id = $1 AND status = 'under_review'
+        AND ($2::boolean IS NULL OR livemode = $2::boolean)
+        AND ($3::text IS NULL OR (review::jsonb -> 'reasons') @> jsonb_build_array(jsonb_build_object('code', $3::text)))
+        AND ($4::boolean IS NULL OR (review ->> 'escalated')::boolean = $4::boolean)
+        AND ($5::text IS NULL OR ((review ->> 'opened_at'), deposit_id) > ($5::text, $6::text))
+      ORDER BY (review ->> 'opened_at'), deposit_id
+      LIMIT $7`,
+    [white_label_id, filters.livemode, filters.reason_code, filters.escalated, filters.after?.opened_at ?? null, filters.after?.deposit_id ?? null, filters.limit],
+  );
+  return rows;
+}
+
+/** How many orders of a brand and environment wait in review: the queue ahead of a new entry. */
+export async function countInReview(db: Queryable, white_label_id: string, livemode: boolean): Promise<number> {
+  const { rows } = await db.query<{ count: string | number }>(
+    `SELECT count(*) AS count FROM deposit_orders WHERE white_label_id = $1 AND status = 'under_review' AND livemode = $2`,
+    [white_label_id, livemode],
+  );
+  return Number(rows[0]?.count ?? 0);
+}

@@ -379,6 +379,15 @@ export interface PaymentParties {
  * What the slip intake knows about an order's slips, asked by cancel and expiry (the slips module
  * answers it; injected at wiring, because slips itself calls this service).
  */
+/**
+ * The review desk's estimate of a new review's wait (`review.estimated_resolution_bucket`), from the
+ * queue and the desk's pace; injected by wiring because the review module depends on this one.
+ */
+export type ReviewEstimate = (
+  db: Queryable,
+  input: { white_label_id: string; livemode: boolean; four_eyes_required: boolean; escalated: boolean },
+) => Promise<ReviewObject['estimated_resolution_bucket']>;
+
 export type SlipActivityProbe = (db: Queryable, white_label_id: string, deposit_id: string) => Promise<{ total: number; unprocessed: number }>;
 
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
@@ -391,8 +400,15 @@ function validationError(path: string, reason: string, hint?: string): ApiError 
 
 export class DepositService {
   private slipActivity: SlipActivityProbe = async () => ({ total: 0, unprocessed: 0 });
+  // Until the review desk is wired (src/app.ts), a new review is estimated as a desk with no queue would be.
+  private reviewEstimate: ReviewEstimate = async () => 'under_1h';
 
   constructor(private readonly deps: DepositDependencies) {}
+
+  /** Wiring: the review desk estimates how long a new review will take (see ReviewEstimate). */
+  useReviewEstimate(estimate: ReviewEstimate): void {
+    this.reviewEstimate = estimate;
+  }
 
   /** Wiring: the slips module tells cancel and expiry whether an order has slips (see SlipActivityProbe). */
   useSlipActivity(probe: SlipActivityProbe): void {
@@ -974,7 +990,7 @@ export class DepositService {
     const late = row.status === 'canceled' || (row.status === 'expired' && input.received_at.getTime() >= row.expires_at.getTime());
     const received = { ...row, version: row.version + 1, slip_received_at: input.received_at, slip_is_late: late, slip_attempts: row.slip_attempts + 1, updated_at: this.now() };
     if (row.status === 'canceled') {
-      return ok(await this.transition(tx, { before: row, after: { ...received, status: 'under_review', review: this.newReview([CANCELED_ORDER_SLIP_REASON], false) }, trigger: 'review', cause: input.cause }));
+      return ok(await this.transition(tx, { before: row, after: { ...received, status: 'under_review', review: await this.newReview(tx, row, [CANCELED_ORDER_SLIP_REASON], false) }, trigger: 'review', cause: input.cause }));
     }
     return ok(await this.transition(tx, { before: row, after: { ...received, status: 'slip_processing' }, trigger: 'slip_received', cause: input.cause }));
   }
@@ -1027,14 +1043,17 @@ export class DepositService {
     return ok(view);
   }
 
-  private newReview(reasons: ReviewReason[], four_eyes_required: boolean): ReviewObject {
+  /**
+   * A new review object. `estimated_resolution_bucket` comes from the review desk's real state (the
+   * queue ahead of this order and the desk's recent pace, see ReviewEstimate), asked in this transaction.
+   */
+  private async newReview(db: Queryable, row: DepositRow, reasons: ReviewReason[], four_eyes_required: boolean): Promise<ReviewObject> {
     invariant(reasons.length > 0, 'a review has a reason');
     return {
       opened_at: formatTimestamp(this.now()),
       escalated: false,
       four_eyes_required,
-      // Support-actionable reasons wait for a person; ones the end user can fix are usually quick.
-      estimated_resolution_bucket: four_eyes_required ? 'under_4h' : reasons[0]?.actionable_by === 'end_user' ? 'under_15m' : 'under_1h',
+      estimated_resolution_bucket: await this.reviewEstimate(db, { white_label_id: row.white_label_id, livemode: row.livemode, four_eyes_required, escalated: false }),
       reasons,
     };
   }
@@ -1052,11 +1071,39 @@ export class DepositService {
       ...row,
       version: row.version + 1,
       status: 'under_review',
-      review: this.newReview(input.reasons, input.four_eyes_required ?? false),
+      review: await this.newReview(tx, row, input.reasons, input.four_eyes_required ?? false),
       verification: input.verification ?? row.verification,
       updated_at: this.now(),
     };
     return ok(await this.transition(tx, { before: row, after, trigger: 'review', cause: input.cause }));
+  }
+
+  /**
+   * The review desk's lock on an order before it decides: the order row, then the feeds of every
+   * merchant involved, the first locks of every deposit change (docs/decisions.md, "Locks").
+   */
+  lockForReview(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+    return this.lockForChange(tx, white_label_id, deposit_id);
+  }
+
+  /** An order of a brand as the back office reads it (any merchant of the brand, either environment). */
+  async viewInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ row: DepositRow; view: DepositView } | null> {
+    const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
+    if (!row) return null;
+    return { row, view: await this.view(db, row) };
+  }
+
+  /** The brand's orders in review, oldest entry first, with their legs read in one statement. */
+  async reviewQueue(db: Queryable, white_label_id: string, filters: repository.ReviewQueueFilters): Promise<{ row: DepositRow; view: DepositView }[]> {
+    const rows = await repository.listInReview(db, white_label_id, filters);
+    const legs = rows.length === 0 ? [] : await repository.listLegsOfOrders(db, white_label_id, rows.map((row) => row.deposit_id));
+    const now = this.now();
+    return rows.map((row) => ({ row, view: depositView(row, legs.filter((leg) => leg.deposit_id === row.deposit_id), { now }) }));
+  }
+
+  /** How many orders of a brand and environment wait in review. */
+  countInReview(db: Queryable, white_label_id: string, livemode: boolean): Promise<number> {
+    return repository.countInReview(db, white_label_id, livemode);
   }
 
   /** Escalation moves `version` only: money and status stay (`deposit.review_updated`). */
@@ -1289,7 +1336,10 @@ export class DepositService {
    * pending clearing inside the 72 hours, else from available, see the ledger), and every fill it made
    * on withdrawals is reversed, since their beneficiaries did not keep the money. Idempotent.
    */
-  async reverse(tx: Queryable, input: { white_label_id: string; deposit_id: string; reason_code: string; cause: EventCause }): Promise<Result<DepositView>> {
+  async reverse(
+    tx: Queryable,
+    input: { white_label_id: string; deposit_id: string; reason_code: string; reason_display_th?: string; cause: EventCause },
+  ): Promise<Result<DepositView>> {
     const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
     if (!row) return fail('resource_not_found');
     if (row.status === 'reversed') return ok(await this.view(tx, row));
@@ -1302,6 +1352,7 @@ export class DepositService {
         deposit_id: row.deposit_id,
         credit_balance_transaction_id: row.balance_transaction_id,
         reason_code: input.reason_code,
+        ...(input.reason_display_th === undefined ? {} : { reason_display_th: input.reason_display_th }),
         cause: input.cause,
       });
       debitId = debit.id;

@@ -19,6 +19,7 @@ import type { IdempotencyService } from './idempotency.ts';
 import type { SlipTokenClaims, SlipTokenSigner } from '../slips/capability.ts';
 import type { SlipsService } from '../slips/service.ts';
 import type { VerificationService } from '../verification/service.ts';
+import type { ReviewService } from '../review/service.ts';
 import type { SandboxBank } from '../sandbox/bank.ts';
 import type { BucketPolicy } from './rate-limit.ts';
 
@@ -49,6 +50,8 @@ export interface Services {
   slips: SlipsService;
   /** Reading, bank verification and the outcome of each slip. */
   verification: VerificationService;
+  /** The review desk: queue, decisions, merchant evidence and force-complete, reversals. */
+  review: ReviewService;
   /** The sandbox bank's transfers and slips (test mode only). */
   sandboxBank: SandboxBank;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
@@ -81,6 +84,11 @@ export interface BackofficeContext {
   role: BackofficeRole;
   /** The brand the credential belongs to; null for the platform administrator. */
   white_label_id: string | null;
+  /**
+   * The request's Idempotency-Key, when it sent one. Back-office routes do not require it; decisions
+   * use it to tell a retried request from a second decision.
+   */
+  idempotency_key: string | null;
 }
 
 export type SuccessStatus = 200 | 201 | 202;

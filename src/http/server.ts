@@ -401,11 +401,18 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
       throw new ApiError('tenant_suspended');
     }
     if (!roles.includes(credential.role)) throw new ApiError('scope_denied');
+    const idempotencyKey = request.headers['idempotency-key'];
+    if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY_PATTERN.test(idempotencyKey))) {
+      throw new ApiError('validation_error', {
+        details: { fields: [{ path: 'Idempotency-Key', reason: 'invalid_format', hint: '1 to 255 printable ASCII characters' }] },
+      });
+    }
     return {
       request_id: request.id,
       credential_id: credential.credential_id,
       role: credential.role,
       white_label_id: credential.white_label_id,
+      idempotency_key: idempotencyKey ?? null,
     };
   }
 

@@ -171,6 +171,21 @@ const catalogue = {
     message: 'The deposit is not under review for another reason.',
     message_th: 'รายการฝากนี้ไม่ได้อยู่ระหว่างการตรวจสอบด้วยเหตุผลอื่น',
   },
+  review_already_decided: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'This review was already decided (or the order left review); re-read the order.',
+    message_th: 'รายการนี้ได้รับการตัดสินการตรวจสอบแล้ว กรุณาอ่านข้อมูลใหม่',
+  },
+  four_eyes_same_reviewer: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'This review needs two different approvers; you already approved it.',
+    message_th: 'รายการนี้ต้องได้รับการอนุมัติจากผู้ตรวจสอบสองคนที่ต่างกัน และท่านได้อนุมัติไปแล้ว',
+  },
+  evidence_limit_reached: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'This order has taken as many evidence items or force-complete requests as it accepts.',
+    message_th: 'รายการนี้ได้รับหลักฐานหรือคำขอครบจำนวนสูงสุดแล้ว',
+  },
   withdrawal_has_pending_fill: {
     status: 409, type: 'invalid_request_error', retryable: true,
     message: 'Part of the withdrawal is being transferred; retry after the time given.',

@@ -23,6 +23,8 @@ export const ID_PREFIXES = {
   backoffice_credential: 'boc_',
   job: 'job_',
   audit: 'aud_',
+  review_decision: 'rvd_',
+  deposit_evidence: 'evd_',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

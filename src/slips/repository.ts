@@ -112,3 +112,22 @@ export async function receiptCounts(db: Queryable, white_label_id: string, depos
   );
   return rows[0] ?? { total: 0, unprocessed: 0 };
 }
+
+/** Every receipt of an order, oldest first: what the review desk shows a reviewer. */
+export async function listReceiptsOfDeposit(db: Queryable, white_label_id: string, deposit_id: string): Promise<SlipReceiptRow[]> {
+  const { rows } = await db.query<SlipReceiptRow>(
+    `SELECT ${RECEIPT_COLUMNS} FROM slip_receipts WHERE white_label_id = $1 AND deposit_id = $2 ORDER BY received_at, receipt_id LIMIT 10`,
+    [white_label_id, deposit_id],
+  );
+  return rows;
+}
+
+/** One receipt of an order within a brand (the back office reads any merchant of its brand). */
+export async function findReceiptInBrand(db: Queryable, white_label_id: string, deposit_id: string, receipt_id: string): Promise<SlipReceiptRow | null> {
+  const { rows } = await db.query<SlipReceiptRow>(`SELECT ${RECEIPT_COLUMNS} FROM slip_receipts WHERE white_label_id = $1 AND deposit_id = $2 AND receipt_id = $3`, [
+    white_label_id,
+    deposit_id,
+    receipt_id,
+  ]);
+  return rows[0] ?? null;
+}

@@ -71,6 +71,37 @@ export interface OpenedEvidence {
   fields: SubmittedFields | null;
 }
 
+/** The bank's transfer as the verification pipeline sealed it on the receipt (VerifiedTransfer, timestamps as text). */
+interface StoredTransfer {
+  sending_bank_code: string;
+  trans_ref: string;
+  amount_minor: number;
+  occurred_at: string;
+  sender: { bank_code: string; account_number: string; name_th: string | null; name_en: string | null };
+  receiver: { bank_code: string; account_number: string; name_th: string | null; name_en: string | null };
+}
+
+type ReviewedParty = { bank_code: string; account_number_masked: string; name_th: string | null; name_en: string | null };
+
+/** A receipt as the review desk shows it. */
+export interface ReviewedReceipt {
+  receipt_id: string;
+  received_at: string;
+  shape: SlipReceiptRow['shape'];
+  media_type: SlipReceiptRow['media_type'];
+  size_bytes: number | null;
+  status: SlipReceiptRow['status'];
+  outcome: string | null;
+  verification: SlipReceiptRow['verification'];
+  bank_transfer: { sending_bank_code: string; trans_ref: string; amount_minor: number; occurred_at: string; sender: ReviewedParty; receiver: ReviewedParty } | null;
+}
+
+/** A full account number never leaves the service: every character but the last four becomes `x`. */
+function maskedParty(party: StoredTransfer['sender']): ReviewedParty {
+  const account = party.account_number;
+  return { bank_code: party.bank_code, account_number_masked: 'x'.repeat(Math.max(0, account.length - 4)) + account.slice(-4), name_th: party.name_th, name_en: party.name_en };
+}
+
 function receiptView(receipt_id: string, received_at: Date): SlipReceiptView {
   return { receipt_id, status: 'accepted', received_at: formatTimestamp(received_at) };
 }
@@ -218,6 +249,48 @@ export class SlipsService {
     const bytes = await this.openImage(db, row);
     invariant(bytes !== null && sha256Hex(bytes) === row.image_sha256, 'a receipt keeps its evidence');
     return { bytes, media_type: row.media_type, receipt_id: row.receipt_id };
+  }
+
+  /**
+   * The receipts of an order as the review desk shows them: how each slip came, what processing
+   * concluded, and the bank's verified transfer opened for the reviewer with account numbers masked to
+   * their last four characters (the names stay whole: comparing them is the reviewer's job).
+   */
+  async receiptsForReview(db: Queryable, white_label_id: string, deposit_id: string): Promise<ReviewedReceipt[]> {
+    const rows = await repository.listReceiptsOfDeposit(db, white_label_id, deposit_id);
+    return rows.map((row) => {
+      const transfer = row.transfer_sealed === null ? null : (JSON.parse(this.deps.secretBox.open(row.transfer_sealed, TRANSFER_PURPOSE)) as StoredTransfer);
+      return {
+        receipt_id: row.receipt_id,
+        received_at: formatTimestamp(row.received_at),
+        shape: row.shape,
+        media_type: row.media_type,
+        size_bytes: row.size_bytes,
+        status: row.status,
+        outcome: row.outcome,
+        verification: row.verification,
+        bank_transfer:
+          transfer === null
+            ? null
+            : {
+                sending_bank_code: transfer.sending_bank_code,
+                trans_ref: transfer.trans_ref,
+                amount_minor: transfer.amount_minor,
+                occurred_at: transfer.occurred_at,
+                sender: maskedParty(transfer.sender),
+                receiver: maskedParty(transfer.receiver),
+              },
+      };
+    });
+  }
+
+  /** A receipt's image for the review desk (back-office credentials, never a public link). */
+  async imageForReview(db: Queryable, white_label_id: string, deposit_id: string, receipt_id: string): Promise<{ bytes: Buffer; media_type: SlipImageMediaType } | null> {
+    const row = await repository.findReceiptInBrand(db, white_label_id, deposit_id, receipt_id);
+    if (!row || row.media_type === null) return null;
+    const bytes = await this.openImage(db, row);
+    invariant(bytes !== null && sha256Hex(bytes) === row.image_sha256, 'a receipt keeps its evidence');
+    return { bytes, media_type: row.media_type };
   }
 
   /** The order's oldest unprocessed receipt, locked (receipts of an order are processed one at a time). */

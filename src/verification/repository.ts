@@ -45,3 +45,13 @@ export async function findTransfer(
   );
   return rows[0] ?? null;
 }
+
+/** The bank-verified transfers slips claimed for one order: what a reviewer's approval settles with. */
+export async function transfersOfDeposit(db: Queryable, white_label_id: string, deposit_id: string): Promise<SlipTransferRow[]> {
+  const { rows } = await db.query<SlipTransferRow>(
+    `SELECT white_label_id, livemode, sending_bank_code, trans_ref, deposit_id, receipt_id, amount_minor, created_at
+       FROM slip_transfers WHERE white_label_id = $1 AND deposit_id = $2 ORDER BY created_at, trans_ref`,
+    [white_label_id, deposit_id],
+  );
+  return rows.map((row) => ({ ...row, amount_minor: Number(row.amount_minor) }));
+}

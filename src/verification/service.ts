@@ -77,6 +77,17 @@ function transferRecord(transfer: VerifiedTransfer): Record<string, unknown> {
 export class VerificationService {
   constructor(private readonly deps: VerificationDependencies) {}
 
+  /**
+   * V as the bank verified it for an order: the sum of the transfers its slips claimed (each transfer
+   * counts for one order only, the duplicate check). Zero when no slip of the order was verified.
+   */
+  async verifiedAmountOf(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ amount_minor: number; transfers: number }> {
+    const transfers = await repository.transfersOfDeposit(db, white_label_id, deposit_id);
+    const amount_minor = transfers.reduce((sum, transfer) => sum + transfer.amount_minor, 0);
+    invariant(Number.isSafeInteger(amount_minor) && amount_minor >= 0, 'verified transfers sum to whole satang');
+    return { amount_minor, transfers: transfers.length };
+  }
+
   /** Instantiates the QR decoder before the worker takes slips: a broken deployment fails at start. */
   warmUp(): Promise<void> {
     return this.deps.reader.warmUp();

@@ -1,0 +1,229 @@
+import { z } from 'zod';
+import { ApiError, type Result } from '../platform/errors.ts';
+import { accountOfContext, type BackofficeContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
+import { amountMinorSchema } from '../http/order-fields.ts';
+import { idText } from '../tenancy/schemas.ts';
+import { REJECTION_CODES, REVERSAL_REASON_CODES } from './catalogue.ts';
+import { REVIEW_NOTE_MAX_CHARS, REVIEW_NOTE_MIN_CHARS, requireReviewNote, type Decision, type Reviewer } from './service.ts';
+
+/**
+ * The review desk over HTTP. Back office: the queue (GET /v1/bo/reviews), one order with its slips,
+ * evidence and decisions (GET /v1/bo/reviews/:deposit_id), a slip image behind back-office credentials
+ * (never a public link), the decisions (approve, reject, escalate; reviewers only), and an operator's
+ * reversal of a settled order (POST /v1/bo/deposits/:id/reverse). Merchant: evidence and force-complete
+ * on an order in review (spec, POST /v1/pay/deposits/{id}/evidence and /force-complete).
+ */
+
+const READ_ROLES = ['platform_admin', 'operator', 'reviewer'] as const;
+const LIST_MAX_LIMIT = 100;
+const LIST_DEFAULT_LIMIT = 20;
+
+/** A note as the schema takes it; its minimum length is `review_note_required`, checked after the schema. */
+const reviewNote = z.string().max(REVIEW_NOTE_MAX_CHARS);
+
+const queueQuerySchema = z
+  .object({
+    white_label_id: idText.optional(),
+    mode: z.enum(['test', 'live']).optional(),
+    reason: z.string().regex(/^[A-Z][A-Z_]{1,63}$/).optional(),
+    escalated: z.enum(['true', 'false']).optional(),
+    limit: z.string().refine((text) => /^[0-9]{1,3}$/.test(text) && Number(text) >= 1 && Number(text) <= LIST_MAX_LIMIT, { params: { reason: 'out_of_range', hint: `1 to ${LIST_MAX_LIMIT}` } }).optional(),
+    cursor: z.string().min(1).max(1000).optional(),
+  })
+  .strict();
+
+/** The queue position a cursor resumes after, bound to the filters it was issued for. */
+const queueCursorSchema = z
+  .object({
+    v: z.literal(1),
+    opened_at: z.string().min(1).max(40),
+    deposit_id: z.string().min(1).max(100),
+    filters: z.object({ mode: z.string().nullable(), reason: z.string().nullable(), escalated: z.string().nullable() }),
+  })
+  .strict();
+type QueueCursor = z.infer<typeof queueCursorSchema>;
+
+function decodeQueueCursor(text: string): QueueCursor {
+  try {
+    const parsed = queueCursorSchema.safeParse(JSON.parse(Buffer.from(text, 'base64url').toString('utf8')));
+    if (parsed.success) return parsed.data;
+  } catch {
+    // Falls through: a cursor is opaque, and a damaged one is just invalid.
+  }
+  throw new ApiError('validation_error', { details: { fields: [{ path: 'cursor', reason: 'invalid_cursor' }] } });
+}
+
+const approveSchema = z.object({ verified_amount_minor: amountMinorSchema.optional(), note: reviewNote.optional() }).strict();
+const rejectSchema = z.object({ rejection_code: z.enum(REJECTION_CODES), note: reviewNote }).strict();
+const escalateSchema = z.object({ note: reviewNote }).strict();
+const reverseSchema = z.object({ white_label_id: idText.optional(), reason_code: z.enum(REVERSAL_REASON_CODES), note: reviewNote }).strict();
+
+const merchantNote = (minimum: number) =>
+  z
+    .string()
+    .max(REVIEW_NOTE_MAX_CHARS)
+    .refine((text) => [...text.trim()].length >= minimum, { params: { reason: 'too_short', hint: `at least ${minimum} characters` } });
+
+const evidenceSchema = z
+  .object({
+    kind: z.enum(['bank_statement_line', 'chat_transcript', 'id_document_ref', 'other']),
+    // A pointer into the merchant's own evidence store: never a document URL (spec: JSON only, no URL).
+    reference: z
+      .string()
+      .trim()
+      .min(1)
+      .max(200)
+      .refine((text) => !/^[a-z][a-z0-9+.-]*:/i.test(text) && !text.includes('//'), { params: { reason: 'must_not_be_url', hint: 'a reference in your own evidence store' } }),
+    note: merchantNote(1),
+  })
+  .strict();
+
+const forceCompleteSchema = z.object({ verified_amount_minor: amountMinorSchema, note: merchantNote(REVIEW_NOTE_MIN_CHARS) }).strict();
+
+function reviewerOf(context: BackofficeContext): Reviewer {
+  return { actor: actorOf(context), reviewer_id: context.credential_id, request_id: context.request_id, idempotency_key: context.idempotency_key };
+}
+
+function valueOf<T>(result: Result<T>): T {
+  if (!result.ok) throw result.error;
+  return result.value;
+}
+
+export function registerReviewRoutes(registrar: RouteRegistrar, services: Services): void {
+  const review = services.review;
+  const imageUrl = (white_label_id: string, deposit_id: string) => (receipt_id: string) =>
+    `${services.publicBaseUrl()}/v1/bo/reviews/${deposit_id}/slips/${receipt_id}/image?white_label_id=${white_label_id}`;
+
+  async function detailOrThrow(white_label_id: string, deposit_id: string) {
+    const detail = await review.detail(services.database, white_label_id, deposit_id, imageUrl(white_label_id, deposit_id));
+    if (!detail) throw new ApiError('resource_not_found');
+    return detail;
+  }
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/reviews',
+    roles: READ_ROLES,
+    query: queueQuerySchema,
+    async handler({ context, query }) {
+      const brand = brandToActOn(context, query.white_label_id);
+      const filters: QueueCursor['filters'] = { mode: query.mode ?? null, reason: query.reason ?? null, escalated: query.escalated ?? null };
+      let after: { opened_at: string; deposit_id: string } | null = null;
+      if (query.cursor !== undefined) {
+        const cursor = decodeQueueCursor(query.cursor);
+        if (JSON.stringify(cursor.filters) !== JSON.stringify(filters)) throw new ApiError('cursor_filter_mismatch');
+        after = { opened_at: cursor.opened_at, deposit_id: cursor.deposit_id };
+      }
+      const limit = query.limit === undefined ? LIST_DEFAULT_LIMIT : Number(query.limit);
+      const items = await review.queue(services.database, brand, {
+        livemode: filters.mode === null ? null : filters.mode === 'live',
+        reason_code: filters.reason,
+        escalated: filters.escalated === null ? null : filters.escalated === 'true',
+        after,
+        limit: limit + 1,
+      });
+      const page = items.slice(0, limit);
+      const last = page.at(-1);
+      const next_cursor =
+        items.length > limit && last
+          ? Buffer.from(JSON.stringify({ v: 1, opened_at: last.opened_at, deposit_id: last.deposit_id, filters } satisfies QueueCursor), 'utf8').toString('base64url')
+          : null;
+      return { status: 200, body: { object: 'list', data: page, has_more: next_cursor !== null, next_cursor } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/reviews/:deposit_id',
+    roles: READ_ROLES,
+    query: z.object({ white_label_id: idText.optional() }).strict(),
+    async handler({ context, query, params }) {
+      const brand = brandToActOn(context, query.white_label_id);
+      return { status: 200, body: await detailOrThrow(brand, params.deposit_id ?? ''), headers: { 'Cache-Control': 'no-store' } };
+    },
+  });
+
+  registrar.backoffice({
+    method: 'GET',
+    url: '/v1/bo/reviews/:deposit_id/slips/:receipt_id/image',
+    roles: READ_ROLES,
+    query: z.object({ white_label_id: idText.optional() }).strict(),
+    async handler({ context, query, params }) {
+      const brand = brandToActOn(context, query.white_label_id);
+      const image = await review.image(services.database, brand, params.deposit_id ?? '', params.receipt_id ?? '');
+      if (!image) throw new ApiError('resource_not_found');
+      return {
+        status: 200,
+        body: null,
+        binary: { content_type: image.media_type, bytes: image.bytes },
+        headers: { 'Cache-Control': 'private, no-store', 'X-Content-Type-Options': 'nosniff', 'Content-Disposition': 'inline' },
+      };
+    },
+  });
+
+  const decisionRoute = <Schema extends z.ZodType>(action: Decision['action'], schema: Schema, toDecision: (body: z.infer<Schema>) => Decision) =>
+    registrar.backoffice({
+      method: 'POST',
+      url: `/v1/bo/reviews/:deposit_id/${action}`,
+      // Decisions are the reviewers' (operators administer the brand and reverse settled orders).
+      roles: ['reviewer'],
+      body: schema,
+      async handler({ context, body, params }) {
+        const brand = brandToActOn(context, undefined);
+        const decision = toDecision(body as z.infer<Schema>);
+        const deposit_id = params.deposit_id ?? '';
+        const outcome = valueOf(await review.decide(brand, deposit_id, reviewerOf(context), decision));
+        return {
+          status: 200,
+          body: { object: 'review_decision', decision_id: outcome.decision_id, effect: outcome.effect, replayed: outcome.replayed, review: await detailOrThrow(brand, deposit_id) },
+        };
+      },
+    });
+
+  decisionRoute('approve', approveSchema, (body) => ({
+    action: 'approve',
+    verified_amount_minor: body.verified_amount_minor ?? null,
+    // An approval's note is optional; one that is given follows the same rule as every reviewer note.
+    note: body.note === undefined ? null : requireReviewNote(body.note),
+  }));
+  decisionRoute('reject', rejectSchema, (body) => ({ action: 'reject', rejection_code: body.rejection_code, note: requireReviewNote(body.note) }));
+  decisionRoute('escalate', escalateSchema, (body) => ({ action: 'escalate', note: requireReviewNote(body.note) }));
+
+  registrar.backoffice({
+    method: 'POST',
+    url: '/v1/bo/deposits/:id/reverse',
+    roles: ['platform_admin', 'operator'],
+    body: reverseSchema,
+    async handler({ context, body, params }) {
+      const brand = brandToActOn(context, body.white_label_id);
+      const note = requireReviewNote(body.note);
+      const reversed = valueOf(await review.reverse(brand, params.id ?? '', reviewerOf(context), { reason_code: body.reason_code, note }));
+      return { status: 200, body: reversed.view };
+    },
+  });
+
+  registrar.merchant({
+    method: 'POST',
+    url: '/v1/pay/deposits/:id/evidence',
+    scope: 'pay:write',
+    body: evidenceSchema,
+    async handler({ context, db, body, params }) {
+      const result = await review.addEvidence(db, accountOfContext(context), params.id ?? '', { ...body, request_id: context.request_id });
+      if (!result) throw new ApiError('resource_not_found');
+      return { status: 202, body: valueOf(result) };
+    },
+  });
+
+  registrar.merchant({
+    method: 'POST',
+    url: '/v1/pay/deposits/:id/force-complete',
+    scope: 'pay:write',
+    body: forceCompleteSchema,
+    async handler({ context, db, body, params }) {
+      const result = await review.forceComplete(db, accountOfContext(context), params.id ?? '', { ...body, request_id: context.request_id });
+      if (!result) throw new ApiError('resource_not_found');
+      return { status: 202, body: valueOf(result) };
+    },
+  });
+}

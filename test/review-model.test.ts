@@ -1,0 +1,250 @@
+import crypto from 'node:crypto';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from './support/app.ts';
+import { createDeposit, depositPolicyBody, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadMultipart } from './support/slips.ts';
+import { REVERSAL_REASON_CODES } from '../src/review/catalogue.ts';
+import type { DepositView } from '../src/deposits/service.ts';
+
+/**
+ * A model-based property test of everything after a slip (issue 11, "Bad input and safety"): random
+ * sequences of payments (settled at once, or sent to review, full or short), review decisions by two
+ * reviewers (approve with four eyes, reject, escalate), operator reversals, withdrawers' disputes and
+ * their resolutions, and time passing (clearing, auto-confirm and dispute deadlines run by the real
+ * worker). Every command goes through the door its user uses (signed merchant HTTP, the back-office API,
+ * the slip upload and the job worker), next to a small model that predicts each order's status and
+ * which commands are refused. After every step the test checks, from the database:
+ *
+ *  1. the ledger fold: every wallet of the brand equals the fold of its movements (`LedgerService.verify`);
+ *  2. the withdrawal identity: amount_total = filled + reserved + remaining on every withdrawal order;
+ *  3. one event per version: each deposit and withdrawal has exactly one event for each version 1..n;
+ *  4. the depositor's money: pending clearing + available equals the credits of its orders that are
+ *     settled now (reversed ones taken back), and each order's status is the model's.
+ */
+
+let app: TestApp;
+let reviewers: [string, string];
+let operator: string;
+const system = { actor_type: 'system' as const, actor_id: 'review-model', request_id: null };
+const NOTE = 'ตรวจสอบแล้วตามหลักฐานจากธนาคารและร้านค้า';
+const FOUR_EYES_FROM_MINOR = 20_000;
+const HOUR_MS = 3600_000;
+
+beforeAll(async () => {
+  app = await createTestApp();
+  const tenancy = app.instance.services.tenancy;
+  const brand = app.sandbox.white_label_id;
+  reviewers = [
+    (await tenancy.createBackofficeCredential(system, { white_label_id: brand, role: 'reviewer', name: 'Model reviewer A' })).token,
+    (await tenancy.createBackofficeCredential(system, { white_label_id: brand, role: 'reviewer', name: 'Model reviewer B' })).token,
+  ];
+  operator = (await tenancy.createBackofficeCredential(system, { white_label_id: brand, role: 'operator', name: 'Model operator' })).token;
+  const policy = await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', token: operator, body: depositPolicyBody({ four_eyes_min_amount_minor: FOUR_EYES_FROM_MINOR }) });
+  expect(policy.statusCode, policy.body).toBe(200);
+});
+afterAll(async () => {
+  await app.close();
+});
+
+// -------------------------------------------------------------------------------------------------
+// The model
+
+type Status = DepositView['status'];
+
+interface OrderModel {
+  id: string;
+  amount_minor: number;
+  status: Status;
+  four_eyes: boolean;
+  approvals: number[];
+  escalated: boolean;
+  /** Who ended the review, and how (a repeat by the same reviewer replays). */
+  ended_by: { reviewer: number; action: 'approve' | 'reject' } | null;
+  reversal_reason: string | null;
+}
+
+interface World {
+  owner: MerchantCredentials;
+  orders: OrderModel[];
+  senderCounter: number;
+}
+
+type Command =
+  | { kind: 'pay'; amount_minor: number; shape: 'clean' | 'review' | 'short_review' }
+  | { kind: 'approve'; order: number; reviewer: number }
+  | { kind: 'reject'; order: number; reviewer: number }
+  | { kind: 'escalate'; order: number; reviewer: number }
+  | { kind: 'reverse'; order: number; reason: number }
+  | { kind: 'advance'; hours: number };
+
+const commandArbitrary: fc.Arbitrary<Command> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('pay' as const), amount_minor: fc.constantFrom(10_000, FOUR_EYES_FROM_MINOR), shape: fc.constantFrom('clean' as const, 'review' as const, 'short_review' as const) }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('approve' as const), order: fc.nat(20), reviewer: fc.nat(1) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('reject' as const), order: fc.nat(20), reviewer: fc.nat(1) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('escalate' as const), order: fc.nat(20), reviewer: fc.nat(1) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('reverse' as const), order: fc.nat(20), reason: fc.nat(REVERSAL_REASON_CODES.length - 1) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('advance' as const), hours: fc.constantFrom(1, 4, 80) }) },
+);
+
+function pick(world: World, index: number): OrderModel | null {
+  return world.orders.length === 0 ? null : (world.orders[index % world.orders.length] ?? null);
+}
+
+function decide(token: string, deposit_id: string, action: string, body: Record<string, unknown>) {
+  return app.backoffice({ method: 'POST', url: `/v1/bo/reviews/${deposit_id}/${action}`, token, body });
+}
+
+// -------------------------------------------------------------------------------------------------
+// Running one command against the service and the model
+
+async function run(world: World, command: Command): Promise<string> {
+  switch (command.kind) {
+    case 'pay': {
+      world.senderCounter += 1;
+      const declared = { bank_code: '004', account_number: `93${String(world.senderCounter).padStart(8, '0')}`, account_name_th: 'สมชาย ใจดี', account_name_en: 'Somchai Jaidee' };
+      const order = await createDeposit(app, { amount_minor: command.amount_minor, credentials: world.owner, sender: declared });
+      const wrongName = { sender: { ...declared, account_name_th: 'วิภาวรรณ ศรีสุข', account_name_en: 'Wipawan Srisuk' } };
+      const options = command.shape === 'clean' ? {} : command.shape === 'review' ? wrongName : { ...wrongName, amount_minor: command.amount_minor - 500 };
+      expect((await uploadMultipart(app, order.slip_upload, slipBytes(await sandboxTransfer(app, order, options, world.owner)))).statusCode).toBe(202);
+      await runJobs(app);
+      const status: Status = command.shape === 'clean' ? 'settled' : 'under_review';
+      world.orders.push({ id: order.id, amount_minor: command.amount_minor, status, four_eyes: status === 'under_review' && command.amount_minor >= FOUR_EYES_FROM_MINOR, approvals: [], escalated: false, ended_by: null, reversal_reason: null });
+      return `pay ${command.shape} ${command.amount_minor} → ${status}`;
+    }
+    case 'approve': {
+      const order = pick(world, command.order);
+      if (!order) return 'approve: no order';
+      const response = await decide(reviewers[command.reviewer] ?? '', order.id, 'approve', {});
+      if (order.status !== 'under_review') {
+        if (order.ended_by?.reviewer === command.reviewer && order.ended_by.action === 'approve') {
+          expect(response.statusCode, response.body).toBe(200);
+          expect(response.json()).toMatchObject({ replayed: true });
+        } else expect(errorOf(response).code).toBe('review_already_decided');
+        return `approve ${order.status}: refused or replayed`;
+      }
+      if (order.approvals.includes(command.reviewer)) {
+        expect(errorOf(response).code).toBe('four_eyes_same_reviewer');
+        return 'approve: same reviewer refused';
+      }
+      expect(response.statusCode, response.body).toBe(200);
+      if (order.four_eyes && order.approvals.length === 0) {
+        expect(response.json()).toMatchObject({ effect: 'approval_recorded' });
+        order.approvals.push(command.reviewer);
+        return 'approve: first of two';
+      }
+      expect(response.json()).toMatchObject({ effect: 'settled' });
+      order.status = 'settled';
+      order.ended_by = { reviewer: command.reviewer, action: 'approve' };
+      return 'approve: settled';
+    }
+    case 'reject': {
+      const order = pick(world, command.order);
+      if (!order) return 'reject: no order';
+      const response = await decide(reviewers[command.reviewer] ?? '', order.id, 'reject', { rejection_code: 'SLIP_NOT_GENUINE', note: NOTE });
+      if (order.status !== 'under_review') {
+        if (order.ended_by?.reviewer === command.reviewer && order.ended_by.action === 'reject') expect(response.statusCode, response.body).toBe(200);
+        else expect(errorOf(response).code).toBe('review_already_decided');
+        return `reject ${order.status}: refused or replayed`;
+      }
+      expect(response.statusCode, response.body).toBe(200);
+      order.status = 'rejected';
+      order.ended_by = { reviewer: command.reviewer, action: 'reject' };
+      return 'reject: rejected';
+    }
+    case 'escalate': {
+      const order = pick(world, command.order);
+      if (!order) return 'escalate: no order';
+      const response = await decide(reviewers[command.reviewer] ?? '', order.id, 'escalate', { note: NOTE });
+      if (order.status !== 'under_review') {
+        expect(errorOf(response).code).toBe('review_already_decided');
+        return 'escalate: refused';
+      }
+      expect(response.statusCode, response.body).toBe(200);
+      expect(response.json()).toMatchObject({ replayed: order.escalated });
+      order.escalated = true;
+      return 'escalate';
+    }
+    case 'reverse': {
+      const order = pick(world, command.order);
+      if (!order) return 'reverse: no order';
+      const reason = REVERSAL_REASON_CODES[command.reason] ?? 'OPS_ERROR';
+      const response = await app.backoffice({ method: 'POST', url: `/v1/bo/deposits/${order.id}/reverse`, token: operator, body: { reason_code: reason, note: NOTE } });
+      if (order.status === 'settled') {
+        expect(response.statusCode, response.body).toBe(200);
+        order.status = 'reversed';
+        order.reversal_reason = reason;
+        return `reverse ${reason}`;
+      }
+      if (order.status === 'reversed' && order.reversal_reason === reason) expect(response.statusCode, response.body).toBe(200);
+      else expect(errorOf(response).code).toBe('deposit_state_conflict');
+      return `reverse ${order.status}: refused or replayed`;
+    }
+    case 'advance': {
+      app.clock.advance(command.hours * HOUR_MS);
+      await runJobs(app);
+      return `advance ${command.hours} h`;
+    }
+    default: {
+      const unknown: never = command;
+      throw new Error(`unknown command ${JSON.stringify(unknown)}`);
+    }
+  }
+}
+
+// -------------------------------------------------------------------------------------------------
+// The checks after every step
+
+async function checkInvariants(world: World): Promise<void> {
+  const database = app.testDatabase.database;
+  const ledger = app.instance.services.ledger;
+  const { rows: wallets } = await database.query<{ merchant_id: string; livemode: boolean }>('SELECT merchant_id, livemode FROM wallets WHERE white_label_id = $1', [app.sandbox.white_label_id]);
+  for (const wallet of wallets) {
+    const verified = await ledger.verify(database, { white_label_id: app.sandbox.white_label_id, merchant_id: wallet.merchant_id, livemode: wallet.livemode });
+    expect(verified.consistent, `wallet ${wallet.merchant_id} folds to its movements`).toBe(true);
+  }
+
+  const { rows: broken } = await database.query<{ withdrawal_id: string }>(
+    'SELECT withdrawal_id FROM withdrawal_orders WHERE white_label_id = $1 AND amount_total_minor <> filled_minor + reserved_minor + remaining_minor',
+    [app.sandbox.white_label_id],
+  );
+  expect(broken).toEqual([]);
+
+  const { rows: versions } = await database.query<{ object_id: string; events: string; distinct_versions: string; max_version: string }>(
+    `SELECT object_id, count(*) AS events, count(DISTINCT (envelope -> 'data' -> 'object' ->> 'version')) AS distinct_versions,
+            max((envelope -> 'data' -> 'object' ->> 'version')::integer) AS max_version
+       FROM events WHERE white_label_id = $1 AND object_type IN ('deposit_order', 'withdrawal_order') GROUP BY object_id`,
+    [app.sandbox.white_label_id],
+  );
+  for (const row of versions) {
+    expect({ object_id: row.object_id, events: Number(row.events), distinct: Number(row.distinct_versions) }).toEqual({ object_id: row.object_id, events: Number(row.max_version), distinct: Number(row.max_version) });
+  }
+
+  let credited = 0;
+  for (const order of world.orders) {
+    const view = await getDeposit(app, order.id, world.owner);
+    expect(view.status, `order ${order.id}`).toBe(order.status);
+    if (view.status === 'settled') credited += view.credited_amount_minor ?? 0;
+  }
+  const balance = (await app.signed({ url: '/v1/pay/balance', credentials: world.owner })).json<{ available_minor: number; pending_clearing_minor: number }>();
+  expect(balance.available_minor + balance.pending_clearing_minor).toBe(credited);
+}
+
+describe('review, reversal, dispute and clearing sequences', () => {
+  it('keep the ledger fold, the withdrawal identity, one event per version and the model’s statuses', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(commandArbitrary, { minLength: 3, maxLength: 12 }), async (commands) => {
+        const world: World = { owner: await app.createMerchant({ white_label_id: app.sandbox.white_label_id }), orders: [], senderCounter: Number.parseInt(crypto.randomBytes(3).toString('hex'), 16) };
+        const steps: string[] = [];
+        try {
+          for (const command of commands) {
+            steps.push(await run(world, command));
+            await checkInvariants(world);
+          }
+        } catch (error) {
+          throw new Error(`steps run: ${steps.join(' | ')}\n${error instanceof Error ? error.message : String(error)}`);
+        }
+      }),
+      { numRuns: 8 },
+    );
+  });
+});
