@@ -27,6 +27,8 @@ import { FeeService } from './fees/service.ts';
 import { WithdrawalPolicyService } from './withdrawals/policy.ts';
 import { registerWithdrawalRoutes } from './withdrawals/routes.ts';
 import { createWithdrawalJobHandlers, WithdrawalService } from './withdrawals/service.ts';
+import { createDisputeJobHandlers, DisputeService } from './withdrawals/disputes.ts';
+import { registerDisputeRoutes } from './withdrawals/dispute-routes.ts';
 import { DepositPolicyService } from './deposits/policy.ts';
 import { registerDepositRoutes } from './deposits/routes.ts';
 import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
@@ -39,6 +41,8 @@ import { EvidenceCipher, FilesystemBlobStore, PostgresBlobStore, type BlobStore 
 import { registerSlipRoutes } from './slips/routes.ts';
 import { ReviewService } from './review/service.ts';
 import { registerReviewRoutes } from './review/routes.ts';
+import { ClaimRegistry, ClaimService } from './review/claims.ts';
+import { registerClaimRoutes } from './review/claim-routes.ts';
 import { SlipsService } from './slips/service.ts';
 import { VerificationService } from './verification/service.ts';
 import { SlipReader } from './verification/slip-reader.ts';
@@ -72,6 +76,8 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   registerSlipRoutes,
   registerSandboxRoutes,
   registerReviewRoutes,
+  registerDisputeRoutes,
+  registerClaimRoutes,
 ];
 
 export interface ServiceInstance {
@@ -123,6 +129,9 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   // Test-mode deposits find liquidity from the brand's simulated counterparty, as live ones do from real withdrawals.
   const sandboxLiquidity = new SandboxLiquidity({ clock, tenancy, beneficiaries, ledger, fees, withdrawals, events });
   const slipTokens = new SlipTokenSigner(options.master_key);
+  // Claims belong to the review module; the deposit service opens them through this port in its own
+  // transactions, and the claim desk (below) calls the deposit service: no import cycle either way.
+  const claimRegistry = new ClaimRegistry({ clock, events });
   const deposits = new DepositService({
     events,
     clock,
@@ -137,6 +146,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     qr_links: new QrImageLinks(options.master_key),
     public_base_url: () => services.publicBaseUrl(),
     upload_base_url: () => services.uploadBaseUrl(),
+    claims: claimRegistry,
   });
   const idempotency = new IdempotencyService(database, clock);
   // Slip evidence: in PostgreSQL with its receipt by default, or in a directory (SLIP_EVIDENCE_STORE).
@@ -169,8 +179,13 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     verifierFor: (livemode) => (livemode ? liveVerifier : sandboxBank),
   });
   const review = new ReviewService({ database, clock, deposits, slips, verification, tenancy });
+  const claims = new ClaimService({ database, clock, deposits, tenancy, events, registry: claimRegistry });
   // A new review's estimated wait comes from the desk's queue and pace; the desk calls the deposit service.
   deposits.useReviewEstimate((db, input) => review.estimate(db, input));
+  // Disputes call the deposit and withdrawal services; those learn of disputes only through these two ports.
+  const disputes = new DisputeService({ database, clock, withdrawals, deposits, ledger, tenancy, public_base_url: () => services.publicBaseUrl() });
+  deposits.useLegCover(disputes.legCover());
+  verification.useAllocationConflict((tx, input) => disputes.openForAllocationConflict(tx, input));
   const services: Services = {
     config: options.config,
     database,
@@ -192,6 +207,8 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     slips,
     verification,
     review,
+    disputes,
+    claims,
     sandboxBank,
     publicBaseUrl: () => options.config.public_base_url ?? boundAddress ?? `http://localhost:${options.config.port}`,
     uploadBaseUrl: () => options.config.upload_base_url ?? services.publicBaseUrl(),
@@ -220,6 +237,8 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       ...createWithdrawalJobHandlers(database, services.withdrawals),
       // Deposit deadlines: the matching retry of a waiting order and the transfer deadline.
       ...createDepositJobHandlers(database, services.deposits),
+      // Dispute deadlines: at respond_by, closed for the depositor without evidence, else left to an operator.
+      ...createDisputeJobHandlers(disputes),
       // Slips: read, verified with the bank and settled or sent to review, one receipt at a time per order.
       ...verification.jobHandlers(),
       ...(options.job_handlers ?? {}),

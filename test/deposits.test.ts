@@ -445,6 +445,8 @@ describe('masking and the transition table', () => {
         'slip_processing>awaiting_payment:leg_paid',
         'awaiting_payment>settled:settle',
         'under_review>under_review:slip_attached',
+        'settled>settled:funds_held',
+        'settled>settled:funds_released',
       ].sort(),
     );
   });

@@ -363,6 +363,27 @@ describe('decisions', () => {
     expect(await getDeposit(app, order.id, owner)).toMatchObject({ status: 'settled', settled_via: 'review', partial: true, transferred_amount_minor: 9_500, amount_received_minor: 9_500 });
   });
 
+  it('a slip for a canceled order (CANCELED_ORDER_SLIP) approved: the released leg is reserved again and filled', async () => {
+    const owner = await merchant();
+    const order = await createDeposit(app, { amount_minor: 10_000, credentials: owner, sender: declaredSender() });
+    const transfer = await sandboxTransfer(app, order, {}, owner);
+    const canceled = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${order.id}/cancel`, credentials: owner, idempotency_key: crypto.randomUUID() });
+    expect(canceled.statusCode, canceled.body).toBe(200);
+    expect(await withdrawalOf(order)).toMatchObject({ leg_status: 'released' });
+    expect((await uploadMultipart(app, order.slip_upload, slipBytes(transfer))).statusCode).toBe(202);
+    await runJobs(app);
+    expect((await getDeposit(app, order.id, owner)).review?.reasons[0]?.code).toBe('CANCELED_ORDER_SLIP');
+    const approved = await decide(reviewerB, order.id, 'approve');
+    expect(approved.statusCode, approved.body).toBe(200);
+    expect(await getDeposit(app, order.id, owner)).toMatchObject({ status: 'settled', settled_via: 'review', amount_received_minor: 10_000 });
+    const { rows } = await app.testDatabase.database.query<{ status: string }>(
+      `SELECT l.status FROM deposit_legs d JOIN withdrawal_legs l ON l.white_label_id = d.white_label_id AND l.leg_ref = d.withdrawal_leg_ref WHERE d.deposit_id = $1`,
+      [order.id],
+    );
+    expect(rows.map((row) => row.status)).toEqual(['filled']);
+    expect(await balanceOf(owner)).toMatchObject({ pending_clearing_minor: (await getDeposit(app, order.id, owner)).credited_amount_minor });
+  });
+
   it('a bank-verified V cannot be overridden by the reviewer', async () => {
     const order = await orderInReview();
     expect(errorOf(await decide(reviewerA, order.id, 'approve', { verified_amount_minor: 12_000 }))).toMatchObject({

@@ -351,7 +351,7 @@ describe('after the late-slip window', () => {
       upload_url: order.slip_upload.upload_url.replace(/\/slip$/, '/claims'),
     });
     expect(early.statusCode).toBe(409);
-    expect(errorOf(early)).toMatchObject({ code: 'deposit_state_conflict', details: { status: 'expired' } });
+    expect(errorOf(early)).toMatchObject({ code: 'late_slip_window_open', details: { status: 'expired' } });
 
     app.clock.advance(24 * HOUR_MS);
     const before = await intakeRows();

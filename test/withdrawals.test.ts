@@ -801,10 +801,11 @@ describe('the transition table', () => {
   it('has seven statuses and only moves that the service makes', () => {
     expect(WITHDRAWAL_STATUSES).toEqual(['pending_approval', 'open', 'partially_filled', 'settled', 'expired', 'canceled', 'rejected']);
     const rules = WITHDRAWAL_TRANSITIONS.list();
-    // Nothing leaves rejected, and only a fill reversal touches a closed order, keeping its status.
+    // Nothing leaves rejected, and only a fill reversal or a dispute touches a closed order, keeping its status.
     expect(rules.filter((rule) => rule.from === 'rejected')).toEqual([]);
     for (const rule of rules.filter((candidate) => candidate.from === 'settled' || candidate.from === 'expired' || candidate.from === 'canceled')) {
-      expect(rule).toMatchObject({ trigger: 'fill_reversed', to: rule.from });
+      expect(rule.to).toBe(rule.from);
+      expect(['fill_reversed', 'disputed', 'dispute_resolved']).toContain(rule.trigger);
     }
     expect(rules.filter((rule) => rule.from === null).map((rule) => rule.to).sort()).toEqual(['open', 'pending_approval']);
   });

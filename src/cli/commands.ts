@@ -12,6 +12,7 @@ import {
 } from './backends.ts';
 import { runWebhookCli, type WebhookCliIo } from './webhooks.ts';
 import { runSandboxCli } from './sandbox.ts';
+import { runReviewCli, type ReviewCliIo } from './reviews.ts';
 
 /**
  * The admin CLI's command table, argument parsing and output. `runCli` never throws and never prints a
@@ -325,6 +326,7 @@ function globalHelp(): string {
     `Run '${PROGRAM} <group> <action> --help' for the options of one command.`,
     `Webhook endpoints, deliveries and signing keys: '${PROGRAM} webhooks --help'.`,
     `A sandbox payer's transfer and its slip image: '${PROGRAM} sandbox pay --help'.`,
+    `The review desk for reviewers (list, show, approve, reject, escalate): '${PROGRAM} reviews --help'.`,
     '',
   ].join('\n');
 }
@@ -462,6 +464,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
 
   if (groupWord === 'webhooks') return runWebhookCli(argv, io as CliIo & WebhookCliIo);
   if (groupWord === 'sandbox') return runSandboxCli(argv, io);
+  if (groupWord === 'reviews') return runReviewCli(argv, io as CliIo & ReviewCliIo);
   if (groupWord === undefined) {
     if (askedForHelp) {
       io.stdout.write(globalHelp());

@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
-import type { ClaimRow, SenderRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
+import type { SenderRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
 
 /** All SQL of deposits: policies, orders and legs, each query scoped by brand (and merchant for orders). */
 
@@ -214,26 +214,6 @@ export async function setLegStatus(db: Queryable, white_label_id: string, leg_re
     [white_label_id, leg_ref, from, to, now],
   );
   return rows.length === 1;
-}
-
-/** Inserts a claim once per `dedupe_key`; returns the stored claim (the first one on a repeat). */
-export async function insertClaim(db: Queryable, row: ClaimRow): Promise<ClaimRow> {
-  await db.query(
-    `INSERT INTO claims (white_label_id, merchant_id, livemode, claim_id, deposit_id, cause, amount_minor, slip_received_at, status,
-       dedupe_key, evidence, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-     ON CONFLICT (white_label_id, dedupe_key) DO NOTHING`,
-    [row.white_label_id, row.merchant_id, row.livemode, row.claim_id, row.deposit_id, row.cause, row.amount_minor, row.slip_received_at,
-      row.status, row.dedupe_key, row.evidence === null ? null : JSON.stringify(row.evidence), row.created_at],
-  );
-  const { rows } = await db.query<ClaimRow>(
-    `SELECT white_label_id, merchant_id, livemode, claim_id, deposit_id, cause, amount_minor, slip_received_at, status, dedupe_key, evidence, created_at
-       FROM claims WHERE white_label_id = $1 AND dedupe_key = $2`,
-    [row.white_label_id, row.dedupe_key],
-  );
-  const stored = rows[0];
-  if (!stored) throw new Error('claim missing after insert');
-  return stored;
 }
 
 export interface ListFilters {

@@ -2,7 +2,7 @@ import { anyId } from 'promptparse/generate';
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { hmacSha256Hex, type SecretBox } from '../platform/crypto.ts';
+import { hmacSha256Hex, sha256Hex, type SecretBox } from '../platform/crypto.ts';
 import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
@@ -28,7 +28,9 @@ import {
   type DepositRow,
   type DepositStatus,
   type FillPreference,
-  type ClaimRow,
+  type ClaimOpener,
+  type ClaimRecord,
+  type ClaimsPort,
   type ClaimView,
   type LateSlipClaimEvidence,
   type OverpaymentSnapshot,
@@ -87,6 +89,10 @@ export const DEPOSIT_TRANSITIONS = new TransitionTable<DepositStatus>('deposit_o
   { from: 'awaiting_payment', to: 'settled', trigger: 'settle' },
   // A slip uploaded while the order is in review is attached to it (spec: "Evidence attached").
   { from: 'under_review', to: 'under_review', trigger: 'slip_attached' },
+  // A withdrawer disputes a fill this order paid: its credit is held in clearing (clearing_available_at
+  // null), then released when the dispute ends for the depositor (docs/decisions.md, "Disputes").
+  { from: 'settled', to: 'settled', trigger: 'funds_held' },
+  { from: 'settled', to: 'settled', trigger: 'funds_released' },
 ]);
 
 const EVENT_OF_TRIGGER: Record<string, string> = {
@@ -105,6 +111,8 @@ const EVENT_OF_TRIGGER: Record<string, string> = {
   slip_unreadable: 'deposit.slip_rejected',
   leg_paid: 'deposit.leg_paid',
   slip_attached: 'deposit.review_updated',
+  funds_held: 'deposit.funds_held',
+  funds_released: 'deposit.funds_released',
 };
 
 /** Slips accepted per order, counting expired and not-yet-expired cases (spec, Limits). */
@@ -364,6 +372,8 @@ export interface DepositDependencies {
   public_base_url: () => string;
   /** The base of upload URLs (UPLOAD_BASE_URL, else the service's own address), read when a token is made. */
   upload_base_url: () => string;
+  /** Opens claims inside this module's transactions (the review module owns them; see ClaimsPort). */
+  claims: ClaimsPort;
 }
 
 /** An order's payer and payees in full (see `DepositService.paymentParties`). */
@@ -390,6 +400,20 @@ export type ReviewEstimate = (
 
 export type SlipActivityProbe = (db: Queryable, white_label_id: string, deposit_id: string) => Promise<{ total: number; unprocessed: number }>;
 
+/**
+ * A leg of a late slip whose withdrawal could not take it again (ALLOCATION_CONFLICT) may be paid by
+ * the withdrawer instead: once the dispute is resolved for the depositor, the withdrawing merchant's
+ * wallet has been debited by an `adjustment` for what the slip paid into the leg, and settlement counts
+ * that leg as paid without filling the withdrawal. The disputes module answers (injected at wiring,
+ * because it calls this service).
+ */
+export interface LegCover {
+  /** What an adjustment paid into this deposit leg, or null when nothing covers it. */
+  coveredAmount(db: Queryable, input: { white_label_id: string; deposit_id: string; deposit_leg_ref: string }): Promise<number | null>;
+  /** The covered order is being reversed: the withdrawer's adjustment is given back, once. */
+  reverseCover(tx: Queryable, input: { white_label_id: string; deposit_id: string; deposit_leg_ref: string; cause: EventCause }): Promise<void>;
+}
+
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
 /** The SecretBox purpose of a brand's gateway account number (see DepositPolicyService). */
 export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
@@ -400,6 +424,8 @@ function validationError(path: string, reason: string, hint?: string): ApiError 
 
 export class DepositService {
   private slipActivity: SlipActivityProbe = async () => ({ total: 0, unprocessed: 0 });
+  // Until the disputes module is wired (src/app.ts), no leg is ever covered by a withdrawer's adjustment.
+  private legCover: LegCover = { coveredAmount: async () => null, reverseCover: async () => undefined };
   // Until the review desk is wired (src/app.ts), a new review is estimated as a desk with no queue would be.
   private reviewEstimate: ReviewEstimate = async () => 'under_1h';
 
@@ -413,6 +439,11 @@ export class DepositService {
   /** Wiring: the slips module tells cancel and expiry whether an order has slips (see SlipActivityProbe). */
   useSlipActivity(probe: SlipActivityProbe): void {
     this.slipActivity = probe;
+  }
+
+  /** Wiring: the disputes module says which late legs a withdrawer's adjustment paid (see LegCover). */
+  useLegCover(cover: LegCover): void {
+    this.legCover = cover;
   }
 
   private now(): Date {
@@ -1086,6 +1117,50 @@ export class DepositService {
     return this.lockForChange(tx, white_label_id, deposit_id);
   }
 
+  /**
+   * A dispute's first lock on the order that paid the disputed fill: the order row, then the feeds of
+   * every merchant involved (the withdrawer's among them), before any withdrawal row or wallet.
+   */
+  lockForDispute(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+    return this.lockForChange(tx, white_label_id, deposit_id);
+  }
+
+  /**
+   * Holds a settled order's credit in pending clearing while a withdrawer disputes a fill it paid
+   * (spec, Wallet effects): the credit gets no release time, `clearing_available_at` becomes null
+   * (`deposit.funds_held`; the order says nothing about the dispute). `held` is false when there is no
+   * credit still in clearing to hold. Holding an order held already changes nothing.
+   */
+  async holdFunds(tx: Queryable, input: { white_label_id: string; deposit_id: string; hold_reason: string; cause: EventCause }): Promise<Result<{ held: boolean }>> {
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status !== 'settled') return fail('deposit_state_conflict', { details: { status: row.status } });
+    if (!row.balance_transaction_id) return ok({ held: false });
+    const account = { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode };
+    if (!(await this.deps.ledger.holdClearing(tx, account, row.balance_transaction_id, input.hold_reason))) return ok({ held: false });
+    if (row.clearing_available_at !== null) {
+      await this.transition(tx, { before: row, after: { ...row, version: row.version + 1, clearing_available_at: null, updated_at: this.now() }, trigger: 'funds_held', cause: input.cause });
+    }
+    return ok({ held: true });
+  }
+
+  /**
+   * Lifts the hold of `holdFunds`: the credit clears at its original time, or at once when that has
+   * passed (the ledger's rule), and `clearing_available_at` says when again (`deposit.funds_released`).
+   */
+  async releaseFunds(tx: Queryable, input: { white_label_id: string; deposit_id: string; cause: EventCause }): Promise<Result<DepositView>> {
+    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    if (!row) return fail('resource_not_found');
+    if (row.status !== 'settled') return fail('deposit_state_conflict', { details: { status: row.status } });
+    invariant(row.balance_transaction_id && row.settled_at, 'only a credited order has funds to release');
+    const account = { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode };
+    if (!(await this.deps.ledger.releaseHold(tx, account, row.balance_transaction_id))) return ok(await this.view(tx, row));
+    // The credit's release time was fixed at settlement (settled_at + 72 h); past it, the ledger releases now.
+    const original = row.settled_at.getTime() + CLEARING_PERIOD_MS;
+    const clearing_available_at = new Date(Math.max(original, this.now().getTime()));
+    return ok(await this.transition(tx, { before: row, after: { ...row, version: row.version + 1, clearing_available_at, updated_at: this.now() }, trigger: 'funds_released', cause: input.cause }));
+  }
+
   /** An order of a brand as the back office reads it (any merchant of the brand, either environment). */
   async viewInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ row: DepositRow; view: DepositView } | null> {
     const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
@@ -1225,9 +1300,20 @@ export class DepositService {
     invariant(left === 0, 'the legs of an order cover its amount');
 
     // Legs released at expiry or cancel that a (late) slip paid anyway: reserve the same withdrawals
-    // again. If one of them can no longer take its leg, the money landed where it is not owed any more.
+    // again. If one of them can no longer take its leg, the money landed where it is not owed any more,
+    // unless a resolved dispute made the withdrawer pay for it (LegCover): the leg then counts as paid.
+    const covered = new Set<string>();
     for (const { leg, fill_minor } of plan) {
       if (leg.status !== 'released' || fill_minor === 0) continue;
+      if (leg.destination === 'withdrawal') {
+        const cover = await this.legCover.coveredAmount(tx, { white_label_id: row.white_label_id, deposit_id: row.deposit_id, deposit_leg_ref: leg.leg_ref });
+        if (cover !== null) {
+          // The adjustment paid exactly what this settlement fills into the leg, or the money would not balance.
+          if (cover !== fill_minor) throw new ApiError('alloc_state_conflict', { details: { leg_ref: leg.leg_ref, withdrawal_id: leg.withdrawal_id, reason: 'covered_amount_differs' } });
+          covered.add(leg.leg_ref);
+          continue;
+        }
+      }
       if (leg.destination === 'gateway') {
         invariant(await repository.setLegStatus(tx, row.white_label_id, leg.leg_ref, 'released', 'reserved', now), 'the leg is locked through its order');
         leg.status = 'reserved';
@@ -1253,6 +1339,11 @@ export class DepositService {
     // Pay the withdrawals by the plan.
     const legs: DepositLegRow[] = [];
     for (const { leg, fill_minor: paid } of plan) {
+      if (covered.has(leg.leg_ref)) {
+        // Paid by the withdrawer's adjustment: the withdrawal itself is not filled again.
+        legs.push({ ...leg, status: 'filled', updated_at: now });
+        continue;
+      }
       if (leg.status !== 'reserved') continue;
       if (leg.destination === 'gateway') {
         // The gateway account is outside the brand's withdrawals: nothing to fill there.
@@ -1273,19 +1364,18 @@ export class DepositService {
 
     let overpayment: OverpaymentSnapshot | null = null;
     if (excess > 0) {
-      const claim = await repository.insertClaim(tx, {
+      const opened = await this.deps.claims.open(tx, {
         ...account,
-        claim_id: newId('claim'),
         deposit_id: row.deposit_id,
         cause: 'same_transfer_excess',
         amount_minor: excess,
         slip_received_at: row.slip_received_at ?? now,
-        status: 'open',
         dedupe_key: `same_transfer_excess:${row.deposit_id}`,
         evidence: null,
-        created_at: now,
+        opened_by: { type: 'system' },
+        cause_of_event: input.cause,
       });
-      overpayment = claimSnapshot(claim);
+      overpayment = claimSnapshot(opened.claim);
     }
     const balanceTransactionId = credited > 0 ? newId('balance_transaction') : null;
     const after: DepositRow = {
@@ -1345,6 +1435,19 @@ export class DepositService {
     if (row.status === 'reversed') return ok(await this.view(tx, row));
     if (row.status !== 'settled') return fail('deposit_state_conflict', { details: { status: row.status } });
     const account = { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode };
+    for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
+      if (leg.status !== 'filled' || leg.destination !== 'withdrawal' || !leg.withdrawal_leg_ref) continue;
+      const coverTarget = { white_label_id: row.white_label_id, deposit_id: row.deposit_id, deposit_leg_ref: leg.leg_ref };
+      if ((await this.legCover.coveredAmount(tx, coverTarget)) !== null) {
+        // A leg the withdrawer paid by adjustment filled no withdrawal: the adjustment is what goes back.
+        await this.legCover.reverseCover(tx, { ...coverTarget, cause: input.cause });
+        continue;
+      }
+      const reversed = await this.deps.withdrawals.reverseFill(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code: 'deposit_reversed', cause: input.cause });
+      invariant(reversed.ok, 'a fill of a settled deposit can be reversed');
+    }
+    // The depositor's wallet is debited after the withdrawal rows were locked by the fill reversals above:
+    // the documented lock order is order row, feeds, withdrawal rows, then wallets.
     let debitId: string | null = null;
     if (row.balance_transaction_id) {
       const debit = await this.deps.ledger.reverseDepositCredit(tx, {
@@ -1356,11 +1459,6 @@ export class DepositService {
         cause: input.cause,
       });
       debitId = debit.id;
-    }
-    for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
-      if (leg.status !== 'filled' || leg.destination !== 'withdrawal' || !leg.withdrawal_leg_ref) continue;
-      const reversed = await this.deps.withdrawals.reverseFill(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code: 'deposit_reversed', cause: input.cause });
-      invariant(reversed.ok, 'a fill of a settled deposit can be reversed');
     }
     const now = this.now();
     const view = await this.transition(tx, {
@@ -1393,23 +1491,22 @@ export class DepositService {
     if (!row) return fail('resource_not_found');
     if (row.status !== 'settled') return fail('deposit_state_conflict', { details: { status: row.status } });
     const now = this.now();
-    const claim_id = newId('claim');
-    const claim = await repository.insertClaim(tx, {
+    const opened = await this.deps.claims.open(tx, {
       white_label_id: row.white_label_id,
       merchant_id: row.merchant_id,
       livemode: row.livemode,
-      claim_id,
       deposit_id: row.deposit_id,
       cause: 'additional_transfer',
       amount_minor: input.amount_minor,
       slip_received_at: input.slip_received_at,
-      status: 'open',
-      dedupe_key: `additional_transfer:${row.deposit_id}:${input.transfer_key}`,
+      dedupe_key: additionalTransferClaimKey(row.deposit_id, input.transfer_key),
       evidence: null,
-      created_at: now,
+      opened_by: { type: 'system' },
+      cause_of_event: input.cause,
     });
-    if (claim.claim_id !== claim_id) return ok(await this.view(tx, row));
-    const snapshot = claimSnapshot(claim);
+    // The transfer was recorded before (its claim exists): nothing changes a second time.
+    if (!opened.created) return ok(await this.view(tx, row));
+    const snapshot = claimSnapshot(opened.claim);
     const view = await this.transition(tx, {
       before: row,
       after: { ...row, version: row.version + 1, overpayment: row.overpayment ?? snapshot, updated_at: now },
@@ -1456,37 +1553,41 @@ export class DepositService {
   }
 
   /**
-   * A claim for a slip that came after the late-slip window (opened at `claim_url` with the order's
-   * capability): only for an expired or canceled order whose window has closed, where an upload answers
-   * 410. Each call opens its own claim (the caller's idempotency key makes retries replay it). Null when
-   * the order is not in this brand and environment.
+   * A claim for a slip that came after the late-slip window: opened at `claim_url` by the end user (the
+   * order's capability) or by a back-office operator for them (POST /v1/bo/claims). Only for an expired or
+   * canceled order whose window has closed, or that never had one, where an upload answers 410; inside the
+   * window `late_slip_window_open` says to upload the slip instead. The same transfer (its `trans_ref`),
+   * or the same evidence when there is no reference, opens one claim: a repeat returns it with `created`
+   * false. Null when the order is not in this brand (and environment, when one is given).
    */
   async openLateSlipClaim(
     tx: Queryable,
-    input: { white_label_id: string; deposit_id: string; livemode: boolean; evidence: LateSlipClaimEvidence },
-  ): Promise<Result<ClaimView> | null> {
+    input: { white_label_id: string; deposit_id: string; livemode: boolean | null; evidence: LateSlipClaimEvidence; opened_by: ClaimOpener; cause: EventCause },
+  ): Promise<Result<{ claim: ClaimView; created: boolean }> | null> {
     const row = await repository.lockOrderInBrand(tx, input.white_label_id, input.deposit_id);
-    if (!row || row.livemode !== input.livemode) return null;
+    if (!row || (input.livemode !== null && row.livemode !== input.livemode)) return null;
     const now = this.now();
-    if ((row.status !== 'expired' && row.status !== 'canceled') || this.windowOpenAt(row, now)) {
-      return fail('deposit_state_conflict', { details: { status: row.status, hint: 'while the order takes slips, upload the slip instead' } });
+    if (row.status !== 'expired' && row.status !== 'canceled') return fail('deposit_state_conflict', { details: { status: row.status } });
+    if (this.windowOpenAt(row, now)) {
+      invariant(row.late_slip_accepted_until, 'an open window has an end');
+      return fail('late_slip_window_open', {
+        details: { deposit_id: row.deposit_id, status: row.status, late_slip_accepted_until: formatTimestamp(row.late_slip_accepted_until) },
+      });
     }
-    const claim_id = newId('claim');
-    const claim = await repository.insertClaim(tx, {
+    const opened = await this.deps.claims.open(tx, {
       white_label_id: row.white_label_id,
       merchant_id: row.merchant_id,
       livemode: row.livemode,
-      claim_id,
       deposit_id: row.deposit_id,
       cause: 'late_slip',
       amount_minor: input.evidence.amount_minor ?? null,
       slip_received_at: now,
-      status: 'open',
-      dedupe_key: `late_slip:${row.deposit_id}:${claim_id}`,
+      dedupe_key: lateSlipClaimKey(row.deposit_id, input.evidence),
       evidence: input.evidence,
-      created_at: now,
+      opened_by: input.opened_by,
+      cause_of_event: input.cause,
     });
-    return ok(claimView(claim));
+    return ok({ claim: claimView(opened.claim), created: opened.created });
   }
 
   /**
@@ -1555,7 +1656,26 @@ export function senderVerified(verification: VerificationBooleans | null): boole
   return verification !== null && verification.sender_bank_match && verification.sender_account_match && verification.sender_name_match;
 }
 
-function claimSnapshot(claim: ClaimRow): OverpaymentSnapshot {
+/**
+ * What makes a claim for a transfer after settlement happen once: the transfer's bank identity
+ * (`transfer_key`, the sending bank and reference the slip pipeline verified).
+ */
+export function additionalTransferClaimKey(deposit_id: string, transfer_key: string): string {
+  return `additional_transfer:${deposit_id}:${transfer_key}`;
+}
+
+/**
+ * What makes a late-slip claim happen once: the transfer's reference when the payer gave one (whoever
+ * opens it, end user or operator), else the evidence itself, so that the same submission repeated is the
+ * same claim while a different account of another transfer is a claim of its own.
+ */
+export function lateSlipClaimKey(deposit_id: string, evidence: LateSlipClaimEvidence): string {
+  if (evidence.trans_ref !== undefined) return `late_slip:${deposit_id}:ref:${evidence.trans_ref.toUpperCase()}`;
+  const canonical = JSON.stringify(Object.entries(evidence).sort(([left], [right]) => (left < right ? -1 : left > right ? 1 : 0)));
+  return `late_slip:${deposit_id}:evidence:${sha256Hex(canonical)}`;
+}
+
+function claimSnapshot(claim: ClaimRecord): OverpaymentSnapshot {
   invariant(claim.cause !== 'late_slip' && claim.amount_minor !== null, 'an overpayment claim has its excess');
   return {
     claim_id: claim.claim_id,
@@ -1567,7 +1687,7 @@ function claimSnapshot(claim: ClaimRow): OverpaymentSnapshot {
   };
 }
 
-export function claimView(claim: ClaimRow): ClaimView {
+export function claimView(claim: ClaimRecord): ClaimView {
   return {
     id: claim.claim_id,
     object: 'claim',

@@ -1,3 +1,6 @@
+import type { Queryable } from '../platform/db.ts';
+import type { EventCause } from '../events/service.ts';
+
 /** Row types of the deposits module. Column meanings are in migrations/0007_deposits.sql. */
 
 export const DEPOSIT_STATUSES = [
@@ -108,18 +111,52 @@ export interface ReversalSnapshot {
   reversed_at: string;
 }
 
-export interface ClaimRow extends DepositAccount {
+/** Why a claim exists: an excess this service verified, or a transfer a payer reports after the late-slip window. */
+export type ClaimCause = OverpaymentSnapshot['cause'] | 'late_slip';
+/** A claim's life cycle (docs/decisions.md, "Claims"): open, then investigating, then resolved or rejected. */
+export type ClaimStatus = 'open' | 'investigating' | 'resolved' | 'rejected';
+
+/**
+ * Who opened a claim: the end user at `claim_url` (the order's capability), a back-office credential, or
+ * the service itself when it verified an excess.
+ */
+export type ClaimOpener = { type: 'end_user' } | { type: 'backoffice'; credential_id: string } | { type: 'system' };
+
+/** A claim as the deposit module knows it. Claims belong to the review module (src/review/claims.ts). */
+export interface ClaimRecord extends DepositAccount {
   claim_id: string;
   deposit_id: string;
-  cause: OverpaymentSnapshot['cause'] | 'late_slip';
+  cause: ClaimCause;
   /** The excess E; for a late-slip claim what the payer says they sent, or null. */
   amount_minor: number | null;
   slip_received_at: Date;
-  status: 'open' | 'resolved';
-  dedupe_key: string;
-  /** What the payer submitted with a late-slip claim. */
-  evidence: LateSlipClaimEvidence | null;
+  status: ClaimStatus;
   created_at: Date;
+}
+
+/** What the deposit module asks the claims port to open, inside the transaction of the change that causes it. */
+export interface OpenClaimInput extends DepositAccount {
+  deposit_id: string;
+  cause: ClaimCause;
+  amount_minor: number | null;
+  slip_received_at: Date;
+  /** What makes the claim happen once: a second call with the same key returns the first claim. */
+  dedupe_key: string;
+  /** What the payer (or an operator for them) said about the transfer; null for an excess the service verified. */
+  evidence: LateSlipClaimEvidence | null;
+  opened_by: ClaimOpener;
+  /** The request (or the system) that caused the claim, for its `claim.created` event. */
+  cause_of_event: EventCause;
+}
+
+/**
+ * The claims port: the deposit module opens claims through it inside its own transactions (settlement's
+ * excess, a transfer after settlement, a late slip at `claim_url`) and never touches the claims table.
+ * The review module implements it (ClaimRegistry) and is wired in src/app.ts, so that deposits imports
+ * nothing from review and review may call the deposit service.
+ */
+export interface ClaimsPort {
+  open(tx: Queryable, input: OpenClaimInput): Promise<{ claim: ClaimRecord; created: boolean }>;
 }
 
 /** A late-slip claim's content (POST at `claim_url`). */
@@ -136,8 +173,8 @@ export interface ClaimView {
   id: string;
   object: 'claim';
   deposit_id: string;
-  cause: ClaimRow['cause'];
-  status: ClaimRow['status'];
+  cause: ClaimCause;
+  status: ClaimStatus;
   amount_minor: number | null;
   created_at: string;
   livemode: boolean;

@@ -20,6 +20,8 @@ import type { SlipTokenClaims, SlipTokenSigner } from '../slips/capability.ts';
 import type { SlipsService } from '../slips/service.ts';
 import type { VerificationService } from '../verification/service.ts';
 import type { ReviewService } from '../review/service.ts';
+import type { DisputeService } from '../withdrawals/disputes.ts';
+import type { ClaimService } from '../review/claims.ts';
 import type { SandboxBank } from '../sandbox/bank.ts';
 import type { BucketPolicy } from './rate-limit.ts';
 
@@ -52,6 +54,10 @@ export interface Services {
   verification: VerificationService;
   /** The review desk: queue, decisions, merchant evidence and force-complete, reversals. */
   review: ReviewService;
+  /** Withdrawal disputes: opened by the withdrawer or by an allocation conflict, resolved by operators. */
+  disputes: DisputeService;
+  /** Claims: the back office's claim desk and a merchant's read of its own claims. */
+  claims: ClaimService;
   /** The sandbox bank's transfers and slips (test mode only). */
   sandboxBank: SandboxBank;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */

@@ -47,3 +47,20 @@ export const metadataSchema = z
       }
     }
   });
+
+/**
+ * Evidence a merchant attaches (to a deposit in review, or to a withdrawal dispute): JSON only, a
+ * pointer into the merchant's own evidence store, never a file, base64 or a document URL (spec).
+ */
+export const merchantEvidenceSchema = z
+  .object({
+    kind: z.enum(['bank_statement_line', 'chat_transcript', 'id_document_ref', 'other']),
+    reference: z
+      .string()
+      .trim()
+      .min(1)
+      .max(200)
+      .refine((text) => !/^[a-z][a-z0-9+.-]*:/i.test(text) && !text.includes('//'), { params: { reason: 'must_not_be_url', hint: 'a reference in your own evidence store' } }),
+    note: z.string().trim().min(1).max(2000),
+  })
+  .strict();

@@ -176,6 +176,16 @@ const catalogue = {
     message: 'This review was already decided (or the order left review); re-read the order.',
     message_th: 'รายการนี้ได้รับการตัดสินการตรวจสอบแล้ว กรุณาอ่านข้อมูลใหม่',
   },
+  late_slip_window_open: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: "The order's late-slip window is still open; upload the slip at upload_url instead of opening a claim.",
+    message_th: 'ยังอยู่ในช่วงเวลารับสลิปล่าช้า กรุณาอัปโหลดสลิปที่ upload_url แทนการเปิดคำร้อง',
+  },
+  claim_state_conflict: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'The claim is not in a status that allows this decision (someone may have decided it); re-read the claim.',
+    message_th: 'สถานะของคำร้องไม่อนุญาตให้ดำเนินการนี้ (อาจมีผู้อื่นดำเนินการแล้ว) กรุณาอ่านข้อมูลคำร้องใหม่',
+  },
   four_eyes_same_reviewer: {
     status: 409, type: 'invalid_request_error', retryable: false,
     message: 'This review needs two different approvers; you already approved it.',
@@ -185,6 +195,31 @@ const catalogue = {
     status: 409, type: 'invalid_request_error', retryable: false,
     message: 'This order has taken as many evidence items or force-complete requests as it accepts.',
     message_th: 'รายการนี้ได้รับหลักฐานหรือคำขอครบจำนวนสูงสุดแล้ว',
+  },
+  dispute_window_closed: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'This fill can no longer be disputed: its receipt was confirmed (auto_confirm_at passed) or it was reversed.',
+    message_th: 'ไม่สามารถโต้แย้งรายการนี้ได้แล้ว เนื่องจากยืนยันการรับเงินแล้วหรือรายการถูกยกเลิกคืน',
+  },
+  fill_already_disputed: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'This fill already has a dispute; a fill can be disputed once.',
+    message_th: 'รายการนี้มีการโต้แย้งอยู่แล้ว โต้แย้งได้เพียงครั้งเดียวต่อรายการ',
+  },
+  dispute_evidence_closed: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'Evidence for this dispute was due before respond_by, or the dispute is resolved.',
+    message_th: 'หมดเวลาส่งหลักฐานสำหรับข้อโต้แย้งนี้แล้ว หรือข้อโต้แย้งได้รับการตัดสินแล้ว',
+  },
+  dispute_already_resolved: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'This dispute was already resolved; re-read it.',
+    message_th: 'ข้อโต้แย้งนี้ได้รับการตัดสินแล้ว กรุณาอ่านข้อมูลใหม่',
+  },
+  dispute_not_resolvable: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'The money this dispute is about was moved by another decision; this outcome no longer applies.',
+    message_th: 'เงินที่เกี่ยวข้องกับข้อโต้แย้งนี้ถูกดำเนินการโดยการตัดสินอื่นแล้ว ผลการตัดสินนี้ใช้ไม่ได้',
   },
   withdrawal_has_pending_fill: {
     status: 409, type: 'invalid_request_error', retryable: true,
@@ -373,4 +408,10 @@ export function ok<T>(value: T): Result<T> {
 
 export function fail<T = never>(code: ErrorCode, options?: ErrorOptions): Result<T> {
   return { ok: false, error: new ApiError(code, options) };
+}
+
+/** A route's end of a Result: the value, or its refusal thrown for the error renderer. */
+export function unwrap<T>(result: Result<T>): T {
+  if (!result.ok) throw result.error;
+  return result.value;
 }

@@ -25,6 +25,8 @@ export const ID_PREFIXES = {
   audit: 'aud_',
   review_decision: 'rvd_',
   deposit_evidence: 'evd_',
+  dispute: 'dsp_',
+  dispute_evidence: 'dse_',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

@@ -1,11 +1,13 @@
 import { z } from 'zod';
-import { ApiError, type Result } from '../platform/errors.ts';
+import { ApiError, unwrap } from '../platform/errors.ts';
 import { accountOfContext, type BackofficeContext, type RouteRegistrar, type Services } from '../http/context.ts';
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
-import { amountMinorSchema } from '../http/order-fields.ts';
+import { amountMinorSchema, merchantEvidenceSchema } from '../http/order-fields.ts';
+import { decodeCursor, encodeCursor, limitParameter } from '../http/paging.ts';
+import { requireStaffNote, STAFF_NOTE_MAX_CHARS, STAFF_NOTE_MIN_CHARS, staffNoteSchema } from '../http/staff-note.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { REJECTION_CODES, REVERSAL_REASON_CODES } from './catalogue.ts';
-import { REVIEW_NOTE_MAX_CHARS, REVIEW_NOTE_MIN_CHARS, requireReviewNote, type Decision, type Reviewer } from './service.ts';
+import type { Decision, Reviewer } from './service.ts';
 
 /**
  * The review desk over HTTP. Back office: the queue (GET /v1/bo/reviews), one order with its slips,
@@ -19,8 +21,6 @@ const READ_ROLES = ['platform_admin', 'operator', 'reviewer'] as const;
 const LIST_MAX_LIMIT = 100;
 const LIST_DEFAULT_LIMIT = 20;
 
-/** A note as the schema takes it; its minimum length is `review_note_required`, checked after the schema. */
-const reviewNote = z.string().max(REVIEW_NOTE_MAX_CHARS);
 
 const queueQuerySchema = z
   .object({
@@ -28,7 +28,7 @@ const queueQuerySchema = z
     mode: z.enum(['test', 'live']).optional(),
     reason: z.string().regex(/^[A-Z][A-Z_]{1,63}$/).optional(),
     escalated: z.enum(['true', 'false']).optional(),
-    limit: z.string().refine((text) => /^[0-9]{1,3}$/.test(text) && Number(text) >= 1 && Number(text) <= LIST_MAX_LIMIT, { params: { reason: 'out_of_range', hint: `1 to ${LIST_MAX_LIMIT}` } }).optional(),
+    limit: limitParameter(LIST_MAX_LIMIT).optional(),
     cursor: z.string().min(1).max(1000).optional(),
   })
   .strict();
@@ -44,50 +44,20 @@ const queueCursorSchema = z
   .strict();
 type QueueCursor = z.infer<typeof queueCursorSchema>;
 
-function decodeQueueCursor(text: string): QueueCursor {
-  try {
-    const parsed = queueCursorSchema.safeParse(JSON.parse(Buffer.from(text, 'base64url').toString('utf8')));
-    if (parsed.success) return parsed.data;
-  } catch {
-    // Falls through: a cursor is opaque, and a damaged one is just invalid.
-  }
-  throw new ApiError('validation_error', { details: { fields: [{ path: 'cursor', reason: 'invalid_cursor' }] } });
-}
+const approveSchema = z.object({ verified_amount_minor: amountMinorSchema.optional(), note: staffNoteSchema.optional() }).strict();
+const rejectSchema = z.object({ rejection_code: z.enum(REJECTION_CODES), note: staffNoteSchema }).strict();
+const escalateSchema = z.object({ note: staffNoteSchema }).strict();
+const reverseSchema = z.object({ white_label_id: idText.optional(), reason_code: z.enum(REVERSAL_REASON_CODES), note: staffNoteSchema }).strict();
 
-const approveSchema = z.object({ verified_amount_minor: amountMinorSchema.optional(), note: reviewNote.optional() }).strict();
-const rejectSchema = z.object({ rejection_code: z.enum(REJECTION_CODES), note: reviewNote }).strict();
-const escalateSchema = z.object({ note: reviewNote }).strict();
-const reverseSchema = z.object({ white_label_id: idText.optional(), reason_code: z.enum(REVERSAL_REASON_CODES), note: reviewNote }).strict();
+const forceCompleteNote = z
+  .string()
+  .max(STAFF_NOTE_MAX_CHARS)
+  .refine((text) => [...text.trim()].length >= STAFF_NOTE_MIN_CHARS, { params: { reason: 'too_short', hint: `at least ${STAFF_NOTE_MIN_CHARS} characters` } });
 
-const merchantNote = (minimum: number) =>
-  z
-    .string()
-    .max(REVIEW_NOTE_MAX_CHARS)
-    .refine((text) => [...text.trim()].length >= minimum, { params: { reason: 'too_short', hint: `at least ${minimum} characters` } });
-
-const evidenceSchema = z
-  .object({
-    kind: z.enum(['bank_statement_line', 'chat_transcript', 'id_document_ref', 'other']),
-    // A pointer into the merchant's own evidence store: never a document URL (spec: JSON only, no URL).
-    reference: z
-      .string()
-      .trim()
-      .min(1)
-      .max(200)
-      .refine((text) => !/^[a-z][a-z0-9+.-]*:/i.test(text) && !text.includes('//'), { params: { reason: 'must_not_be_url', hint: 'a reference in your own evidence store' } }),
-    note: merchantNote(1),
-  })
-  .strict();
-
-const forceCompleteSchema = z.object({ verified_amount_minor: amountMinorSchema, note: merchantNote(REVIEW_NOTE_MIN_CHARS) }).strict();
+const forceCompleteSchema = z.object({ verified_amount_minor: amountMinorSchema, note: forceCompleteNote }).strict();
 
 function reviewerOf(context: BackofficeContext): Reviewer {
   return { actor: actorOf(context), reviewer_id: context.credential_id, request_id: context.request_id, idempotency_key: context.idempotency_key };
-}
-
-function valueOf<T>(result: Result<T>): T {
-  if (!result.ok) throw result.error;
-  return result.value;
 }
 
 export function registerReviewRoutes(registrar: RouteRegistrar, services: Services): void {
@@ -111,7 +81,7 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
       const filters: QueueCursor['filters'] = { mode: query.mode ?? null, reason: query.reason ?? null, escalated: query.escalated ?? null };
       let after: { opened_at: string; deposit_id: string } | null = null;
       if (query.cursor !== undefined) {
-        const cursor = decodeQueueCursor(query.cursor);
+        const cursor = decodeCursor(queueCursorSchema, query.cursor);
         if (JSON.stringify(cursor.filters) !== JSON.stringify(filters)) throw new ApiError('cursor_filter_mismatch');
         after = { opened_at: cursor.opened_at, deposit_id: cursor.deposit_id };
       }
@@ -127,7 +97,7 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
       const last = page.at(-1);
       const next_cursor =
         items.length > limit && last
-          ? Buffer.from(JSON.stringify({ v: 1, opened_at: last.opened_at, deposit_id: last.deposit_id, filters } satisfies QueueCursor), 'utf8').toString('base64url')
+          ? encodeCursor({ v: 1, opened_at: last.opened_at, deposit_id: last.deposit_id, filters } satisfies QueueCursor)
           : null;
       return { status: 200, body: { object: 'list', data: page, has_more: next_cursor !== null, next_cursor } };
     },
@@ -173,7 +143,7 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
         const brand = brandToActOn(context, undefined);
         const decision = toDecision(body as z.infer<Schema>);
         const deposit_id = params.deposit_id ?? '';
-        const outcome = valueOf(await review.decide(brand, deposit_id, reviewerOf(context), decision));
+        const outcome = unwrap(await review.decide(brand, deposit_id, reviewerOf(context), decision));
         return {
           status: 200,
           body: { object: 'review_decision', decision_id: outcome.decision_id, effect: outcome.effect, replayed: outcome.replayed, review: await detailOrThrow(brand, deposit_id) },
@@ -185,10 +155,10 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
     action: 'approve',
     verified_amount_minor: body.verified_amount_minor ?? null,
     // An approval's note is optional; one that is given follows the same rule as every reviewer note.
-    note: body.note === undefined ? null : requireReviewNote(body.note),
+    note: body.note === undefined ? null : requireStaffNote(body.note),
   }));
-  decisionRoute('reject', rejectSchema, (body) => ({ action: 'reject', rejection_code: body.rejection_code, note: requireReviewNote(body.note) }));
-  decisionRoute('escalate', escalateSchema, (body) => ({ action: 'escalate', note: requireReviewNote(body.note) }));
+  decisionRoute('reject', rejectSchema, (body) => ({ action: 'reject', rejection_code: body.rejection_code, note: requireStaffNote(body.note) }));
+  decisionRoute('escalate', escalateSchema, (body) => ({ action: 'escalate', note: requireStaffNote(body.note) }));
 
   registrar.backoffice({
     method: 'POST',
@@ -197,8 +167,8 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
     body: reverseSchema,
     async handler({ context, body, params }) {
       const brand = brandToActOn(context, body.white_label_id);
-      const note = requireReviewNote(body.note);
-      const reversed = valueOf(await review.reverse(brand, params.id ?? '', reviewerOf(context), { reason_code: body.reason_code, note }));
+      const note = requireStaffNote(body.note);
+      const reversed = unwrap(await review.reverse(brand, params.id ?? '', reviewerOf(context), { reason_code: body.reason_code, note }));
       return { status: 200, body: reversed.view };
     },
   });
@@ -207,11 +177,11 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
     method: 'POST',
     url: '/v1/pay/deposits/:id/evidence',
     scope: 'pay:write',
-    body: evidenceSchema,
+    body: merchantEvidenceSchema,
     async handler({ context, db, body, params }) {
       const result = await review.addEvidence(db, accountOfContext(context), params.id ?? '', { ...body, request_id: context.request_id });
       if (!result) throw new ApiError('resource_not_found');
-      return { status: 202, body: valueOf(result) };
+      return { status: 202, body: unwrap(result) };
     },
   });
 
@@ -223,7 +193,7 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
     async handler({ context, db, body, params }) {
       const result = await review.forceComplete(db, accountOfContext(context), params.id ?? '', { ...body, request_id: context.request_id });
       if (!result) throw new ApiError('resource_not_found');
-      return { status: 202, body: valueOf(result) };
+      return { status: 202, body: unwrap(result) };
     },
   });
 }

@@ -27,9 +27,6 @@ import * as repository from './repository.ts';
  * reviewer per review) and a review's single outcome with another.
  */
 
-/** At least this many characters in a reviewer's or operator's note (spec: `review_note_required`). */
-export const REVIEW_NOTE_MIN_CHARS = 20;
-export const REVIEW_NOTE_MAX_CHARS = 2000;
 /** Evidence items a merchant may attach to one order, and force-complete requests it may make. */
 export const MAX_EVIDENCE_PER_ORDER = 20;
 export const MAX_FORCE_COMPLETES_PER_ORDER = 5;
@@ -115,16 +112,6 @@ export interface DecisionOutcome {
 
 function causeOf(reviewer: Reviewer): EventCause {
   return { request_id: reviewer.request_id, idempotency_key: reviewer.idempotency_key, api_version: CURRENT_API_VERSION };
-}
-
-function noteLength(note: string): number {
-  return [...note.trim()].length;
-}
-
-/** A reviewer's or operator's note: at least 20 characters, or `review_note_required` (spec). */
-export function requireReviewNote(note: string | null | undefined): string {
-  if (note === null || note === undefined || noteLength(note) < REVIEW_NOTE_MIN_CHARS) throw new ApiError('review_note_required');
-  return note.trim();
 }
 
 function validationError(path: string, reason: string, hint?: string): ApiError {

@@ -20,19 +20,21 @@ function uploadAddressOf(request_address: string): string {
   return request_address.replace(/\/claims$/, '/slip');
 }
 
+/** What a payer can say about a transfer: here at `claim_url`, and through the back office's claim desk. */
+export const transferReportFields = {
+  trans_ref: z.string().regex(/^[A-Za-z0-9]{1,50}$/).optional(),
+  sending_bank_code: z.string().regex(/^[0-9]{3}$/).optional(),
+  occurred_at: z
+    .string()
+    .max(40)
+    .refine((text) => parseTimestamp(text) !== null, { params: { reason: 'invalid_timestamp' } })
+    .optional(),
+  note: z.string().trim().min(1).max(1000).optional(),
+};
+
 /** A late-slip claim: what the payer can say about the transfer that came too late. */
 const lateSlipClaimSchema = z
-  .object({
-    trans_ref: z.string().regex(/^[A-Za-z0-9]{1,50}$/).optional(),
-    sending_bank_code: z.string().regex(/^[0-9]{3}$/).optional(),
-    occurred_at: z
-      .string()
-      .max(40)
-      .refine((text) => parseTimestamp(text) !== null, { params: { reason: 'invalid_timestamp' } })
-      .optional(),
-    amount_minor: amountMinorSchema.optional(),
-    note: z.string().trim().min(1).max(1000).optional(),
-  })
+  .object({ ...transferReportFields, amount_minor: amountMinorSchema.optional() })
   .strict()
   .refine((body) => body.trans_ref !== undefined || body.note !== undefined, {
     params: { reason: 'required', hint: 'trans_ref or a note about the transfer' },

@@ -334,15 +334,18 @@ export class SlipsService {
   }): Promise<{ claim: ClaimView; replayed: boolean }> {
     const { claims } = input;
     const stored = await this.deps.idempotency.execute(capabilityScope(claims, input.idempotency_key), { fingerprint: input.fingerprint, request_id: input.request_id }, async (tx) => {
-      const opened: Result<ClaimView> | null = await this.deps.deposits.openLateSlipClaim(tx, {
+      const opened: Result<{ claim: ClaimView; created: boolean }> | null = await this.deps.deposits.openLateSlipClaim(tx, {
         white_label_id: claims.wl,
         deposit_id: claims.dep,
         livemode: claims.livemode,
         evidence: input.evidence,
+        opened_by: { type: 'end_user' },
+        cause: { request_id: input.request_id, idempotency_key: input.idempotency_key, api_version: claims.api_version },
       });
       if (!opened) throw new ApiError('resource_not_found');
       if (!opened.ok) throw opened.error;
-      return { status: 201, body: opened.value };
+      // The same transfer claimed again (another key) answers the claim it opened before.
+      return { status: 201, body: opened.value.claim };
     });
     return { claim: JSON.parse(stored.body_text) as ClaimView, replayed: stored.replayed };
   }

@@ -5,7 +5,7 @@ import type { Metrics } from '../ops/metrics.ts';
 import { invariant } from '../platform/assert.ts';
 import { ApiError } from '../platform/errors.ts';
 import { formatTimestamp, MINUTE_MS } from '../platform/time.ts';
-import { SYSTEM_CAUSE } from '../events/service.ts';
+import { SYSTEM_CAUSE, type EventCause } from '../events/service.ts';
 import { findBank } from '../banks/service.ts';
 import type { JobHandler } from '../jobs/index.ts';
 import { senderVerified, type DepositService, type PaymentParties } from '../deposits/service.ts';
@@ -58,6 +58,16 @@ export interface VerificationDependencies {
   verifierFor: (livemode: boolean) => BankVerifier;
 }
 
+/**
+ * What happens beside the review when a late slip paid a leg whose withdrawal could not take it again
+ * (ALLOCATION_CONFLICT): the disputes module opens a dispute on that withdrawal. Injected at wiring,
+ * in the transaction that sends the order to review (which holds the order's locks).
+ */
+export type AllocationConflictHandler = (
+  tx: Queryable,
+  input: { white_label_id: string; deposit_id: string; deposit_leg_ref: string; withdrawal_id: string; withdrawal_leg_ref: string; amount_minor: number; cause: EventCause },
+) => Promise<void>;
+
 /** What the consumer does with a claimed receipt, by the order's status when it was claimed. */
 type Mode = 'pipeline' | 'attached' | 'after_settlement';
 
@@ -75,7 +85,15 @@ function transferRecord(transfer: VerifiedTransfer): Record<string, unknown> {
 }
 
 export class VerificationService {
+  // Until the disputes module is wired (src/app.ts), an allocation conflict only sends the order to review.
+  private allocationConflict: AllocationConflictHandler = async () => undefined;
+
   constructor(private readonly deps: VerificationDependencies) {}
+
+  /** Wiring: the disputes module opens a dispute on the withdrawal of an allocation conflict. */
+  useAllocationConflict(handler: AllocationConflictHandler): void {
+    this.allocationConflict = handler;
+  }
 
   /**
    * V as the bank verified it for an order: the sum of the transfers its slips claimed (each transfer
@@ -118,15 +136,15 @@ export class VerificationService {
     if (claimed === null) return false;
     if (claimed.mode === null) return true;
     const reading = await this.read(claimed.receipt);
-    const decide = (allocation_conflict: boolean) =>
-      this.deps.database.transaction((tx) => this.decide(tx, claimed.receipt, claimed.mode as Mode, reading, allocation_conflict));
+    const decide = (allocation_conflict: boolean, conflict_leg_ref: string | null = null) =>
+      this.deps.database.transaction((tx) => this.decide(tx, claimed.receipt, claimed.mode as Mode, reading, allocation_conflict, conflict_leg_ref));
     try {
       await decide(false);
     } catch (error) {
       // A late slip whose destination went to another payment meanwhile: settling rolled back whole,
-      // and the slip goes to a person instead (ALLOCATION_CONFLICT).
+      // and the slip goes to a person instead (ALLOCATION_CONFLICT); the refusal names the deposit leg.
       if (!(error instanceof ApiError && error.code === 'alloc_state_conflict')) throw error;
-      await decide(true);
+      await decide(true, typeof error.details.leg_ref === 'string' ? error.details.leg_ref : null);
     }
     return true;
   }
@@ -234,7 +252,7 @@ export class VerificationService {
   }
 
   /** Step 3: the outcome, in one transaction, for a receipt that is still claimed. */
-  private async decide(tx: Queryable, claimed: SlipReceiptRow, mode: Mode, reading: Reading, allocation_conflict: boolean): Promise<void> {
+  private async decide(tx: Queryable, claimed: SlipReceiptRow, mode: Mode, reading: Reading, allocation_conflict: boolean, conflict_leg_ref: string | null = null): Promise<void> {
     const receipt = await this.deps.slips.headOfQueue(tx, claimed.white_label_id, claimed.deposit_id);
     // Another run of this receipt finished first: its outcome stands.
     if (!receipt || receipt.receipt_id !== claimed.receipt_id || receipt.status !== 'claimed') return;
@@ -295,6 +313,20 @@ export class VerificationService {
 
     if (allocation_conflict) {
       await toReview([reviewReason('ALLOCATION_CONFLICT'), ...assessment.reasons], assessment.verification);
+      const conflicted = parties.legs.find((leg) => leg.leg_ref === conflict_leg_ref && leg.destination === 'withdrawal');
+      if (conflicted?.withdrawal_id && conflicted.withdrawal_leg_ref) {
+        // What the slip paid into that leg (at most the leg): the amount the withdrawer is asked about.
+        const paid = assessment.paid_by_leg[conflicted.leg_ref] ?? assessment.transferred_minor;
+        await this.allocationConflict(tx, {
+          white_label_id: receipt.white_label_id,
+          deposit_id: receipt.deposit_id,
+          deposit_leg_ref: conflicted.leg_ref,
+          withdrawal_id: conflicted.withdrawal_id,
+          withdrawal_leg_ref: conflicted.withdrawal_leg_ref,
+          amount_minor: Math.min(paid, conflicted.amount_minor),
+          cause: SYSTEM_CAUSE,
+        });
+      }
       return finish('under_review', { ...summary, reasons: ['ALLOCATION_CONFLICT', ...summary.reasons] }, transfer);
     }
     switch (assessment.next) {

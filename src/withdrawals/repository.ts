@@ -11,7 +11,7 @@ const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, ver
   beneficiary_id, amount_total_minor, fee_total_minor, fee_breakdown, fee_recognized_minor, filled_minor, reserved_minor,
   remaining_minor, refunded_minor, settled_splits, max_splits, expires_at, approval_expires_at, refund_of_deposit_id,
   replacement_of_withdrawal_id, metadata, client, close_reason_code, closed_by, review_note, reserve_balance_transaction_id,
-  release_balance_transaction_id, created_at, updated_at, closed_at`;
+  release_balance_transaction_id, created_at, updated_at, closed_at, dispute, funds_on_hold`;
 
 const LEG_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, leg_ref, deposit_leg_key, deposit_id, amount_minor,
   reserved_amount_minor, status, sequence, fee_recognized_minor, settled_at, balance_transaction_id, fee_balance_transaction_id, auto_confirm_at,
@@ -50,7 +50,7 @@ export async function insertOrder(db: Queryable, row: WithdrawalRow): Promise<bo
   const { rows } = await db.query(
     `INSERT INTO withdrawal_orders (${ORDER_COLUMNS})
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
-             $26, $27, $28, $29, $30, $31, $32, $33)
+             $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
      ON CONFLICT (white_label_id, merchant_id, livemode, merchant_reference) DO NOTHING
      RETURNING withdrawal_id`,
     [
@@ -61,6 +61,7 @@ export async function insertOrder(db: Queryable, row: WithdrawalRow): Promise<bo
       row.metadata === null ? null : JSON.stringify(row.metadata), row.client === null ? null : JSON.stringify(row.client),
       row.close_reason_code, row.closed_by, row.review_note, row.reserve_balance_transaction_id,
       row.release_balance_transaction_id, row.created_at, row.updated_at, row.closed_at,
+      row.dispute === null ? null : JSON.stringify(row.dispute), row.funds_on_hold,
     ],
   );
   return rows.length === 1;
@@ -75,13 +76,15 @@ export async function updateOrder(db: Queryable, row: WithdrawalRow, expected_ve
     `UPDATE withdrawal_orders
         SET version = $4, status = $5, fee_recognized_minor = $6, filled_minor = $7, reserved_minor = $8, remaining_minor = $9,
             refunded_minor = $10, settled_splits = $11, expires_at = $12, approval_expires_at = $13, close_reason_code = $14,
-            closed_by = $15, review_note = $16, release_balance_transaction_id = $17, updated_at = $18, closed_at = $19
+            closed_by = $15, review_note = $16, release_balance_transaction_id = $17, updated_at = $18, closed_at = $19,
+            dispute = $20, funds_on_hold = $21
       WHERE white_label_id = $1 AND withdrawal_id = $2 AND version = $3
       RETURNING withdrawal_id`,
     [
       row.white_label_id, row.withdrawal_id, expected_version, row.version, row.status, row.fee_recognized_minor, row.filled_minor,
       row.reserved_minor, row.remaining_minor, row.refunded_minor, row.settled_splits, row.expires_at, row.approval_expires_at,
       row.close_reason_code, row.closed_by, row.review_note, row.release_balance_transaction_id, row.updated_at, row.closed_at,
+      row.dispute === null ? null : JSON.stringify(row.dispute), row.funds_on_hold,
     ],
   );
   return rows.length === 1;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, unwrap } from '../platform/errors.ts';
 import { CURRENT_API_VERSION } from '../events/envelope.ts';
 import type { EventCause } from '../events/service.ts';
 import { accountOfContext, type BackofficeContext, type RouteRegistrar, type Services } from '../http/context.ts';
@@ -8,8 +8,8 @@ import { creationBuckets } from '../http/rate-limit.ts';
 import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merchantReferenceSchema, metadataSchema } from '../http/order-fields.ts';
 import { inlineBeneficiarySchema } from '../beneficiaries/routes.ts';
 import { idText } from '../tenancy/schemas.ts';
+import { requireStaffNote } from '../http/staff-note.ts';
 import { POLICY_LIMITS } from './policy.ts';
-import { unwrap } from './service.ts';
 
 /**
  * Merchant routes: POST /v1/pay/withdrawals (201 with the order), GET /v1/pay/withdrawals/:id (with
@@ -39,7 +39,6 @@ export const createWithdrawalSchema = z
     }
   });
 
-const REVIEW_NOTE_MIN_LENGTH = 20;
 const noteSchema = z.string().trim().max(1000);
 const modeSchema = z.enum(['test', 'live']);
 
@@ -176,7 +175,7 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
     body: z.object({ note: noteSchema }).strict(),
     async handler({ context, params, body }) {
       const brand = ownBrand(context);
-      if (body.note.length < REVIEW_NOTE_MIN_LENGTH) throw new ApiError('review_note_required', { details: { min_length: REVIEW_NOTE_MIN_LENGTH } });
+      requireStaffNote(body.note);
       const rejected = await services.database.transaction(async (tx) => {
         const result = await withdrawals.reject(tx, brand, params.id ?? '', body.note, backofficeCause(context));
         if (!result) throw new ApiError('resource_not_found');

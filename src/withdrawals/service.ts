@@ -16,6 +16,7 @@ import {
   FINAL_WITHDRAWAL_STATUSES,
   WITHDRAWAL_STATUSES,
   type ClosedBy,
+  type DisputeSnapshot,
   type FeeBreakdownItem,
   type ReceiptState,
   type WithdrawalAccount,
@@ -77,6 +78,12 @@ export const WITHDRAWAL_TRANSITIONS = new TransitionTable<WithdrawalStatus>('wit
   { from: 'settled', to: 'settled', trigger: 'fill_reversed' },
   { from: 'expired', to: 'expired', trigger: 'fill_reversed' },
   { from: 'canceled', to: 'canceled', trigger: 'fill_reversed' },
+  // A dispute opened or resolved (src/withdrawals/disputes.ts): `version` moves, the status does not
+  // (spec). Any order that has had a fill or a reservation can carry one.
+  ...(['open', 'partially_filled', 'settled', 'expired', 'canceled'] as const).flatMap((status) => [
+    { from: status, to: status, trigger: 'disputed' },
+    { from: status, to: status, trigger: 'dispute_resolved' },
+  ]),
 ]);
 
 /** The event each trigger writes; closing triggers name the status they close into. */
@@ -101,6 +108,10 @@ function eventTypeFor(trigger: string, to: WithdrawalStatus): string {
       return 'withdrawal.leg_reserved';
     case 'leg_released':
       return to === 'expired' ? 'withdrawal.expired' : 'withdrawal.leg_released';
+    case 'disputed':
+      return 'withdrawal.disputed';
+    case 'dispute_resolved':
+      return 'withdrawal.dispute_resolved';
     default:
       throw new Error(`no event for withdrawal trigger ${trigger}`);
   }
@@ -140,6 +151,7 @@ export type WithdrawalView = {
   max_splits: number;
   expires_at: string;
   approval_expires_at?: string;
+  dispute?: DisputeSnapshot;
   funds_on_hold: boolean;
   refund_of_deposit_id?: string;
   replacement_of_withdrawal_id?: string;
@@ -192,7 +204,8 @@ export function withdrawalView(row: WithdrawalRow): WithdrawalView {
     max_splits: row.max_splits,
     expires_at: formatTimestamp(row.expires_at),
     ...(row.approval_expires_at ? { approval_expires_at: formatTimestamp(row.approval_expires_at) } : {}),
-    funds_on_hold: false,
+    ...(row.dispute ? { dispute: row.dispute } : {}),
+    funds_on_hold: row.funds_on_hold,
     ...(row.refund_of_deposit_id ? { refund_of_deposit_id: row.refund_of_deposit_id } : {}),
     ...(row.replacement_of_withdrawal_id ? { replacement_of_withdrawal_id: row.replacement_of_withdrawal_id } : {}),
     ...(row.status === 'canceled' ? { cancel_reason_code: row.close_reason_code ?? 'canceled', ...(row.closed_by ? { canceled_by: row.closed_by } : {}) } : {}),
@@ -221,6 +234,7 @@ export function assertOrderInvariants(row: WithdrawalRow): void {
   if (row.status === 'open') invariant(row.filled_minor === 0, `${id}: open has no fill`);
   if (row.status === 'partially_filled') invariant(row.filled_minor > 0, `${id}: partially filled has a fill`);
   invariant((row.status === 'pending_approval') === (row.approval_expires_at !== null), `${id}: approval deadline exactly while pending`);
+  invariant(!row.funds_on_hold || row.dispute !== null, `${id}: funds are held only for a dispute`);
 }
 
 /** What an order still holds in the wallet's reserved bucket: unpaid principal plus unrecognised fee. */
@@ -458,6 +472,8 @@ export class WithdrawalService {
       created_at: now,
       updated_at: now,
       closed_at: null,
+      dispute: null,
+      funds_on_hold: false,
     };
     const created = await this.transition(tx, {
       before: null,
@@ -980,6 +996,56 @@ export class WithdrawalService {
     return repository.updateLeg(tx, { ...leg, receipt_state: 'confirmed', updated_at: this.deps.clock.now() }, 'filled');
   }
 
+  // -------------------------------------------------------------------------------------------------
+  // Disputes (src/withdrawals/disputes.ts decides; these keep the order and its fills consistent).
+
+  /**
+   * Locks an order for a dispute change and returns it with its legs. A dispute's transaction takes the
+   * paying deposit's locks first and this one after them (docs/decisions.md, "Disputes"), so the
+   * caller checks the fill here, under the order's lock, before it changes anything.
+   */
+  async lockForDispute(tx: Queryable, white_label_id: string, withdrawal_id: string): Promise<{ order: WithdrawalRow; legs: WithdrawalLegRow[] } | null> {
+    const order = await repository.lockOrderInBrand(tx, white_label_id, withdrawal_id);
+    if (!order) return null;
+    return { order, legs: await repository.listLegs(tx, white_label_id, withdrawal_id) };
+  }
+
+  /**
+   * Writes the order's dispute snapshot and `funds_on_hold` (`withdrawal.disputed` when a dispute opens,
+   * `withdrawal.dispute_resolved` when one ends): `version` moves, the status does not. `receipt` moves
+   * the disputed fill's `receipt_state` with it: to `disputed` when opened (its auto-confirm is cancelled:
+   * receipt is no longer assumed) and to `confirmed` when resolved for the depositor.
+   */
+  async recordDispute(
+    tx: Queryable,
+    input: {
+      white_label_id: string;
+      withdrawal_id: string;
+      trigger: 'disputed' | 'dispute_resolved';
+      dispute: DisputeSnapshot;
+      funds_on_hold: boolean;
+      receipt?: { leg_ref: string; from: ReceiptState; to: ReceiptState };
+      cause: EventCause;
+    },
+  ): Promise<Result<WithdrawalView>> {
+    const row = await repository.lockOrderInBrand(tx, input.white_label_id, input.withdrawal_id);
+    invariant(row, 'a dispute belongs to an order');
+    const now = this.deps.clock.now();
+    if (input.receipt) {
+      const leg = await repository.findLeg(tx, input.white_label_id, input.receipt.leg_ref);
+      invariant(leg && leg.withdrawal_id === row.withdrawal_id && leg.status === 'filled', 'a disputed fill stands');
+      invariant(leg.receipt_state === input.receipt.from, `the fill's receipt is ${String(leg.receipt_state)}, not ${input.receipt.from}`);
+      invariant(await repository.updateLeg(tx, { ...leg, receipt_state: input.receipt.to, updated_at: now }, 'filled'), 'the leg is locked through its order');
+      if (input.receipt.to === 'disputed') await cancelJobsByKey(tx, `${AUTO_CONFIRM_FILL_TASK}:${leg.leg_ref}`);
+    }
+    return this.transition(tx, {
+      before: row,
+      after: { ...row, version: row.version + 1, dispute: input.dispute, funds_on_hold: input.funds_on_hold, updated_at: now },
+      trigger: input.trigger,
+      cause: input.cause,
+    });
+  }
+
   /** The payee of a reservation just made: its order's beneficiary, without reading the leg again. */
   async payeeOfReservation(tx: Queryable, scope: { white_label_id: string; livemode: boolean }, reservation: LegReservation): Promise<Payee | null> {
     return this.deps.beneficiaries.payee(tx, { white_label_id: scope.white_label_id, merchant_id: reservation.merchant_id, livemode: scope.livemode }, reservation.beneficiary_id);
@@ -1016,12 +1082,6 @@ export class WithdrawalService {
     const fills = await repository.listFills(db, row.white_label_id, row.withdrawal_id);
     return { ...withdrawalView(row), fills: fills.map((leg) => fillView(leg, true)) };
   }
-}
-
-/** Turns a refusal into the error the HTTP layer renders. */
-export function unwrap<T>(result: Result<T>): T {
-  if (!result.ok) throw result.error;
-  return result.value;
 }
 
 /**

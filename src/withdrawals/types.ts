@@ -10,6 +10,25 @@ export type LegStatus = 'reserved' | 'released' | 'filled' | 'reversed';
 export type ReceiptState = 'awaiting_confirmation' | 'confirmed' | 'disputed' | 'reversed';
 export type ClosedBy = 'merchant' | 'operator' | 'system';
 
+/**
+ * The order's `dispute` object as the withdrawing merchant sees it (spec: id, reason_code, amount_minor,
+ * opened_at, respond_by, evidence_url; the rest is ours): a snapshot of its newest dispute, written on
+ * the order row by the transition that opens or resolves it, so that the versioned view follows it.
+ */
+export interface DisputeSnapshot {
+  id: string;
+  reason_code: string;
+  amount_minor: number;
+  opened_at: string;
+  respond_by: string;
+  /** Where evidence is sent (POST), while the dispute is open. */
+  evidence_url?: string;
+  /** The fill (or, for ALLOCATION_CONFLICT, the released reservation) the dispute is about. */
+  leg_ref: string;
+  status: 'open' | 'resolved';
+  resolution?: { outcome: 'withdrawer' | 'depositor'; resolved_at: string };
+}
+
 export interface WithdrawalAccount {
   white_label_id: string;
   merchant_id: string;
@@ -66,6 +85,10 @@ export interface WithdrawalRow extends WithdrawalAccount {
   created_at: Date;
   updated_at: Date;
   closed_at: Date | null;
+  /** The newest dispute of the order (migration 0013), or null. */
+  dispute: DisputeSnapshot | null;
+  /** True while money related to an unresolved dispute of the order is held. */
+  funds_on_hold: boolean;
 }
 
 export interface WithdrawalLegRow extends WithdrawalAccount {

@@ -77,5 +77,6 @@ export function depositServiceWithoutSandboxLiquidity(app: TestApp): DepositServ
     matching: new MatchingService({ withdrawals: services.withdrawals, events: services.events, liquidity: null }),
     ledger: services.ledger,
     fees: services.fees,
+    claims: services.claims.registry,
   });
 }
