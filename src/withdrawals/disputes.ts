@@ -1,7 +1,7 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { fail, ok, type Result } from '../platform/errors.ts';
+import { fail, ok, unwrap, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause } from '../events/service.ts';
@@ -190,11 +190,6 @@ function deadlineJob(row: repository.DisputeRow): JobSpec {
   };
 }
 
-function throwIfFailed<T>(result: Result<T>): T {
-  if (!result.ok) throw result.error;
-  return result.value;
-}
-
 export class DisputeService {
   constructor(private readonly deps: DisputeDependencies) {}
 
@@ -227,7 +222,7 @@ export class DisputeService {
   ): Promise<void> {
     const state = await repository.disputeStateOfWithdrawal(tx, row.white_label_id, row.withdrawal_id);
     invariant(state.newest, 'the dispute just written belongs to the order');
-    throwIfFailed(
+    unwrap(
       await this.deps.withdrawals.recordDispute(tx, {
         white_label_id: row.white_label_id,
         withdrawal_id: row.withdrawal_id,
@@ -297,7 +292,7 @@ export class DisputeService {
     }
     const dispute_id = newId('dispute');
     // The depositor's credit is held before the dispute is written, so that the row says whether it was.
-    const hold = throwIfFailed(await this.deps.deposits.holdFunds(tx, { white_label_id: brand, deposit_id: deposit.deposit_id, hold_reason: `dispute ${dispute_id}`, cause: input.cause }));
+    const hold = unwrap(await this.deps.deposits.holdFunds(tx, { white_label_id: brand, deposit_id: deposit.deposit_id, hold_reason: `dispute ${dispute_id}`, cause: input.cause }));
     const row = this.newRow({
       white_label_id: brand,
       dispute_id,
@@ -463,7 +458,7 @@ export class DisputeService {
       }
       const system: Resolver = { actor: SYSTEM_ACTOR, resolved_by: 'system', resolver_id: null, note: null, cause: SYSTEM_CAUSE };
       const forDepositor = await this.apply(tx, row, deposit, 'depositor', system);
-      if (!forDepositor.ok) throwIfFailed(await this.apply(tx, row, deposit, 'withdrawer', system));
+      if (!forDepositor.ok) unwrap(await this.apply(tx, row, deposit, 'withdrawer', system));
     });
   }
 
@@ -487,13 +482,13 @@ export class DisputeService {
         if (leg.status !== 'filled') return fail('dispute_not_resolvable', { details: { reason: 'fill_reversed', leg_ref: leg.leg_ref } });
         // Another open dispute on a fill of the same deposit keeps its credit held.
         if (row.clearing_held && (await repository.countOtherHolds(tx, brand, row.deposit_id, row.dispute_id)) === 0) {
-          throwIfFailed(await this.deps.deposits.releaseFunds(tx, { white_label_id: brand, deposit_id: row.deposit_id, cause: resolver.cause }));
+          unwrap(await this.deps.deposits.releaseFunds(tx, { white_label_id: brand, deposit_id: row.deposit_id, cause: resolver.cause }));
         }
         receipt = { leg_ref: leg.leg_ref, from: 'disputed', to: 'confirmed' };
       } else if (leg.status === 'filled') {
         // The beneficiary did not get the chunk: the deposit is reversed, which takes the (held) credit
         // back from pending clearing, reverses its fills and pays them again as the ledger design says.
-        throwIfFailed(
+        unwrap(
           await this.deps.deposits.reverse(tx, {
             white_label_id: brand,
             deposit_id: row.deposit_id,
