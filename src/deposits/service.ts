@@ -1110,18 +1110,11 @@ export class DepositService {
   }
 
   /**
-   * The review desk's lock on an order before it decides: the order row, then the feeds of every
-   * merchant involved, the first locks of every deposit change (docs/decisions.md, "Locks").
+   * The first locks another module takes before it changes an order through this service (a review
+   * decision, a claim, a dispute on a fill the order paid): the order row, then the feeds of every
+   * merchant involved, before any withdrawal row or wallet (docs/decisions.md, "Locks").
    */
-  lockForReview(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
-    return this.lockForChange(tx, white_label_id, deposit_id);
-  }
-
-  /**
-   * A dispute's first lock on the order that paid the disputed fill: the order row, then the feeds of
-   * every merchant involved (the withdrawer's among them), before any withdrawal row or wallet.
-   */
-  lockForDispute(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+  lockOrder(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
     return this.lockForChange(tx, white_label_id, deposit_id);
   }
 

@@ -307,7 +307,7 @@ export class ClaimService {
     const trans_ref = opening.evidence.trans_ref;
     invariant(opening.amount_minor !== null && trans_ref !== undefined, 'a reported transfer after settlement names its amount and reference');
     // The order's lock (and its feeds', as every deposit change) orders this against a reversal.
-    const deposit = await this.deps.deposits.lockForReview(tx, white_label_id, opening.deposit_id);
+    const deposit = await this.deps.deposits.lockOrder(tx, white_label_id, opening.deposit_id);
     if (!deposit) return fail('resource_not_found');
     if (deposit.status !== 'settled') return fail('deposit_state_conflict', { details: { status: deposit.status } });
     const reference = trans_ref.toUpperCase();

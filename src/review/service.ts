@@ -21,7 +21,7 @@ import * as repository from './repository.ts';
  * deposit service's transitions and recorded with its audit row in one transaction. Also the
  * merchant's side of a review (evidence, force-complete) and the operator's reversal of a settled order.
  *
- * A decision locks the order first (DepositService.lockForReview: the order row, then the feeds of its
+ * A decision locks the order first (DepositService.lockOrder: the order row, then the feeds of its
  * merchants), so two reviewers deciding at once are serialised: the second finds the review decided and
  * gets `review_already_decided`. The database backs four eyes with a unique index (one approval per
  * reviewer per review) and a review's single outcome with another.
@@ -167,13 +167,11 @@ export class ReviewService {
     const found = await this.deps.deposits.viewInBrand(db, white_label_id, deposit_id);
     if (!found) return null;
     const { row, view } = found;
-    const [receipts, evidence, forceCompletes, decisions, bank] = [
-      await this.deps.slips.receiptsForReview(db, white_label_id, deposit_id),
-      await repository.listEvidence(db, white_label_id, deposit_id),
-      await repository.listForceCompletes(db, white_label_id, deposit_id),
-      await repository.listDecisions(db, white_label_id, deposit_id),
-      await this.deps.verification.verifiedAmountOf(db, white_label_id, deposit_id),
-    ];
+    const receipts = await this.deps.slips.receiptsForReview(db, white_label_id, deposit_id);
+    const evidence = await repository.listEvidence(db, white_label_id, deposit_id);
+    const forceCompletes = await repository.listForceCompletes(db, white_label_id, deposit_id);
+    const decisions = await repository.listDecisions(db, white_label_id, deposit_id);
+    const bank = await this.deps.verification.verifiedAmountOf(db, white_label_id, deposit_id);
     const currentReview = row.review ? row.review.opened_at : null;
     const approvals = decisions.filter((decision) => decision.action === 'approve' && formatTimestamp(decision.review_opened_at) === currentReview);
     return {
@@ -234,7 +232,7 @@ export class ReviewService {
           return ok({ decision_id: earlier.decision_id, effect: earlier.effect, replayed: true });
         }
       }
-      const row = await this.deps.deposits.lockForReview(tx, white_label_id, deposit_id);
+      const row = await this.deps.deposits.lockOrder(tx, white_label_id, deposit_id);
       if (!row) return fail('resource_not_found');
       const decisions = await repository.listDecisions(tx, white_label_id, deposit_id);
       if (row.status !== 'under_review' || row.review === null) {
@@ -418,7 +416,7 @@ export class ReviewService {
 
   /** Locks a merchant's own order for a review change; null when it is not this merchant's (404). */
   private async lockOwnOrder(tx: Queryable, account: DepositAccount, deposit_id: string): Promise<DepositRow | null> {
-    const row = await this.deps.deposits.lockForReview(tx, account.white_label_id, deposit_id);
+    const row = await this.deps.deposits.lockOrder(tx, account.white_label_id, deposit_id);
     if (!row || row.merchant_id !== account.merchant_id || row.livemode !== account.livemode) return null;
     return row;
   }
@@ -509,7 +507,7 @@ export class ReviewService {
     input: { reason_code: ReversalReasonCode; note: string },
   ): Promise<Result<{ view: DepositView; replayed: boolean }>> {
     return this.deps.database.transaction(async (tx) => {
-      const row = await this.deps.deposits.lockForReview(tx, white_label_id, deposit_id);
+      const row = await this.deps.deposits.lockOrder(tx, white_label_id, deposit_id);
       if (!row) return fail('resource_not_found');
       if (row.status === 'reversed') {
         if (row.reversal?.reason_code !== input.reason_code) return fail('deposit_state_conflict', { details: { status: row.status, reason_code: row.reversal?.reason_code } });

@@ -32,7 +32,7 @@ import * as repository from './dispute-repository.ts';
  * - allocation conflict, for the withdrawer: nothing moves; the review cannot settle and rejects.
  *
  * Locks, in the documented order: the paying deposit's row and the feeds of every merchant involved
- * (DepositService.lockForDispute), then the dispute row, then the withdrawal row, then wallets.
+ * (DepositService.lockOrder), then the dispute row, then the withdrawal row, then wallets.
  */
 
 /** Evidence is due this long after a dispute opens; the deadline job runs then. */
@@ -275,7 +275,7 @@ export class DisputeService {
     if (!leg || (leg.status !== 'filled' && leg.status !== 'reversed')) {
       return fail('validation_error', { details: { fields: [{ path: 'leg_ref', reason: 'not_a_fill_of_this_order', hint: 'a leg_ref from the fills of this withdrawal' }] } });
     }
-    const deposit = await this.deps.deposits.lockForDispute(tx, brand, leg.deposit_id);
+    const deposit = await this.deps.deposits.lockOrder(tx, brand, leg.deposit_id);
     invariant(deposit, 'a fill was paid by a deposit of the brand');
     const earlier = await repository.findDisputeByLeg(tx, brand, leg.leg_ref);
     if (earlier) return fail('fill_already_disputed', { details: { leg_ref: leg.leg_ref, dispute_id: earlier.dispute_id } });
@@ -328,7 +328,7 @@ export class DisputeService {
     input: { white_label_id: string; deposit_id: string; deposit_leg_ref: string; withdrawal_id: string; withdrawal_leg_ref: string; amount_minor: number; cause: EventCause },
   ): Promise<void> {
     invariant(Number.isSafeInteger(input.amount_minor) && input.amount_minor > 0, 'a late slip paid a positive amount into the leg');
-    const deposit = await this.deps.deposits.lockForDispute(tx, input.white_label_id, input.deposit_id);
+    const deposit = await this.deps.deposits.lockOrder(tx, input.white_label_id, input.deposit_id);
     invariant(deposit, 'the conflict belongs to a deposit');
     if (await repository.findDisputeByLeg(tx, input.white_label_id, input.withdrawal_leg_ref)) return;
     const locked = await this.deps.withdrawals.lockForDispute(tx, input.white_label_id, input.withdrawal_id);
@@ -418,7 +418,7 @@ export class DisputeService {
     return this.deps.database.transaction(async (tx) => {
       const found = await repository.findDispute(tx, white_label_id, dispute_id);
       if (!found) return fail('resource_not_found');
-      const deposit = await this.deps.deposits.lockForDispute(tx, white_label_id, found.deposit_id);
+      const deposit = await this.deps.deposits.lockOrder(tx, white_label_id, found.deposit_id);
       invariant(deposit, 'a dispute names a deposit of the brand');
       const row = await repository.lockDispute(tx, white_label_id, dispute_id);
       invariant(row, 'a dispute is never deleted');
@@ -447,7 +447,7 @@ export class DisputeService {
     await this.deps.database.transaction(async (tx) => {
       const found = await repository.findDispute(tx, white_label_id, dispute_id);
       if (!found || found.status !== 'open') return;
-      const deposit = await this.deps.deposits.lockForDispute(tx, white_label_id, found.deposit_id);
+      const deposit = await this.deps.deposits.lockOrder(tx, white_label_id, found.deposit_id);
       invariant(deposit, 'a dispute names a deposit of the brand');
       const row = await repository.lockDispute(tx, white_label_id, dispute_id);
       const now = this.deps.clock.now();
