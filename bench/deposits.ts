@@ -940,8 +940,8 @@ async function runScalePhase(settings: DepositSettings, databaseUrl: string, ins
         const started = performance.now();
         const match = await rolledBack(database, (tx) => matcher.match(tx, request(amount), policy, SYSTEM_CAUSE));
         const elapsed = performance.now() - started;
-        if (!match || match.source !== 'internal' || match.legs.length !== legs) {
-          throw new Error(`a match of ${amount} at ${openNow} open withdrawals gave ${match ? `${match.legs.length} ${match.source} leg(s)` : 'nothing'}, expected ${legs} internal`);
+        if (!('legs' in match) || match.source !== 'internal' || match.legs.length !== legs) {
+          throw new Error(`a match of ${amount} at ${openNow} open withdrawals gave ${'legs' in match ? `${match.legs.length} ${match.source} leg(s)` : 'nothing'}, expected ${legs} internal`);
         }
         // The first tenth warms the connections' prepared statements and is not counted.
         if (index >= Math.ceil(samples / 10)) values.push(elapsed);

@@ -217,7 +217,7 @@ describe('POST /v1/pay/deposits: matched at once (201)', () => {
 });
 
 describe('waiting for liquidity (202)', () => {
-  it('sandbox 105.00 THB waits about 25 s, then deposit.matched moves it to awaiting_payment with legs and a new expires_at', async () => {
+  it('sandbox 105.00 THB waits 25 s, then deposit.matched moves it to awaiting_payment with legs and a new expires_at', async () => {
     const response = await createDeposit(body(10_500));
     expect(response.statusCode).toBe(202);
     const waiting = response.json<DepositView & { retry_after_seconds: number }>();
@@ -227,10 +227,17 @@ describe('waiting for liquidity (202)', () => {
     const early = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${waiting.id}/slip-token`, idempotency_key: `early-${waiting.id}` });
     expect(errorOf(early)).toMatchObject({ code: 'deposit_not_payable', details: { status: 'awaiting_liquidity' } });
 
-    for (let round = 0; round < 3; round += 1) {
+    // Retries every 10 seconds, and one at exactly 25 seconds, when the scenario's liquidity arrives.
+    for (let round = 0; round < 2; round += 1) {
       app.clock.advance(10_000);
       await app.instance.worker.runDueJobs();
     }
+    expect((await getDeposit(waiting.id)).status).toBe('awaiting_liquidity');
+    app.clock.advance(4_999);
+    await app.instance.worker.runDueJobs();
+    expect((await getDeposit(waiting.id)).status).toBe('awaiting_liquidity');
+    app.clock.advance(1);
+    await app.instance.worker.runDueJobs();
     const matched = await getDeposit(waiting.id);
     expect(matched).toMatchObject({ status: 'awaiting_payment', version: 2, leg_count: 1, liquidity_source: 'internal' });
     expect(matched.expires_at).toBe(new Date(app.clock.now().getTime() + 15 * 60_000).toISOString());

@@ -256,6 +256,21 @@ describe('POST /v1/pay/withdrawals: errors', () => {
     expect(await countOrders(rich)).toBe(0);
   });
 
+  it('sandbox 113.00 THB answers 402 before the beneficiary is looked at: a pending one, or an inline one (nothing created)', async () => {
+    const rich = await newPayer(10_000_000);
+    const { beneficiary } = await inTransaction(app, (tx) => app.instance.services.beneficiaries.create(tx, rich.account, { ...SOMYING }, cause));
+    const pending = await postWithdrawal(rich, { ...createBody(rich, 11_300), beneficiary_id: beneficiary.id });
+    expect(pending.statusCode, pending.body).toBe(402);
+    expect(errorOf(pending)).toMatchObject({ code: 'insufficient_balance', details: { required_minor: 11_300 + FEE_MINOR } });
+    const inline = { bank_code: '004', account_number: '0987654399', account_name_th: 'ประเสริฐ มั่นคง' };
+    const before = await app.testDatabase.database.query<{ count: string }>('SELECT count(*) AS count FROM beneficiaries WHERE merchant_id = $1', [rich.account.merchant_id]);
+    const inlineAnswer = await postWithdrawal(rich, { amount_minor: 11_300, currency: 'THB', merchant_reference: nextReference(), end_user_ref: 'user-113', beneficiary: inline });
+    expect(inlineAnswer.statusCode, inlineAnswer.body).toBe(402);
+    const after = await app.testDatabase.database.query<{ count: string }>('SELECT count(*) AS count FROM beneficiaries WHERE merchant_id = $1', [rich.account.merchant_id]);
+    expect(Number(after.rows[0]?.count)).toBe(Number(before.rows[0]?.count));
+    expect(await countOrders(rich)).toBe(0);
+  });
+
   it('409 merchant_reference_in_use for a second order with the same reference, locking nothing', async () => {
     const rich = await newPayer(1_000_000);
     const body = createBody(rich, 10_000);

@@ -11,7 +11,7 @@ import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { enqueueJob, cancelJobsByKey, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
-import type { MatchingService } from '../matching/service.ts';
+import type { MatchingService, NoMatch } from '../matching/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import { CLEARING_PERIOD_MS } from '../ledger/service.ts';
 import type { FeeService } from '../fees/service.ts';
@@ -680,7 +680,7 @@ export class DepositService {
     };
 
     const reservation = await this.reserve(tx, row, policy, cause);
-    if (reservation) {
+    if ('legs' in reservation) {
       const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
       const legs = reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at }));
       const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.expireJob(matched)] });
@@ -692,7 +692,7 @@ export class DepositService {
     }
     const waiting: DepositRow = { ...row, wait_started_at: now, expires_at: new Date(now.getTime() + policy.liquidity_wait_seconds * SECOND_MS) };
     const liquidity = await this.liquidityInfo(tx, waiting, policy);
-    const view = await this.transition(tx, { before: null, after: waiting, trigger: 'create', cause, jobs: [this.retryJob(waiting)], liquidity });
+    const view = await this.transition(tx, { before: null, after: waiting, trigger: 'create', cause, jobs: [this.retryJob(waiting, reservation.wait_until)], liquidity });
     return { deposit: view, matched: false, retry_after_seconds: MATCH_RETRY_INTERVAL_MS / SECOND_MS };
   }
 
@@ -736,7 +736,7 @@ export class DepositService {
     row: DepositRow,
     policy: DepositPolicy,
     cause: EventCause,
-  ): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway'; payees: Map<string, Payee> } | null> {
+  ): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway'; payees: Map<string, Payee> } | NoMatch> {
     const match = await this.deps.matching.match(
       tx,
       {
@@ -751,7 +751,7 @@ export class DepositService {
       { max_legs: policy.max_legs, gateway: policy.gateway },
       cause,
     );
-    if (!match) return null;
+    if (!('legs' in match)) return match;
     const now = this.now();
     const payees = new Map<string, Payee>();
     for (const leg of match.legs) if (leg.payee) payees.set(leg.leg_ref, leg.payee);
@@ -793,8 +793,9 @@ export class DepositService {
     };
   }
 
-  private retryJob(row: DepositRow): JobSpec {
-    const runAt = new Date(Math.min(this.now().getTime() + MATCH_RETRY_INTERVAL_MS, row.expires_at.getTime()));
+  /** The next matching retry: in 10 seconds, or sooner when liquidity is known to arrive sooner, never after the wait ends. */
+  private retryJob(row: DepositRow, liquidity_arrives_at: Date | null): JobSpec {
+    const runAt = new Date(Math.min(this.now().getTime() + MATCH_RETRY_INTERVAL_MS, row.expires_at.getTime(), liquidity_arrives_at?.getTime() ?? Number.POSITIVE_INFINITY));
     return {
       task: MATCH_RETRY_TASK,
       payload: { white_label_id: row.white_label_id, deposit_id: row.deposit_id },
@@ -834,8 +835,8 @@ export class DepositService {
     }
     const policy = await this.deps.policies.policyFor(tx, row.white_label_id, row.livemode);
     const reservation = await this.reserve(tx, row, policy, SYSTEM_CAUSE);
-    if (!reservation) {
-      await enqueueJob(tx, this.deps.clock, this.retryJob(row));
+    if (!('legs' in reservation)) {
+      await enqueueJob(tx, this.deps.clock, this.retryJob(row, reservation.wait_until));
       return 'awaiting_liquidity';
     }
     const legs = reservation.legs;

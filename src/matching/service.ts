@@ -23,12 +23,18 @@ import type { EventsService } from '../events/service.ts';
  */
 
 /**
- * Supplies liquidity before matching (the sandbox counterparty; live mode has none). 'wait' holds the
- * order back from matching this round (a sandbox scenario that simulates a liquidity wait); a
+ * Supplies liquidity before matching (the sandbox counterparty; live mode has none). `wait_until` holds
+ * the order back from matching until that time (a sandbox scenario that simulates a liquidity wait, so
+ * the order's next matching retry runs then and not later); a
  * `withdrawal_id` names an order this transaction has locked that takes the whole amount: the one rule 2
  * picks, or one the provider just opened for this deposit (whose feeds it has locked already).
  */
-export type LiquidityDecision = 'match' | 'wait' | { withdrawal_id: string; merchant_id: string };
+export type LiquidityDecision = 'match' | { wait_until: Date } | { withdrawal_id: string; merchant_id: string };
+
+/** No match this round, with the time liquidity is known to arrive when the provider knows it. */
+export interface NoMatch {
+  wait_until: Date | null;
+}
 
 export interface LiquidityProvider {
   ensureFor(
@@ -86,14 +92,14 @@ function wholeBaht(amount_minor: number): number {
 export class MatchingService {
   constructor(private readonly deps: { withdrawals: WithdrawalService; events: EventsService; liquidity?: LiquidityProvider | null }) {}
 
-  /** Matches and reserves, or returns null when the amount cannot be covered now (nothing reserved then). */
-  async match(tx: Queryable, request: MatchRequest, policy: { max_legs: number; gateway: GatewayDestination | null }, cause: EventCause): Promise<Match | null> {
+  /** Matches and reserves, or answers NoMatch when the amount cannot be covered now (nothing reserved then). */
+  async match(tx: Queryable, request: MatchRequest, policy: { max_legs: number; gateway: GatewayDestination | null }, cause: EventCause): Promise<Match | NoMatch> {
     const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
     const decision = this.deps.liquidity ? await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at }) : 'match';
-    if (decision === 'wait') return null;
+    if (typeof decision === 'object' && 'wait_until' in decision) return { wait_until: decision.wait_until };
     const plan = typeof decision === 'object' ? [{ ...decision, amount_minor: request.amount_minor }] : await this.plan(tx, request, policy.max_legs);
     if (plan.length === 0) {
-      if (request.fill_preference === 'internal_only' || !policy.gateway) return null;
+      if (request.fill_preference === 'internal_only' || !policy.gateway) return { wait_until: null };
       const bank = await findBank(tx, policy.gateway.bank_code);
       return {
         source: 'external_gateway',

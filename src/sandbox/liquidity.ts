@@ -57,7 +57,10 @@ export class SandboxLiquidity implements LiquidityProvider {
     input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date },
   ): Promise<LiquidityDecision> {
     if (input.livemode) return 'match';
-    if (input.amount_minor === LATE_LIQUIDITY_AMOUNT_MINOR && this.deps.clock.now().getTime() - input.order_created_at.getTime() < LATE_LIQUIDITY_DELAY_MS) return 'wait';
+    if (input.amount_minor === LATE_LIQUIDITY_AMOUNT_MINOR) {
+      const arrives = new Date(input.order_created_at.getTime() + LATE_LIQUIDITY_DELAY_MS);
+      if (this.deps.clock.now().getTime() < arrives.getTime()) return { wait_until: arrives };
+    }
     // The order found here is the one rule 2 would pick (same scope, oldest first) and this transaction
     // holds its row lock, so the matcher takes it as it is instead of searching the queue again.
     const scope = { white_label_id: input.white_label_id, livemode: false, amount_minor: input.amount_minor, exclude_merchant_id: input.exclude_merchant_id, limit: 1 };

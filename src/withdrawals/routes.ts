@@ -63,6 +63,9 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
     extraBuckets: (body, context) => creationBuckets(body, context),
     async handler({ context, db, body }) {
       const account = accountOfContext(context);
+      // Sandbox 113.00 answers 402 before anything else is looked at, the beneficiary included (spec table).
+      const scenario = await withdrawals.sandboxScenarioRefusal(db, account, body.amount_minor);
+      if (scenario && !scenario.ok) throw scenario.error;
       let beneficiaryId: string;
       if (body.beneficiary_id !== undefined) {
         const beneficiary = await services.beneficiaries.findForWithdrawal(db, account, body.beneficiary_id);

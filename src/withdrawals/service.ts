@@ -369,6 +369,26 @@ export class WithdrawalService {
    * `insufficient_balance` (nothing created, nothing locked) or `merchant_reference_in_use`.
    * The beneficiary must be the caller's and verified; the route checks that before calling.
    */
+  /**
+   * Sandbox scenario 113.00 THB: the 402 `insufficient_balance` a merchant must handle, whatever its
+   * balance and whatever the state of the beneficiary (so the creation route asks this before it looks
+   * at the beneficiary). Null for every other amount and in live mode.
+   */
+  async sandboxScenarioRefusal(tx: Queryable, account: WithdrawalAccount, amount_minor: number): Promise<Result<never> | null> {
+    if (account.livemode || amount_minor !== SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR) return null;
+    const fee = await this.deps.fees.quote(tx, { ...account, channel: 'withdrawal' }, amount_minor);
+    const balance = await this.deps.ledger.balance(tx, account);
+    const pendingAt = await this.deps.ledger.nextClearingAt(tx, account);
+    return fail('insufficient_balance', {
+      details: {
+        available_minor: balance.available_minor,
+        required_minor: amount_minor + fee.fee_total_minor,
+        pending_clearing_minor: balance.pending_clearing_minor,
+        pending_clearing_available_at: pendingAt ? formatTimestamp(pendingAt) : null,
+      },
+    });
+  }
+
   async create(
     tx: Queryable,
     account: WithdrawalAccount,
@@ -411,18 +431,9 @@ export class WithdrawalService {
     const locked = input.amount_minor + fee.fee_total_minor;
     invariant(Number.isSafeInteger(locked), 'amount plus fee is a safe integer');
 
-    if (!internal && !account.livemode && input.amount_minor === SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR) {
-      const balance = await this.deps.ledger.balance(tx, account);
-      // Sandbox scenario 113.00: the 402 a merchant must handle, whatever the balance.
-      const pendingAt = await this.deps.ledger.nextClearingAt(tx, account);
-      return fail('insufficient_balance', {
-        details: {
-          available_minor: balance.available_minor,
-          required_minor: locked,
-          pending_clearing_minor: balance.pending_clearing_minor,
-          pending_clearing_available_at: pendingAt ? formatTimestamp(pendingAt) : null,
-        },
-      });
+    if (!internal) {
+      const scenario = await this.sandboxScenarioRefusal(tx, account, input.amount_minor);
+      if (scenario) return scenario;
     }
     const reserved = await this.deps.ledger.post(tx, {
       account,
