@@ -148,7 +148,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     upload_base_url: () => services.uploadBaseUrl(),
     claims: claimRegistry,
   });
-  const idempotency = new IdempotencyService(database, clock);
+  const idempotency = new IdempotencyService(database, clock, secretBox);
   // Slip evidence: in PostgreSQL with its receipt by default, or in a directory (SLIP_EVIDENCE_STORE).
   const blobs: BlobStore = options.config.slip_evidence_store === 'filesystem' ? new FilesystemBlobStore(options.config.slip_evidence_dir) : new PostgresBlobStore();
   const slips = new SlipsService({

@@ -152,8 +152,14 @@ describe('merchant authentication: error codes', () => {
     const response = await app.signed({ url: EVENTS, credentials: other });
     expect(response.statusCode).toBe(401);
     expect(errorOf(response).code).toBe('api_key_revoked');
-    // Revocation is final: resuming a revoked key changes nothing.
-    await app.instance.services.tenancy.setApiKeyStatus(system, keys[0]!.id, null, 'active');
+    // Revocation is final: resuming or suspending a revoked key is refused (409), revoking again answers it.
+    const resume = await app.backoffice({ method: 'POST', url: `/v1/bo/api-keys/${keys[0]!.id}/resume` });
+    expect(resume.statusCode, resume.body).toBe(409);
+    expect(errorOf(resume)).toMatchObject({ code: 'api_key_already_revoked', details: { api_key_id: keys[0]!.id } });
+    expect(errorOf(await app.backoffice({ method: 'POST', url: `/v1/bo/api-keys/${keys[0]!.id}/suspend` })).code).toBe('api_key_already_revoked');
+    const again = await app.backoffice({ method: 'POST', url: `/v1/bo/api-keys/${keys[0]!.id}/revoke` });
+    expect(again.statusCode, again.body).toBe(200);
+    expect(again.json()).toMatchObject({ status: 'revoked' });
     expect(errorOf(await app.signed({ url: EVENTS, credentials: other })).code).toBe('api_key_revoked');
   });
 

@@ -230,8 +230,11 @@ describe('tenancy administration through the direct backend', () => {
     const refused = await testApp.signed(request);
     expect(refused.statusCode).toBe(401);
     expect(errorOf(refused).code).toBe('api_key_revoked');
-    // Revocation is final: resuming a revoked key leaves it revoked.
-    expect((await cliJson<Created>(['keys', 'resume', '--key', testKey.id])).status).toBe('revoked');
+    // Revocation is final: resuming a revoked key is refused (exit 1, api_key_already_revoked).
+    const resumed = await cli(['keys', 'resume', '--key', testKey.id]);
+    expect(resumed.code).toBe(1);
+    expect(resumed.stderr).toContain('api_key_already_revoked');
+    expect(errorOf(await testApp.signed(request)).code).toBe('api_key_revoked');
   });
 
   it('fails with exit 1, the error code and message, and no stack trace', async () => {

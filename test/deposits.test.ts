@@ -144,6 +144,8 @@ describe('POST /v1/pay/deposits: matched at once (201)', () => {
 
   it('GET shows the payment instructions but never the slip token; another merchant gets 404', async () => {
     const view = await getDeposit(deposit.id);
+    const answer = await app.signed({ url: `/v1/pay/deposits/${deposit.id}` });
+    expect(answer.headers['cache-control']).toBe('no-store');
     expect(view).not.toHaveProperty('slip_upload');
     expect(JSON.stringify(view)).not.toContain(deposit.slip_upload.token);
     expect(view.legs[0]?.qr_payload).toBe(deposit.legs[0]?.qr_payload);

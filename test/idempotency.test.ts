@@ -3,6 +3,7 @@ import { createTestApp, errorOf, openSecondInstance, type TestApp } from './supp
 import { gatedControls, testWriteRoutes, type TestRouteControls } from './support/test-routes.ts';
 import { usingPostgres } from './support/database.ts';
 import { signedHeaders } from '../src/http/canonical.ts';
+import { createDeposit } from './support/slips.ts';
 
 const URL = '/v1/pay/test-writes';
 let app: TestApp;
@@ -60,6 +61,38 @@ describe('idempotency: happy', () => {
     expect(after.statusCode).toBe(201);
     expect(after.headers['idempotent-replay']).toBeUndefined();
     expect(await app.instance.housekeep()).toBeGreaterThanOrEqual(0);
+  });
+});
+
+describe('idempotency: stored answers are sealed', () => {
+  it('a deposit answer (slip token, QR payload, receiver account) rests sealed and still replays byte for byte', async () => {
+    const key = `sealed-${Date.now()}`;
+    const deposit = await createDeposit(app, { amount_minor: 10_000 });
+    const { rows: legs } = await app.testDatabase.database.query<{ withdrawal_leg_ref: string }>('SELECT withdrawal_leg_ref FROM deposit_legs WHERE deposit_id = $1', [deposit.id]);
+    const payee = await app.instance.services.withdrawals.destinationOf(app.testDatabase.database, app.sandbox.white_label_id, legs[0]!.withdrawal_leg_ref);
+    // Secrets of the deposit just made: none of them may be readable in any stored answer.
+    const secrets = [deposit.slip_upload.token, deposit.legs[0]!.qr_payload!, payee!.account_number];
+    const { rows } = await app.testDatabase.database.query<{ text: string }>('SELECT response_body AS text FROM idempotency_records');
+    expect(rows.length).toBeGreaterThan(0);
+    for (const row of rows) {
+      expect(row.text.startsWith('v1.')).toBe(true);
+      for (const secret of secrets) expect(row.text).not.toContain(secret);
+    }
+
+    const first = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 700 }, idempotency_key: key });
+    const replay = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 700 }, idempotency_key: key });
+    expect(replay.headers['idempotent-replay']).toBe('true');
+    expect(replay.body).toBe(first.body);
+    // A record stored before sealing (plain JSON) still replays until it expires.
+    await app.testDatabase.database.query('UPDATE idempotency_records SET response_body = $1 WHERE idempotency_key = $2', [first.body, key]);
+    const legacy = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 700 }, idempotency_key: key });
+    expect(legacy.body).toBe(first.body);
+    // A sealed answer moved under another key does not open: it is bound to its own record.
+    const other = `${key}-moved`;
+    await app.signed({ method: 'POST', url: URL, body: { amount_minor: 701 }, idempotency_key: other });
+    const { rows: sealed } = await app.testDatabase.database.query<{ text: string }>('SELECT response_body AS text FROM idempotency_records WHERE idempotency_key = $1', [other]);
+    await app.testDatabase.database.query('UPDATE idempotency_records SET response_body = $1 WHERE idempotency_key = $2', [sealed[0]!.text, key]);
+    expect((await app.signed({ method: 'POST', url: URL, body: { amount_minor: 700 }, idempotency_key: key })).statusCode).toBe(500);
   });
 });
 

@@ -369,7 +369,7 @@ describe('POST /v1/pay/withdrawals/:id/cancel', () => {
     const response = await cancel(order.id);
     expect(response.statusCode).toBe(200);
     const canceled = response.json<WithdrawalView>();
-    expect(canceled).toMatchObject({ status: 'canceled', version: 2, refunded_minor: 200_000, remaining_minor: 200_000, cancel_reason_code: 'merchant_requested', canceled_by: 'merchant' });
+    expect(canceled).toMatchObject({ status: 'canceled', version: 2, refunded_minor: 200_000, remaining_minor: 200_000, cancel_reason_code: 'merchant_request', canceled_by: 'merchant' });
     expect(canceled.closed_at).toBe(app.clock.now().toISOString());
     const after = await balanceOf(payer);
     expect(after.available_minor - before.available_minor).toBe(200_000 + FEE_MINOR);
@@ -754,7 +754,12 @@ describe('approval by brand policy (back office)', () => {
     const note = 'Beneficiary does not match the merchant records';
     const rejected = await app.backoffice({ method: 'POST', url: `/v1/bo/withdrawals/${order.id}/reject`, body: { note }, token: operatorToken });
     expect(rejected.statusCode).toBe(200);
-    expect(rejected.json()).toMatchObject({ status: 'rejected', refunded_minor: 2_000_000, rejection: { code: 'approval_rejected', note } });
+    expect(rejected.json()).toMatchObject({ status: 'rejected', refunded_minor: 2_000_000, rejection: { code: 'approval_rejected' }, review_note: note });
+    // The reviewer's note is internal: not in the merchant's order, not in its events (spec).
+    const merchantView = await getOrder(payer, order.id);
+    expect(merchantView.rejection).toEqual({ code: 'approval_rejected' });
+    expect(JSON.stringify(merchantView)).not.toContain(note);
+    expect(JSON.stringify(await eventsOf(order.id))).not.toContain(note);
     expect((await balanceOf(payer)).available_minor - before.available_minor).toBe(2_000_000 + FEE_MINOR);
     expect((await eventsOf(order.id)).map((event) => event.type)).toEqual(['withdrawal.created', 'withdrawal.rejected']);
     const { rows } = await app.testDatabase.database.query<{ action: string }>('SELECT action FROM audit_log WHERE target_id = $1', [order.id]);
@@ -793,7 +798,7 @@ describe('approval by brand policy (back office)', () => {
     expect((await app.backoffice({ url: '/v1/bo/withdrawal-approvals?mode=test' })).statusCode).toBe(403);
     // The merchant can still cancel while waiting: everything returns.
     const canceled = await app.signed({ method: 'POST', url: `/v1/pay/withdrawals/${order.id}/cancel`, idempotency_key: 'cancel-pending', credentials: payer.credentials });
-    expect(canceled.json()).toMatchObject({ status: 'canceled', cancel_reason_code: 'merchant_requested', refunded_minor: 1_200_000 });
+    expect(canceled.json()).toMatchObject({ status: 'canceled', cancel_reason_code: 'merchant_request', refunded_minor: 1_200_000 });
   });
 });
 

@@ -272,7 +272,8 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
       const account = accountOfContext(context);
       const found = await deposits.get(db, account, params.id ?? '');
       if (!found) throw new ApiError('resource_not_found');
-      return { status: 200, body: found };
+      // An order awaiting payment carries its legs' QR payloads (a receiver's full account number): no cache keeps it.
+      return { status: 200, body: found, headers: { 'Cache-Control': 'no-store' } };
     },
   });
 

@@ -14,6 +14,7 @@ export interface IdempotencyRecordRow extends IdempotencyScope {
   request_fingerprint: string;
   request_id: string;
   response_status: number;
+  /** The answer's exact JSON text, sealed (`IdempotencyService`): answers can carry tokens and QR payloads. */
   response_body: string;
   response_headers: Record<string, string>;
   created_at: Date;

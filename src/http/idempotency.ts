@@ -1,7 +1,7 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { ApiError } from '../platform/errors.ts';
-import { sha256Hex } from '../platform/crypto.ts';
+import { sha256Hex, type SecretBox } from '../platform/crypto.ts';
 import { DAY_MS } from '../platform/time.ts';
 import * as repository from './idempotency-repository.ts';
 
@@ -45,13 +45,29 @@ export function requestFingerprint(method: string, path: string, body: unknown):
   return sha256Hex(`${method.toUpperCase()}\n${path}\n${body === undefined ? '' : canonicalJson(body)}`);
 }
 
+/**
+ * Stored answers are sealed (AES-256-GCM under the master key) with the record's scope as their purpose:
+ * an answer may carry a slip capability token or a PromptPay payload (which holds a receiver's full
+ * account number), and such values never rest in plain text. The scope in the purpose keeps a sealed
+ * answer from being replayed under another merchant's key. Answers stored before sealing are plain JSON,
+ * which never starts with the sealed format's `v1.`, and are still replayed until they expire.
+ */
+function responsePurpose(scope: repository.IdempotencyScope): string {
+  return `idempotency.response_body:${scope.white_label_id}:${scope.merchant_id}:${scope.livemode}:${scope.idempotency_key}`;
+}
+
 export class IdempotencyService {
   private readonly inFlight = new Set<string>();
 
   constructor(
     private readonly database: Database,
     private readonly clock: Clock,
+    private readonly secretBox: SecretBox,
   ) {}
+
+  private openStored(scope: repository.IdempotencyScope, stored: string): string {
+    return stored.startsWith('v1.') ? this.secretBox.open(stored, responsePurpose(scope)) : stored;
+  }
 
   async execute(
     scope: repository.IdempotencyScope,
@@ -70,7 +86,7 @@ export class IdempotencyService {
           if (existing.request_fingerprint !== input.fingerprint) {
             throw new ApiError('idempotency_key_reused', { details: { original_request_id: existing.request_id } });
           }
-          return { status: existing.response_status, body_text: existing.response_body, headers: existing.response_headers, replayed: true };
+          return { status: existing.response_status, body_text: this.openStored(scope, existing.response_body), headers: existing.response_headers, replayed: true };
         }
         let outcome: { status: number; body: unknown; headers?: Record<string, string> };
         try {
@@ -88,7 +104,7 @@ export class IdempotencyService {
             request_fingerprint: input.fingerprint,
             request_id: input.request_id,
             response_status: outcome.status,
-            response_body: bodyText,
+            response_body: this.secretBox.seal(bodyText, responsePurpose(scope)),
             response_headers: headers,
             created_at: now,
             expires_at: new Date(now.getTime() + IDEMPOTENCY_RETENTION_MS),

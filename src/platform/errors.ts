@@ -171,6 +171,11 @@ const catalogue = {
     message: 'The deposit is not under review for another reason.',
     message_th: 'รายการฝากนี้ไม่ได้อยู่ระหว่างการตรวจสอบด้วยเหตุผลอื่น',
   },
+  api_key_already_revoked: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'The key is revoked, and revocation is final; create a new key instead.',
+    message_th: 'คีย์นี้ถูกเพิกถอนแล้วและไม่สามารถเปิดใช้ได้อีก กรุณาสร้างคีย์ใหม่',
+  },
   review_already_decided: {
     status: 409, type: 'invalid_request_error', retryable: false,
     message: 'This review was already decided (or the order left review); re-read the order.',

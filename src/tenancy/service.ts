@@ -288,12 +288,19 @@ export class TenancyService {
     return (await repository.listApiKeys(this.database, merchant.white_label_id, merchant_id)).map(apiKeyView);
   }
 
-  /** Revokes, suspends or resumes a key. Revocation is final; the change applies to the next request. */
+  /**
+   * Revokes, suspends or resumes a key; the change applies to the next request. Revocation is final:
+   * revoking again answers the key as it is, while suspending or resuming a revoked key is 409
+   * `api_key_already_revoked` (an answer of 200 with `status: revoked` would read as success).
+   */
   async setApiKeyStatus(actor: Actor, api_key_id: string, scope_white_label_id: string | null, status: KeyStatus): Promise<ApiKeyView> {
     const row = await this.database.transaction(async (tx) => {
       const key = await repository.findApiKey(tx, api_key_id, scope_white_label_id);
       if (!key) return { found: false as const };
-      if (key.status === 'revoked') return { found: true as const, row: key };
+      if (key.status === 'revoked') {
+        if (status !== 'revoked') throw new ApiError('api_key_already_revoked', { details: { api_key_id } });
+        return { found: true as const, row: key };
+      }
       const updated = await repository.setApiKeyStatus(tx, key.white_label_id, api_key_id, status, this.clock.now());
       if (!updated) return { found: true as const, row: key };
       const action = status === 'revoked' ? 'api_key.revoked' : status === 'suspended' ? 'api_key.suspended' : 'api_key.resumed';

@@ -184,7 +184,8 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
         if (!result) throw new ApiError('resource_not_found');
         const view = unwrap(result);
         await services.tenancy.audit(tx, actorOf(context), brand, 'withdrawal.rejected', 'withdrawal_order', view.id, { note: body.note });
-        return view;
+        // The answer is the back office's: the note beside the order, as GET /v1/bo/withdrawals/{id} shows it.
+        return { ...view, review_note: body.note };
       });
       return { status: 200, body: rejected };
     },

@@ -157,7 +157,8 @@ export type WithdrawalView = {
   replacement_of_withdrawal_id?: string;
   cancel_reason_code?: string;
   canceled_by?: ClosedBy;
-  rejection?: { code: string; note?: string };
+  /** Why the order was rejected; the reviewer's note is internal and never part of it (spec). */
+  rejection?: { code: string };
   metadata?: Record<string, string>;
   livemode: boolean;
   created_at: string;
@@ -209,7 +210,7 @@ export function withdrawalView(row: WithdrawalRow): WithdrawalView {
     ...(row.refund_of_deposit_id ? { refund_of_deposit_id: row.refund_of_deposit_id } : {}),
     ...(row.replacement_of_withdrawal_id ? { replacement_of_withdrawal_id: row.replacement_of_withdrawal_id } : {}),
     ...(row.status === 'canceled' ? { cancel_reason_code: row.close_reason_code ?? 'canceled', ...(row.closed_by ? { canceled_by: row.closed_by } : {}) } : {}),
-    ...(row.status === 'rejected' ? { rejection: { code: row.close_reason_code ?? 'approval_rejected', ...(row.review_note ? { note: row.review_note } : {}) } } : {}),
+    ...(row.status === 'rejected' ? { rejection: { code: row.close_reason_code ?? 'approval_rejected' } } : {}),
     ...(row.metadata ? { metadata: row.metadata } : {}),
     livemode: row.livemode,
     created_at: formatTimestamp(row.created_at),
@@ -579,7 +580,7 @@ export class WithdrawalService {
         details: { reserved_minor: row.reserved_minor, retry_after_seconds: PENDING_FILL_RETRY_AFTER_SECONDS },
       });
     }
-    return this.close(tx, row, { ...row, version: row.version + 1 }, { status: 'canceled', trigger: 'cancel', reason_code: 'merchant_requested', closed_by: 'merchant' }, cause);
+    return this.close(tx, row, { ...row, version: row.version + 1 }, { status: 'canceled', trigger: 'cancel', reason_code: 'merchant_request', closed_by: 'merchant' }, cause);
   }
 
   /** Approves an order waiting for approval: it enters the matching queue with a fresh expiry. */
@@ -1091,7 +1092,8 @@ export class WithdrawalService {
     const row = await repository.findOrderInBrand(db, white_label_id, withdrawal_id);
     if (!row) return null;
     const fills = await repository.listFills(db, row.white_label_id, row.withdrawal_id);
-    return { ...withdrawalView(row), fills: fills.map((leg) => fillView(leg, true)) };
+    // The back office reads the reviewer's note beside the order; merchants and events never do.
+    return { ...withdrawalView(row), fills: fills.map((leg) => fillView(leg, true)), ...(row.review_note ? { review_note: row.review_note } : {}) };
   }
 }
 
