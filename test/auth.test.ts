@@ -38,6 +38,38 @@ describe('merchant authentication: happy', () => {
 });
 
 describe('merchant authentication: error codes', () => {
+  it('a timestamp in milliseconds, correctly signed, is timestamp_out_of_window (not signature_invalid)', async () => {
+    const response = await app.signed({ url: EVENTS, timestamp_seconds: app.clock.now().getTime() });
+    expect(response.statusCode).toBe(401);
+    expect(errorOf(response).code).toBe('timestamp_out_of_window');
+  });
+
+  it('the Bearer scheme is case-insensitive (RFC 9110)', async () => {
+    const lower = await app.signed({ url: EVENTS, headers: { authorization: `bearer ${app.sandbox.api_key}` } });
+    expect(lower.statusCode, lower.body).toBe(200);
+    const operator = await app.instance.app.inject({ method: 'GET', url: '/v1/bo/brands', headers: { authorization: `BEARER ${app.operator_token}` } });
+    expect(operator.statusCode, operator.body).toBe(200);
+  });
+
+  it('a repeated Authorization or Idempotency-Key header is refused, never joined or first-wins; nothing is written', async () => {
+    const before = await app.testDatabase.database.query<{ count: string }>('SELECT count(*) AS count FROM idempotency_records');
+    const twoKeys = await app.instance.app.inject({
+      method: 'POST',
+      url: '/v1/pay/test-writes',
+      headers: { authorization: `Bearer ${app.sandbox.api_key}`, 'idempotency-key': ['first-key', 'second-key'], 'content-type': 'application/json' },
+      payload: JSON.stringify({ amount_minor: 100 }),
+    });
+    expect(twoKeys.statusCode, twoKeys.body).toBe(422);
+    expect(errorOf(twoKeys)).toMatchObject({ code: 'validation_error', details: { fields: [{ path: 'idempotency-key', reason: 'duplicate_header' }] } });
+    const twoCredentials = await app.instance.app.inject({ method: 'GET', url: EVENTS, headers: { authorization: [`Bearer ${app.sandbox.api_key}`, 'Bearer sk_test_other'] } });
+    expect(twoCredentials.statusCode, twoCredentials.body).toBe(422);
+    expect(errorOf(twoCredentials).details).toMatchObject({ fields: [{ path: 'authorization', reason: 'duplicate_header' }] });
+    const operatorTwice = await app.instance.app.inject({ method: 'GET', url: '/v1/bo/brands', headers: { authorization: [`Bearer ${app.operator_token}`, `Bearer ${app.operator_token}`] } });
+    expect(operatorTwice.statusCode).toBe(422);
+    const after = await app.testDatabase.database.query<{ count: string }>('SELECT count(*) AS count FROM idempotency_records');
+    expect(after.rows[0]?.count).toBe(before.rows[0]?.count);
+  });
+
   it('signature_invalid for a wrong secret, with no details', async () => {
     const response = await app.signed({ url: EVENTS, credentials: { ...app.sandbox, signing_secret: 'sig_test_wrongwrongwrongwrong' } });
     expect(response.statusCode).toBe(401);

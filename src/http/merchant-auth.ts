@@ -18,7 +18,9 @@ export const TIMESTAMP_WINDOW_SECONDS = 300;
 export const NONCE_RETENTION_MS = 10 * MINUTE_MS;
 
 const API_KEY_PATTERN = /^sk_(test|live)_[A-Za-z0-9_-]{16,128}$/;
-const TIMESTAMP_PATTERN = /^[0-9]{1,12}$/;
+// Up to 16 digits: a timestamp in milliseconds (13 digits) still verifies its signature and is then
+// answered `timestamp_out_of_window`, which tells the integrator what is wrong (not `signature_invalid`).
+const TIMESTAMP_PATTERN = /^[0-9]{1,16}$/;
 const NONCE_PATTERN = /^[\x21-\x7e]{1,128}$/;
 const SIGNATURE_PATTERN = /^v1=[0-9a-f]{64}$/;
 const VERSION_PATTERN = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/;
@@ -35,7 +37,8 @@ function headerText(request: FastifyRequest, name: string): string | null {
 export function bearerToken(request: FastifyRequest): string | null {
   const authorization = headerText(request, 'authorization');
   if (!authorization || authorization.length > 512) return null;
-  const match = /^Bearer ([^\s]+)$/.exec(authorization);
+  // The scheme is case-insensitive (RFC 9110, section 11.1).
+  const match = /^Bearer ([^\s]+)$/i.exec(authorization);
   return match?.[1] ?? null;
 }
 

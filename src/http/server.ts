@@ -52,7 +52,23 @@ const MERCHANT_SIGNING_HEADERS = ['pg-timestamp', 'pg-nonce', 'pg-version', 'pg-
 function capabilityToken(request: FastifyRequest): string | null {
   const authorization = request.headers.authorization;
   if (typeof authorization !== 'string' || authorization.length > SLIP_TOKEN_MAX_LENGTH + 7) return null;
-  return /^Bearer ([A-Za-z0-9_.-]+)$/.exec(authorization)?.[1] ?? null;
+  return /^Bearer ([A-Za-z0-9_.-]+)$/i.exec(authorization)?.[1] ?? null;
+}
+
+/**
+ * Headers that must come once. Node keeps the first `Authorization` and joins repeated
+ * `Idempotency-Key` values with a comma; either would act on something the client did not mean to
+ * send as one value, so a repeat is refused before anything else is looked at.
+ */
+const SINGLE_HEADERS = ['authorization', 'idempotency-key'] as const;
+
+function refuseRepeatedHeaders(request: FastifyRequest): void {
+  const raw = request.raw.rawHeaders;
+  for (const name of SINGLE_HEADERS) {
+    let seen = 0;
+    for (let index = 0; index < raw.length; index += 2) if (raw[index]?.toLowerCase() === name) seen += 1;
+    if (seen > 1) throw new ApiError('validation_error', { details: { fields: [{ path: name, reason: 'duplicate_header', hint: 'send this header once' }] } });
+  }
 }
 
 export type RouteModule = (registrar: RouteRegistrar, services: Services) => void;
@@ -344,6 +360,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     reply: FastifyReply,
   ): Promise<FastifyReply> {
     refuseGetBody(request);
+    refuseRepeatedHeaders(request);
     const params = checkedParams(request);
     const rawBody = rawBodyOf(request);
     const bucket = spec.method === 'POST' ? BUCKETS.pay_write : BUCKETS.pay_read;
@@ -422,6 +439,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     reply: FastifyReply,
   ): Promise<FastifyReply> {
     refuseGetBody(request);
+    refuseRepeatedHeaders(request);
     const params = checkedParams(request);
     const context = await authenticateBackoffice(request, spec.roles);
     request.rateState = await countBucket(BUCKETS.backoffice, context.white_label_id ?? '', context.credential_id);
@@ -440,6 +458,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
    * then the Idempotency-Key. The body stays raw bytes for the route to parse.
    */
   async function runCapability(spec: CapabilityRouteSpec, request: RateAwareRequest, reply: FastifyReply): Promise<FastifyReply> {
+    refuseRepeatedHeaders(request);
     const params = checkedParams(request);
     const carriesMerchantCredentials =
       MERCHANT_SIGNING_HEADERS.some((name) => request.headers[name] !== undefined) || /^Bearer sk_/i.test(String(request.headers.authorization ?? ''));
@@ -487,6 +506,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
   async function runPublic<Q extends z.ZodType | undefined>(spec: PublicRouteSpec<Q>, request: RateAwareRequest, reply: FastifyReply) {
     refuseGetBody(request);
+    refuseRepeatedHeaders(request);
     const params = checkedParams(request);
     request.rateState = await countPublic(request);
     if (isExceeded(request.rateState)) throw rateLimitedError(request.rateState);
