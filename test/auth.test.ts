@@ -61,10 +61,12 @@ describe('merchant authentication: error codes', () => {
     });
     expect(twoKeys.statusCode, twoKeys.body).toBe(422);
     expect(errorOf(twoKeys)).toMatchObject({ code: 'validation_error', details: { fields: [{ path: 'idempotency-key', reason: 'duplicate_header' }] } });
-    const twoCredentials = await app.instance.app.inject({ method: 'GET', url: EVENTS, headers: { authorization: [`Bearer ${app.sandbox.api_key}`, 'Bearer sk_test_other'] } });
+    // Node's header types allow one Authorization value; a client can still send two on the wire.
+    const repeated = (values: string[]) => ({ authorization: values }) as unknown as Record<string, string>;
+    const twoCredentials = await app.instance.app.inject({ method: 'GET', url: EVENTS, headers: repeated([`Bearer ${app.sandbox.api_key}`, 'Bearer sk_test_other']) });
     expect(twoCredentials.statusCode, twoCredentials.body).toBe(422);
     expect(errorOf(twoCredentials).details).toMatchObject({ fields: [{ path: 'authorization', reason: 'duplicate_header' }] });
-    const operatorTwice = await app.instance.app.inject({ method: 'GET', url: '/v1/bo/brands', headers: { authorization: [`Bearer ${app.operator_token}`, `Bearer ${app.operator_token}`] } });
+    const operatorTwice = await app.instance.app.inject({ method: 'GET', url: '/v1/bo/brands', headers: repeated([`Bearer ${app.operator_token}`, `Bearer ${app.operator_token}`]) });
     expect(operatorTwice.statusCode).toBe(422);
     const after = await app.testDatabase.database.query<{ count: string }>('SELECT count(*) AS count FROM idempotency_records');
     expect(after.rows[0]?.count).toBe(before.rows[0]?.count);
