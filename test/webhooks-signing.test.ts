@@ -83,6 +83,30 @@ describe('receiver address rules', () => {
     for (const address of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '64:ff9b::808:808']) expect(isPublicAddress(address), address).toBe(true);
   });
 
+  it('judges IPv6 forms that carry an IPv4 address by that address: mapped, compatible, NAT64, 6to4, Teredo, any spelling', () => {
+    const carryingPrivate = [
+      '0:0:0:0:0:ffff:7f00:1', // IPv4-mapped, uncompressed
+      '::ffff:0a00:0001',
+      '::10.0.0.1', // IPv4-compatible
+      '::a9fe:a9fe', // IPv4-compatible 169.254.169.254 (cloud metadata)
+      '0064:ff9b:0000:0000:0000:0000:0a00:0001', // NAT64, uncompressed
+      '64:ff9b::192.168.1.1',
+      '2002:7f00:1::', // 6to4 of 127.0.0.1
+      '2002:a9fe:a9fe::1', // 6to4 of 169.254.169.254
+      '2002:c0a8:0101:0:0:0:0:1', // 6to4 of 192.168.1.1
+      '2001:0:a00:1::', // Teredo, server 10.0.0.1
+      '2001:0:808:808::f5ff:fffe', // Teredo, client 10.0.0.1 (inverted)
+    ];
+    for (const address of carryingPrivate) expect(isPublicAddress(address), address).toBe(false);
+    for (const address of ['2002:808:808::1', '2001:0:808:808::f7f7:f7f7', '::ffff:8.8.8.8']) expect(isPublicAddress(address), address).toBe(true);
+    // Only the mapped form reaches the host itself; a relay form of 127.0.0.1 is neither loopback nor public.
+    expect(isLoopbackAddress('0:0:0:0:0:ffff:127.0.0.1')).toBe(true);
+    for (const address of ['2002:7f00:1::', '64:ff9b::7f00:1']) {
+      expect(isLoopbackAddress(address), address).toBe(false);
+      expect(defaultAddressPolicy({ sandbox_loopback: true }).allows(address, false), address).toBe(false);
+    }
+  });
+
   it('allows loopback to sandbox endpoints only when the operator turned it on, and never to live ones', () => {
     const off = defaultAddressPolicy({ sandbox_loopback: false });
     const on = defaultAddressPolicy({ sandbox_loopback: true });

@@ -48,42 +48,86 @@ const LOOPBACK = new net.BlockList();
 LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
 LOOPBACK.addAddress('::1', 'ipv6');
 
-/**
- * An IPv4 address embedded in an IPv6 one that carries it as is (IPv4-mapped `::ffff:a.b.c.d` and
- * the NAT64 well-known prefix `64:ff9b::/96`), so that it is judged as the IPv4 address it reaches.
- */
-function embeddedIpv4(address: string): string | null {
-  const lower = address.toLowerCase();
-  for (const prefix of ['::ffff:', '64:ff9b::']) {
-    if (!lower.startsWith(prefix)) continue;
-    const rest = lower.slice(prefix.length);
-    if (net.isIPv4(rest)) return rest;
-    const groups = rest.split(':');
-    if (groups.length === 2 && groups.every((group) => /^[0-9a-f]{1,4}$/.test(group))) {
-      const high = parseInt(groups[0] ?? '0', 16);
-      const low = parseInt(groups[1] ?? '0', 16);
-      return [high >> 8, high & 255, low >> 8, low & 255].join('.');
-    }
+/** The 16 bytes of an IPv6 address in any textual form (compressed, expanded, dotted IPv4 tail). */
+function ipv6Bytes(address: string): number[] | null {
+  if (!net.isIPv6(address)) return null;
+  let text = address.toLowerCase();
+  const zone = text.indexOf('%');
+  if (zone >= 0) text = text.slice(0, zone);
+  // A dotted IPv4 tail becomes two hexadecimal groups.
+  const dotted = /^(.*:)([0-9]+\.[0-9]+\.[0-9]+\.[0-9]+)$/.exec(text);
+  if (dotted) {
+    const octets = (dotted[2] ?? '').split('.').map(Number);
+    text = `${dotted[1] ?? ''}${(((octets[0] ?? 0) << 8) | (octets[1] ?? 0)).toString(16)}:${(((octets[2] ?? 0) << 8) | (octets[3] ?? 0)).toString(16)}`;
   }
-  return null;
+  const [head = '', tail] = text.split('::') as [string, string | undefined];
+  const headGroups = head === '' ? [] : head.split(':');
+  const tailGroups = tail === undefined || tail === '' ? [] : tail.split(':');
+  const missing = 8 - headGroups.length - tailGroups.length;
+  if (missing < 0 || (tail === undefined && missing !== 0)) return null;
+  const groups = [...headGroups, ...Array<string>(tail === undefined ? 0 : missing).fill('0'), ...tailGroups];
+  if (groups.length !== 8) return null;
+  return groups.flatMap((group) => {
+    const value = parseInt(group, 16);
+    return [value >> 8, value & 255];
+  });
 }
 
-function normalise(address: string): { address: string; type: 'ipv4' | 'ipv6' } | null {
+function ipv4Of(bytes: number[]): string {
+  return bytes.join('.');
+}
+
+/**
+ * The IPv4 addresses an IPv6 address carries, so that it is judged as the IPv4 address it reaches:
+ * IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96` (beyond `::` and `::1`), the NAT64 well-known
+ * prefix `64:ff9b::/96`, 6to4 `2002::/16` (the relay's IPv4 in bits 16–47) and Teredo `2001::/32` (the
+ * server's IPv4 in bits 32–63 and the client's, inverted, in the last 32 bits).
+ */
+function embeddedIpv4(address: string): string[] {
+  const bytes = ipv6Bytes(address);
+  if (!bytes) return [];
+  const zeros = (from: number, to: number) => bytes.slice(from, to).every((byte) => byte === 0);
+  const last = bytes.slice(12, 16);
+  if (zeros(0, 10) && bytes[10] === 0xff && bytes[11] === 0xff) return [ipv4Of(last)];
+  if (zeros(0, 12) && !zeros(12, 15)) return [ipv4Of(last)];
+  if (bytes[0] === 0x00 && bytes[1] === 0x64 && bytes[2] === 0xff && bytes[3] === 0x9b && zeros(4, 12)) return [ipv4Of(last)];
+  if (bytes[0] === 0x20 && bytes[1] === 0x02) return [ipv4Of(bytes.slice(2, 6))];
+  if (bytes[0] === 0x20 && bytes[1] === 0x01 && bytes[2] === 0x00 && bytes[3] === 0x00) return [ipv4Of(bytes.slice(4, 8)), ipv4Of(last.map((byte) => byte ^ 0xff))];
+  return [];
+}
+
+/** The IPv4 address of an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`): the one form the host itself answers as IPv4. */
+function mappedIpv4(address: string): string | null {
+  const bytes = ipv6Bytes(address);
+  if (!bytes || !bytes.slice(0, 10).every((byte) => byte === 0) || bytes[10] !== 0xff || bytes[11] !== 0xff) return null;
+  return ipv4Of(bytes.slice(12, 16));
+}
+
+function normalise(address: string): { address: string; type: 'ipv4' | 'ipv6'; embedded: string[] } | null {
   const bare = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
-  if (net.isIPv4(bare)) return { address: bare, type: 'ipv4' };
+  if (net.isIPv4(bare)) return { address: bare, type: 'ipv4', embedded: [] };
   if (!net.isIPv6(bare)) return null;
-  const embedded = embeddedIpv4(bare);
-  return embedded ? { address: embedded, type: 'ipv4' } : { address: bare, type: 'ipv6' };
+  return { address: bare, type: 'ipv6', embedded: embeddedIpv4(bare) };
 }
 
+/**
+ * Loopback: `127.0.0.0/8`, `::1`, or an IPv4-mapped loopback. A 6to4, Teredo or NAT64 address that
+ * carries 127.0.0.1 is reached through a relay, not the host itself: it is not loopback (and, carrying a
+ * non-public IPv4 address, it is not public either, so it is refused everywhere).
+ */
 export function isLoopbackAddress(address: string): boolean {
   const parsed = normalise(address);
-  return parsed !== null && LOOPBACK.check(parsed.address, parsed.type);
+  if (!parsed) return false;
+  if (LOOPBACK.check(parsed.address, parsed.type)) return true;
+  const mapped = parsed.type === 'ipv6' ? mappedIpv4(parsed.address) : null;
+  return mapped !== null && LOOPBACK.check(mapped, 'ipv4');
 }
 
+/** Public only when the address and every IPv4 address it carries are outside the non-public ranges. */
 export function isPublicAddress(address: string): boolean {
   const parsed = normalise(address);
-  return parsed !== null && !NON_PUBLIC.check(parsed.address, parsed.type);
+  if (!parsed) return false;
+  return !NON_PUBLIC.check(parsed.address, parsed.type) && parsed.embedded.every((ipv4) => !NON_PUBLIC.check(ipv4, 'ipv4'));
 }
 
 /** Decides whether a resolved or literal address may receive a webhook of an environment. */
