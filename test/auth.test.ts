@@ -234,6 +234,32 @@ describe('merchant authentication: error codes', () => {
 });
 
 describe('back-office separation', () => {
+  it('the sandbox counterparty (a merchant the service runs) is not addressable: no read, list, suspend, keys or wallet', async () => {
+    // A sandbox deposit makes the brand's counterparty exist.
+    const deposit = await app.signed({
+      method: 'POST',
+      url: '/v1/pay/deposits',
+      idempotency_key: `counterparty-${Date.now()}`,
+      body: { amount_minor: 10_000, currency: 'THB', merchant_reference: `cp-${Date.now()}`, end_user_ref: 'cp-user', sender: { bank_code: '002', account_number: '5566778899', account_name_th: 'สมชาย ใจดี' } },
+    });
+    expect(deposit.statusCode, deposit.body).toBe(201);
+    const { rows } = await app.testDatabase.database.query<{ merchant_id: string }>('SELECT merchant_id FROM sandbox_counterparties WHERE white_label_id = $1', [app.sandbox.white_label_id]);
+    const counterparty = rows[0]!.merchant_id;
+    const tenancy = app.instance.services.tenancy;
+    const operator = await tenancy.createBackofficeCredential(system, { white_label_id: app.sandbox.white_label_id, role: 'operator', name: 'Counterparty probe' });
+    for (const token of [operator.token, app.operator_token]) {
+      expect(errorOf(await app.backoffice({ url: `/v1/bo/merchants/${counterparty}`, token })).code).toBe('resource_not_found');
+      expect(errorOf(await app.backoffice({ method: 'POST', url: `/v1/bo/merchants/${counterparty}/api-keys`, body: { mode: 'test' }, token })).code).toBe('resource_not_found');
+      expect(errorOf(await app.backoffice({ method: 'POST', url: `/v1/bo/merchants/${counterparty}/suspend`, token })).code).toBe('resource_not_found');
+      expect(errorOf(await app.backoffice({ url: `/v1/bo/wallet?merchant_id=${counterparty}&mode=test`, token })).code).toBe('resource_not_found');
+    }
+    const listed = await app.backoffice({ url: `/v1/bo/merchants?white_label_id=${app.sandbox.white_label_id}`, token: operator.token });
+    expect(listed.statusCode, listed.body).toBe(200);
+    expect(JSON.stringify(listed.json())).not.toContain(counterparty);
+    const { rows: keys } = await app.testDatabase.database.query('SELECT api_key_id FROM api_keys WHERE merchant_id = $1', [counterparty]);
+    expect(keys).toEqual([]);
+  });
+
   it('answers scope_denied to a valid integration key on /v1/bo/*', async () => {
     const response = await app.backoffice({ url: '/v1/bo/brands', token: app.sandbox.api_key });
     expect(response.statusCode).toBe(403);

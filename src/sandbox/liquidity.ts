@@ -115,7 +115,7 @@ export class SandboxLiquidity implements LiquidityProvider {
   private async counterparty(tx: Queryable, white_label_id: string): Promise<repository.CounterpartyRow> {
     const existing = await repository.findCounterparty(tx, white_label_id);
     if (existing) return existing;
-    const merchant = await this.deps.tenancy.createMerchantIn(tx, { actor_type: 'system', actor_id: 'sandbox', request_id: null }, { white_label_id, name: COUNTERPARTY_NAME });
+    const merchant = await this.deps.tenancy.createMerchantIn(tx, { actor_type: 'system', actor_id: 'sandbox', request_id: null }, { white_label_id, name: COUNTERPARTY_NAME, system_owned: true });
     invariant(merchant, 'the brand exists');
     const account = { white_label_id, merchant_id: merchant.id, livemode: false };
     const beneficiary_ids: string[] = [];

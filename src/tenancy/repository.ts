@@ -35,15 +35,18 @@ export async function setBrandStatus(db: Queryable, white_label_id: string, stat
 
 export async function insertMerchant(db: Queryable, merchant: MerchantRow): Promise<void> {
   await db.query(
-    `INSERT INTO merchants (white_label_id, merchant_id, name, status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-    [merchant.white_label_id, merchant.merchant_id, merchant.name, merchant.status, merchant.created_at, merchant.updated_at],
+    `INSERT INTO merchants (white_label_id, merchant_id, name, status, system_owned, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    [merchant.white_label_id, merchant.merchant_id, merchant.name, merchant.status, merchant.system_owned, merchant.created_at, merchant.updated_at],
   );
 }
 
-/** Finds a merchant; with a brand given, a merchant of another brand is not found. */
+/**
+ * Finds a merchant that the back office may address; with a brand given, a merchant of another brand is
+ * not found. The service's own merchants (`system_owned`) are never found here.
+ */
 export async function findMerchant(db: Queryable, merchant_id: string, white_label_id: string | null): Promise<MerchantRow | null> {
   const { rows } = await db.query<MerchantRow>(
-    'SELECT * FROM merchants WHERE merchant_id = $1 AND ($2::text IS NULL OR white_label_id = $2)',
+    'SELECT * FROM merchants WHERE merchant_id = $1 AND ($2::text IS NULL OR white_label_id = $2) AND NOT system_owned',
     [merchant_id, white_label_id],
   );
   return rows[0] ?? null;
@@ -51,7 +54,7 @@ export async function findMerchant(db: Queryable, merchant_id: string, white_lab
 
 export async function listMerchants(db: Queryable, white_label_id: string, limit: number): Promise<MerchantRow[]> {
   const { rows } = await db.query<MerchantRow>(
-    'SELECT * FROM merchants WHERE white_label_id = $1 ORDER BY created_at, merchant_id LIMIT $2',
+    'SELECT * FROM merchants WHERE white_label_id = $1 AND NOT system_owned ORDER BY created_at, merchant_id LIMIT $2',
     [white_label_id, limit],
   );
   return rows;

@@ -200,14 +200,19 @@ export class TenancyService {
     return created;
   }
 
-  /** Creates a merchant with its audit row in the caller's transaction; null when the brand does not exist. */
-  async createMerchantIn(tx: Queryable, actor: Actor, input: { white_label_id: string; name: string }): Promise<MerchantView | null> {
+  /**
+   * Creates a merchant with its audit row in the caller's transaction; null when the brand does not exist.
+   * `system_owned` marks a merchant the service runs itself (the sandbox counterparty): no operator can
+   * address it afterwards.
+   */
+  async createMerchantIn(tx: Queryable, actor: Actor, input: { white_label_id: string; name: string; system_owned?: boolean }): Promise<MerchantView | null> {
     const now = this.clock.now();
     const row: MerchantRow = {
       white_label_id: input.white_label_id,
       merchant_id: newId('merchant'),
       name: input.name,
       status: 'active',
+      system_owned: input.system_owned ?? false,
       created_at: now,
       updated_at: now,
     };
@@ -378,7 +383,7 @@ export class TenancyService {
       if ((await repository.countBrands(tx)) > 0) return null;
       const brand: BrandRow = { white_label_id: newId('brand'), name: 'Sandbox Brand', status: 'active', created_at: now, updated_at: now };
       const merchant: MerchantRow = {
-        white_label_id: brand.white_label_id, merchant_id: newId('merchant'), name: 'Sandbox Merchant', status: 'active',
+        white_label_id: brand.white_label_id, merchant_id: newId('merchant'), name: 'Sandbox Merchant', status: 'active', system_owned: false,
         created_at: now, updated_at: now,
       };
       const key: ApiKeyRow = {

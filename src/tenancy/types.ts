@@ -20,6 +20,8 @@ export interface MerchantRow {
   merchant_id: string;
   name: string;
   status: AccountStatus;
+  /** A merchant the service runs itself (the sandbox counterparty): invisible to the back office and the CLI. */
+  system_owned: boolean;
   created_at: Date;
   updated_at: Date;
 }
