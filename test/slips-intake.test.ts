@@ -60,6 +60,18 @@ function claimsOf(token: string) {
   return claims as Parameters<TestApp['instance']['services']['slipTokens']['mint']>[0];
 }
 
+/** The token with its signature's last character changed to another that decodes to the same bytes. */
+function nonCanonical(token: string): string {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  const signature = token.split('.')[2]!;
+  const bytes = Buffer.from(signature, 'base64url');
+  for (const character of alphabet) {
+    const variant = `${signature.slice(0, -1)}${character}`;
+    if (variant !== signature && Buffer.from(variant, 'base64url').equals(bytes)) return `${token.slice(0, -signature.length)}${variant}`;
+  }
+  throw new Error('a 64-byte signature always has spare bits in its last character');
+}
+
 async function pngOfSize(bytes: number): Promise<Buffer> {
   const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#ffffff' } }).png().toBuffer();
   // Bytes after a PNG's IEND are ignored by decoders: the file keeps its type and reaches the size asked.
@@ -301,6 +313,19 @@ describe('the capability', () => {
         response: await uploadMultipart(app, order.slip_upload, image, {
           token: app.instance.services.slipTokens.mint({ ...claimsOf(order.slip_upload.token), hold_until: claimsOf(order.slip_upload.token).hold_until + 60 }),
         }),
+        code: 'slip_token_invalid',
+      },
+      {
+        label: 'a capability of an API version the service does not speak',
+        response: await uploadMultipart(app, order.slip_upload, image, {
+          token: app.instance.services.slipTokens.mint({ ...claimsOf(order.slip_upload.token), api_version: '1999-01-01' }),
+        }),
+        code: 'slip_token_invalid',
+      },
+      {
+        // The same signature bytes spelled with other unused low bits in its last character.
+        label: 'a non-canonical base64url spelling of the real signature',
+        response: await uploadMultipart(app, order.slip_upload, image, { token: nonCanonical(order.slip_upload.token) }),
         code: 'slip_token_invalid',
       },
       {

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import { invariant } from '../platform/assert.ts';
 import { hmacSha256Hex } from '../platform/crypto.ts';
 import { formatTimestamp } from '../platform/time.ts';
+import { SUPPORTED_API_VERSIONS } from '../events/envelope.ts';
 
 /**
  * The slip upload capability (spec, slip_upload): a compact JWS signed with Ed25519 (`alg` EdDSA),
@@ -71,7 +72,9 @@ export type SlipTokenFailure =
   | 'expired'
   | 'not_yet_valid'
   | 'wrong_url'
-  | 'wrong_deposit';
+  | 'wrong_deposit'
+  | 'wrong_issuer'
+  | 'wrong_version';
 
 export interface SlipUpload {
   token: string;
@@ -123,6 +126,9 @@ export class SlipTokenSigner {
     if (token.length === 0 || token.length > SLIP_TOKEN_MAX_LENGTH) return { ok: false, reason: 'malformed' };
     const parts = token.split('.');
     if (parts.length !== 3 || parts.some((part) => !/^[A-Za-z0-9_-]+$/.test(part))) return { ok: false, reason: 'malformed' };
+    // Only the canonical encoding: base64url leaves unused low bits in a part's last character, and a
+    // variant that decodes to the same bytes would make one token readable as several strings.
+    if (parts.some((part) => Buffer.from(part, 'base64url').toString('base64url') !== part)) return { ok: false, reason: 'malformed' };
     const [headerPart, payloadPart, signaturePart] = parts as [string, string, string];
     let header: { alg?: unknown; kid?: unknown };
     let claims: SlipTokenClaims;
@@ -137,7 +143,13 @@ export class SlipTokenSigner {
     const signature = Buffer.from(signaturePart, 'base64url');
     if (signature.length !== 64) return { ok: false, reason: 'bad_signature' };
     if (!crypto.verify(null, Buffer.from(`${headerPart}.${payloadPart}`), this.publicKey, signature)) return { ok: false, reason: 'bad_signature' };
+    if (claims.iss !== 'pg') return { ok: false, reason: 'wrong_issuer' };
     if (claims.aud !== SLIP_TOKEN_AUDIENCE) return { ok: false, reason: 'wrong_audience' };
+    // Every binding has its type, so that the caller compares like with like (brand, environment, reservation).
+    if (typeof claims.wl !== 'string' || typeof claims.livemode !== 'boolean' || typeof claims.rate_subject !== 'string' || !Number.isSafeInteger(claims.hold_until)) {
+      return { ok: false, reason: 'malformed' };
+    }
+    if (typeof claims.api_version !== 'string' || !SUPPORTED_API_VERSIONS.includes(claims.api_version)) return { ok: false, reason: 'wrong_version' };
     if (claims.scope !== SLIP_TOKEN_SCOPE) return { ok: false, reason: 'wrong_scope' };
     const nowSeconds = Math.floor(expected.now.getTime() / 1000);
     if (typeof claims.exp !== 'number' || nowSeconds >= claims.exp) return { ok: false, reason: 'expired' };
