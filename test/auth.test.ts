@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type TestApp } from './support/app.ts';
 import { testWriteRoutes } from './support/test-routes.ts';
-import { signCanonical, canonicalString } from '../src/http/canonical.ts';
+import { signCanonical, canonicalString, signedHeaders } from '../src/http/canonical.ts';
 
 const system = { actor_type: 'system' as const, actor_id: 'test', request_id: null };
 const EVENTS = '/v1/pay/events?limit=5&since_sequence=0';
@@ -42,6 +42,28 @@ describe('merchant authentication: error codes', () => {
     const response = await app.signed({ url: EVENTS, timestamp_seconds: app.clock.now().getTime() });
     expect(response.statusCode).toBe(401);
     expect(errorOf(response).code).toBe('timestamp_out_of_window');
+  });
+
+  it('JSON bodies: invalid UTF-8 is malformed_json (never replaced), a charset other than UTF-8 is unsupported_media_type', async () => {
+    const invalid = Buffer.concat([Buffer.from('{"amount_minor":100,"note":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]);
+    const headers = signedHeaders({
+      api_key: app.sandbox.api_key,
+      signing_secret: app.sandbox.signing_secret,
+      method: 'POST',
+      target: '/v1/pay/test-writes',
+      body: invalid,
+      idempotency_key: 'utf8-invalid',
+      timestamp_seconds: Math.floor(app.clock.now().getTime() / 1000),
+    });
+    const answer = await app.instance.app.inject({ method: 'POST', url: '/v1/pay/test-writes', headers, payload: invalid });
+    expect(answer.statusCode, answer.body).toBe(400);
+    expect(errorOf(answer)).toMatchObject({ code: 'malformed_json', details: { reason: 'invalid_utf8' } });
+    for (const contentType of ['application/json; charset=iso-8859-11', 'application/json; charset="windows-874"']) {
+      const latin = await app.signed({ method: 'POST', url: '/v1/pay/test-writes', body: { amount_minor: 100 }, idempotency_key: `charset-${contentType}`, headers: { 'content-type': contentType } });
+      expect(errorOf(latin).code, contentType).toBe('unsupported_media_type');
+    }
+    const utf8 = await app.signed({ method: 'POST', url: '/v1/pay/test-writes', body: { amount_minor: 100 }, idempotency_key: 'charset-utf8', headers: { 'content-type': 'application/json; charset="UTF-8"' } });
+    expect(utf8.statusCode, utf8.body).toBe(201);
   });
 
   it('the Bearer scheme is case-insensitive (RFC 9110)', async () => {

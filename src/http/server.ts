@@ -1,5 +1,4 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import secureJsonParse from 'secure-json-parse';
 import { z } from 'zod';
 import { ApiError, renderError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
@@ -16,6 +15,7 @@ import type {
   Services,
 } from './context.ts';
 import { authenticateMerchant, bearerToken } from './merchant-auth.ts';
+import { decodeJson, isJsonMediaType } from './json-body.ts';
 import { requestFingerprint } from './idempotency.ts';
 import {
   applyRateHeaders,
@@ -88,22 +88,11 @@ function matchesSegments(route: RoutePattern, decoded: readonly string[]): boole
   );
 }
 
-function isJsonContentType(value: string | undefined): boolean {
-  if (!value) return false;
-  const mediaType = value.split(';')[0]?.trim().toLowerCase();
-  return mediaType === 'application/json';
-}
-
 /** Decodes a JSON request body; an empty body is `undefined`. */
 function parseJsonBody(request: FastifyRequest, rawBody: Buffer): unknown {
   if (rawBody.length === 0) return undefined;
-  if (!isJsonContentType(request.headers['content-type'])) throw new ApiError('unsupported_media_type');
-  let decoded: unknown;
-  try {
-    decoded = secureJsonParse.parse(rawBody.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' });
-  } catch {
-    throw new ApiError('malformed_json');
-  }
+  if (!isJsonMediaType(request.headers['content-type'])) throw new ApiError('unsupported_media_type');
+  const decoded = decodeJson(rawBody);
   const problems = unstorableTextPaths(decoded);
   if (problems.length > 0) throw new ApiError('validation_error', { details: { fields: problems } });
   return decoded;

@@ -1,6 +1,6 @@
 import busboy from 'busboy';
 import { fileTypeFromBuffer } from 'file-type';
-import secureJsonParse from 'secure-json-parse';
+import { decodeJson, isJsonMediaType } from '../http/json-body.ts';
 import { ApiError, type FieldProblem } from '../platform/errors.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import { parseTimestamp } from '../platform/time.ts';
@@ -43,7 +43,7 @@ function refuse(problems: FieldProblem[]): never {
 function mediaTypeOf(header: string | undefined): 'multipart' | 'json' | null {
   const mediaType = header?.split(';')[0]?.trim().toLowerCase();
   if (mediaType === 'multipart/form-data') return 'multipart';
-  if (mediaType === 'application/json') return 'json';
+  if (mediaType === 'application/json') return isJsonMediaType(header) ? 'json' : null;
   return null;
 }
 
@@ -79,12 +79,7 @@ function decodeBase64(text: string): Buffer {
 }
 
 async function parseJson(raw: Buffer): Promise<SubmittedEvidence> {
-  let body: unknown;
-  try {
-    body = secureJsonParse.parse(raw.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' });
-  } catch {
-    throw new ApiError('malformed_json');
-  }
+  const body = decodeJson(raw);
   if (body === null || typeof body !== 'object' || Array.isArray(body)) refuse([{ path: '$', reason: 'must_be_object' }]);
   const unstorable = unstorableTextPaths(body);
   if (unstorable.length > 0) refuse(unstorable);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import secureJsonParse from 'secure-json-parse';
+import { decodeJson, isJsonMediaType } from '../http/json-body.ts';
 import { ApiError } from '../platform/errors.ts';
 import { parseTimestamp } from '../platform/time.ts';
 import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
@@ -73,13 +73,8 @@ export function registerSlipRoutes(registrar: RouteRegistrar, services: Services
     body_limit_bytes: 16 * 1024,
     capability_address: uploadAddressOf,
     async handler({ context, raw_body, content_type }) {
-      if ((content_type?.split(';')[0]?.trim().toLowerCase() ?? '') !== 'application/json') throw new ApiError('unsupported_media_type');
-      let decoded: unknown;
-      try {
-        decoded = secureJsonParse.parse(raw_body.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' });
-      } catch {
-        throw new ApiError('malformed_json');
-      }
+      if (!isJsonMediaType(content_type)) throw new ApiError('unsupported_media_type');
+      const decoded = decodeJson(raw_body);
       const unstorable = unstorableTextPaths(decoded);
       if (unstorable.length > 0) throw new ApiError('validation_error', { details: { fields: unstorable } });
       const evidence = parseOrThrow(lateSlipClaimSchema, decoded);
