@@ -113,9 +113,26 @@ describe('operations endpoints', () => {
     // Readiness turns on in listen(); this instance was only made ready for inject.
     expect((await app.instance.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(503);
     await app.signed({ url: '/v1/pay/banks' });
-    const metrics = await app.instance.app.inject({ method: 'GET', url: '/metrics' });
-    expect(metrics.statusCode).toBe(200);
-    expect(metrics.body).toContain('http_requests_total{method="GET",route="/v1/pay/banks",status="200"}');
-    expect(metrics.body).toContain('http_request_duration_seconds_bucket');
+    // Without METRICS_TOKEN the metrics (every tenant's traffic by route) are not served at all.
+    expect((await app.instance.app.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(404);
+  });
+
+  it('/metrics answers only the scraper holding METRICS_TOKEN', async () => {
+    const token = 'metrics-scraper-token-0123456789abcdef';
+    const scraped = await createTestApp({ config: { METRICS_TOKEN: token } });
+    try {
+      await scraped.signed({ url: '/v1/pay/banks' });
+      for (const authorization of [undefined, 'Bearer wrong-token-of-the-same-length-000000', `Basic ${token}`, `Bearer ${token}x`]) {
+        const refused = await scraped.instance.app.inject({ method: 'GET', url: '/metrics', headers: authorization ? { authorization } : {} });
+        expect(refused.statusCode, authorization).toBe(401);
+        expect(refused.body).not.toContain('http_requests_total');
+      }
+      const metrics = await scraped.instance.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${token}` } });
+      expect(metrics.statusCode).toBe(200);
+      expect(metrics.body).toContain('http_requests_total{method="GET",route="/v1/pay/banks",status="200"}');
+      expect(metrics.body).toContain('http_request_duration_seconds_bucket');
+    } finally {
+      await scraped.close();
+    }
   });
 });

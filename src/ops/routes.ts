@@ -1,10 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { Services } from '../http/context.ts';
+import { constantTimeEqual } from '../platform/crypto.ts';
 
 /**
  * Operational endpoints, outside the API contract and without rate buckets: liveness (`/healthz`:
  * the process answers), readiness (`/readyz`: started, not stopping, database answering) and
- * Prometheus metrics (`/metrics`).
+ * Prometheus metrics (`/metrics`). The metrics show every tenant's traffic by route, so they are served
+ * only to a scraper that sends the configured `METRICS_TOKEN` as a bearer credential (401 otherwise), and
+ * not at all (404) when no token is configured.
  */
 export function registerOperationsRoutes(app: FastifyInstance, services: Services, isReady: () => boolean): void {
   app.get('/healthz', async (_request, reply) => reply.code(200).send({ status: 'ok' }));
@@ -19,7 +22,11 @@ export function registerOperationsRoutes(app: FastifyInstance, services: Service
     }
   });
 
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', async (request, reply) => {
+    const expected = services.config.metrics_token;
+    if (expected === null) return reply.code(404).send({ status: 'not_served' });
+    const presented = /^Bearer (\S+)$/i.exec(String(request.headers.authorization ?? ''))?.[1] ?? '';
+    if (!constantTimeEqual(presented, expected)) return reply.code(401).header('WWW-Authenticate', 'Bearer realm="metrics"').send({ status: 'unauthorized' });
     const body = await services.metrics.registry.metrics();
     return reply.code(200).header('content-type', services.metrics.registry.contentType).send(body);
   });

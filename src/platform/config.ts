@@ -35,6 +35,11 @@ const environmentSchema = z.object({
   SLIP_VERIFIER_URL: z.url().optional(),
   SLIP_VERIFIER_KEY: z.string().min(1).optional(),
   SLIP_VERIFIER_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
+  /**
+   * The bearer credential a Prometheus scraper sends to `/metrics` (at least 32 characters). Unset, the
+   * metrics are not served: they show every tenant's traffic by route.
+   */
+  METRICS_TOKEN: z.string().min(32).max(512).optional(),
 });
 
 export interface Config {
@@ -42,6 +47,8 @@ export interface Config {
   host: string;
   /** The address the service advertises in URLs it returns; no trailing slash. */
   public_base_url: string | null;
+  /** The scraper's bearer credential for `/metrics`; null: metrics are not served. */
+  metrics_token: string | null;
   /** The base of `slip_upload.upload_url`; null means the service's own address. No trailing slash. */
   upload_base_url: string | null;
   database_url: string | null;
@@ -87,6 +94,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     port: values.PORT,
     host: values.HOST,
     public_base_url: values.PUBLIC_BASE_URL ? values.PUBLIC_BASE_URL.replace(/\/+$/, '') : null,
+    metrics_token: values.METRICS_TOKEN ?? null,
     upload_base_url: values.UPLOAD_BASE_URL ? values.UPLOAD_BASE_URL.replace(/\/+$/, '') : null,
     database_url: values.DATABASE_URL ?? null,
     data_dir: values.DATA_DIR,
