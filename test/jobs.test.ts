@@ -308,7 +308,7 @@ describe('Worker', () => {
           throw new Error('the stale worker finally gave up');
         },
       },
-      { worker_id: 'stale-worker', lease_ms: 10_000 },
+      { worker_id: 'stale-worker', lease_ms: 10_000, heartbeat_interval_ms: 0 },
     );
     const fresh = newWorker(
       clock,
@@ -337,6 +337,62 @@ describe('Worker', () => {
     ]);
   });
 
+  it('a live worker renews its lease while its handler runs; a stalled handler stops being renewed and is taken over', async () => {
+    // A clock that moves in real time, as in production: the heartbeat is real time, the lease is service time.
+    const clock = new TestClock();
+    const ticking = setInterval(() => clock.advance(10), 10);
+    try {
+      const release = deferred();
+      const entered = deferred();
+      const job_id = await enqueueOrFail(clock, { task: 'long', payload: {} });
+      const owner = newWorker(
+        clock,
+        {
+          long: async () => {
+            entered.resolve();
+            await release.promise;
+          },
+        },
+        { worker_id: 'live-owner', lease_ms: 300, heartbeat_interval_ms: 50, max_renewed_run_ms: 60_000 },
+      );
+      const other = newWorker(clock, { long: async () => {} }, { worker_id: 'other' });
+      const running = owner.runDueJobs();
+      await entered.promise;
+      // Four leases long: without the heartbeat the other worker would have taken the job over.
+      await sleep(1_200);
+      expect(await other.runDueJobs()).toBe(0);
+      expect(await job(job_id)).toMatchObject({ status: 'running', locked_by: 'live-owner', attempts: 1 });
+      release.resolve();
+      await running;
+      expect(await job(job_id)).toMatchObject({ status: 'succeeded', attempts: 1 });
+
+      // A handler past max_renewed_run_ms is stalled: its lease runs out and another worker takes over.
+      const stalled_release = deferred();
+      const stalled_entered = deferred();
+      const stalled_id = await enqueueOrFail(clock, { task: 'stuck', payload: {} });
+      const stuck = newWorker(
+        clock,
+        {
+          stuck: async () => {
+            stalled_entered.resolve();
+            await stalled_release.promise;
+          },
+        },
+        { worker_id: 'stuck-owner', lease_ms: 300, heartbeat_interval_ms: 50, max_renewed_run_ms: 400 },
+      );
+      const stuck_run = stuck.runDueJobs();
+      await stalled_entered.promise;
+      await sleep(1_200);
+      const rescuer = newWorker(clock, { stuck: async () => {} }, { worker_id: 'rescuer' });
+      expect(await rescuer.runDueJobs()).toBe(1);
+      expect(await job(stalled_id)).toMatchObject({ status: 'succeeded', locked_by: 'rescuer', attempts: 2 });
+      stalled_release.resolve();
+      await stuck_run;
+    } finally {
+      clearInterval(ticking);
+    }
+  });
+
   it('fences a stale success by attempt even when the same worker id took the job over', async () => {
     const clock = new TestClock();
     const first_entered = deferred();
@@ -356,7 +412,7 @@ describe('Worker', () => {
           throw new Error('second attempt fails');
         },
       },
-      { worker_id: 'same-worker', lease_ms: 1_000 },
+      { worker_id: 'same-worker', lease_ms: 1_000, heartbeat_interval_ms: 0 },
     );
     const first_run = worker.runDueJobs();
     await first_entered.promise;
@@ -384,7 +440,7 @@ describe('Worker', () => {
           await release.promise;
         },
       },
-      { worker_id: 'crashed', lease_ms: 1_000 },
+      { worker_id: 'crashed', lease_ms: 1_000, heartbeat_interval_ms: 0 },
     );
     const crashed_run = crashed.runDueJobs();
     await entered.promise;

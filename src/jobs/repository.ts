@@ -135,6 +135,20 @@ export interface JobLease {
 }
 
 /**
+ * Renews a running job's lease (the worker's heartbeat): `locked_until` moves to `now + lease_ms`, only
+ * while this worker still holds this very claim. False when the claim was lost (taken over).
+ */
+export async function extendJobLease(database: Queryable, lease: JobLease, now: Date, lease_ms: number): Promise<boolean> {
+  const result = await database.query<{ job_id: string }>(
+    `UPDATE jobs SET locked_until = $4::timestamptz + $5::double precision * interval '1 millisecond'
+      WHERE job_id = $1 AND locked_by = $2 AND status = 'running' AND attempts = $3
+     RETURNING job_id`,
+    [lease.job_id, lease.worker_id, lease.attempt, now, lease_ms],
+  );
+  return result.rows.length === 1;
+}
+
+/**
  * Marks a job succeeded. Matches only while this worker still holds this very claim, so a worker
  * whose lease was taken over cannot overwrite the new owner's state. Returns false when the claim
  * was lost. The row is kept (and `locked_by` kept as a record of who ran it) until the purge.

@@ -7,7 +7,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import { invariant } from '../platform/assert.ts';
 import { scrubText } from '../platform/logger.ts';
-import { claimDueJobs, markJobFailed, markJobSucceeded, type ClaimedJobRow, type JobLease } from './repository.ts';
+import { claimDueJobs, extendJobLease, markJobFailed, markJobSucceeded, type ClaimedJobRow, type JobLease } from './repository.ts';
 
 /** The first retry waits this long; each further retry doubles it, up to `max_backoff_ms`. */
 export const BASE_BACKOFF_MS = 1_000;
@@ -16,7 +16,14 @@ export const LAST_ERROR_MAX_LENGTH = 500;
 
 const DEFAULT_CONCURRENCY = 4;
 const DEFAULT_POLL_INTERVAL_MS = 250;
-const DEFAULT_LEASE_MS = 60_000;
+/**
+ * A claim is exclusive for 15 s and renewed by a heartbeat every third of that while the handler runs,
+ * so a job of a crashed worker is taken over within about 15 s (deadlines such as expiry slip by that
+ * much at most), while a long handler keeps its job.
+ */
+const DEFAULT_LEASE_MS = 15_000;
+/** A handler running longer than this (by the service clock) is stalled: its lease is no longer renewed. */
+const DEFAULT_MAX_RENEWED_RUN_MS = 10 * 60_000;
 const DEFAULT_MAX_BACKOFF_MS = 3_600_000;
 const MAXIMUM_CONCURRENCY = 100;
 /** runDueJobs runs at most this many jobs unless told otherwise, so a test can never spin forever. */
@@ -58,8 +65,15 @@ export interface WorkerOptions {
   concurrency?: number;
   /** Pause between polls when there was nothing to claim; default 250 ms. */
   poll_interval_ms?: number;
-  /** How long a claim is exclusive; after it another worker takes the job over. Default 60 s. */
+  /** How long a claim is exclusive without a heartbeat; after it another worker takes the job over. Default 15 s. */
   lease_ms?: number;
+  /**
+   * How often a running handler's lease is renewed (real time); default a third of the lease. 0 turns the
+   * heartbeat off, which is how a test models a worker that crashed while its handler ran.
+   */
+  heartbeat_interval_ms?: number;
+  /** After this long (service clock) a running handler counts as stalled and its lease runs out. Default 10 min. */
+  max_renewed_run_ms?: number;
   /** Identifies this worker in `locked_by`; must be unique per worker instance. */
   worker_id?: string;
   /** The ceiling of the retry backoff; default one hour. */
@@ -98,6 +112,8 @@ export class Worker {
   private readonly concurrency: number;
   private readonly poll_interval_ms: number;
   private readonly lease_ms: number;
+  private readonly heartbeat_interval_ms: number;
+  private readonly max_renewed_run_ms: number;
   private readonly max_backoff_ms: number;
 
   /** Every job being processed, by the poll loop or by runDueJobs; stop() waits for all of them. */
@@ -120,6 +136,8 @@ export class Worker {
     this.concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
     this.poll_interval_ms = options.poll_interval_ms ?? DEFAULT_POLL_INTERVAL_MS;
     this.lease_ms = options.lease_ms ?? DEFAULT_LEASE_MS;
+    this.heartbeat_interval_ms = options.heartbeat_interval_ms ?? Math.max(1, Math.floor(this.lease_ms / 3));
+    this.max_renewed_run_ms = options.max_renewed_run_ms ?? DEFAULT_MAX_RENEWED_RUN_MS;
     this.max_backoff_ms = options.max_backoff_ms ?? DEFAULT_MAX_BACKOFF_MS;
     this.worker_id = options.worker_id ?? defaultWorkerId();
     invariant(
@@ -128,6 +146,8 @@ export class Worker {
     );
     invariant(Number.isInteger(this.poll_interval_ms) && this.poll_interval_ms >= 1, 'poll_interval_ms is a positive integer');
     invariant(Number.isInteger(this.lease_ms) && this.lease_ms >= 1, 'lease_ms is a positive integer');
+    invariant(Number.isInteger(this.heartbeat_interval_ms) && this.heartbeat_interval_ms >= 0 && this.heartbeat_interval_ms < this.lease_ms, 'heartbeat_interval_ms is shorter than the lease');
+    invariant(Number.isInteger(this.max_renewed_run_ms) && this.max_renewed_run_ms >= 0, 'max_renewed_run_ms is a non-negative integer');
     invariant(Number.isInteger(this.max_backoff_ms) && this.max_backoff_ms >= 0, 'max_backoff_ms is a non-negative integer');
     invariant(this.worker_id.length > 0, 'worker_id is a non-empty string');
   }
@@ -278,10 +298,13 @@ export class Worker {
     };
     const started_at_ms = performance.now();
     let handler_error: { error: unknown } | null = null;
+    const stopHeartbeat = this.heartbeat(row, lease);
     try {
       await handler(job, { database: this.database, clock: this.clock });
     } catch (error) {
       handler_error = { error };
+    } finally {
+      stopHeartbeat();
     }
     this.metrics?.job_duration_seconds.observe({ task: row.task }, (performance.now() - started_at_ms) / 1000);
     if (handler_error === null) {
@@ -291,6 +314,38 @@ export class Worker {
     // The payload is never logged: it may hold secrets. The error is scrubbed by the logger.
     this.logger.warn({ ...log_fields, err: handler_error.error }, 'job handler failed');
     await this.fail(row, lease, lastErrorText(handler_error.error), false);
+  }
+
+  /**
+   * Renews the lease every `heartbeat_interval_ms` while the handler runs, until the handler has run
+   * `max_renewed_run_ms` by the service clock (a stalled handler is then taken over) or the claim is
+   * lost. A failed renewal is logged and retried at the next beat; the claim's fencing keeps a takeover
+   * safe either way. Returns the function that stops it.
+   */
+  private heartbeat(row: ClaimedJobRow, lease: JobLease): () => void {
+    if (this.heartbeat_interval_ms === 0) return () => {};
+    const claimed_at_ms = this.clock.now().getTime();
+    let renewing = false;
+    const timer = setInterval(() => {
+      if (renewing) return;
+      const now = this.clock.now();
+      if (now.getTime() - claimed_at_ms >= this.max_renewed_run_ms) {
+        clearInterval(timer);
+        this.logger.warn({ job_id: row.job_id, task: row.task, attempt: row.attempts }, 'the job handler runs too long; its lease is no longer renewed');
+        return;
+      }
+      renewing = true;
+      extendJobLease(this.database, lease, now, this.lease_ms)
+        .then((held) => {
+          if (!held) clearInterval(timer);
+        })
+        .catch((error: unknown) => this.logger.warn({ err: error, job_id: row.job_id, task: row.task }, 'renewing the job lease failed'))
+        .finally(() => {
+          renewing = false;
+        });
+    }, this.heartbeat_interval_ms);
+    timer.unref();
+    return () => clearInterval(timer);
   }
 
   private async succeed(row: ClaimedJobRow, lease: JobLease): Promise<void> {
