@@ -295,7 +295,7 @@ describe('GET /v1/pay/quote', () => {
     expect((await quote('channel=withdrawal&amount_minor=100000')).json()).toMatchObject({ fee_total_minor: 2140 });
     // …while the other brand's own merchant does get it.
     expect((await quote('channel=withdrawal&amount_minor=1', otherBrand)).json()).toMatchObject({ fee_total_minor: 100_000 });
-    expect((await quote('channel=deposit&amount_minor=100', otherBrand)).json()).toMatchObject({ fee_total_minor: 100, net_amount_minor: 0 });
+    expect((await quote('channel=deposit&amount_minor=10000', otherBrand)).json()).toMatchObject({ fee_total_minor: 10_000, net_amount_minor: 0 });
     // A merchant of one brand cannot be given a schedule under another brand (composite foreign key).
     await expect(
       fees.setSchedule(db, { white_label_id: otherBrand.white_label_id, merchant_id: app.sandbox.merchant_id, livemode: false, channel: 'deposit', processing_fee_bps: 0, fixed_fee_minor: 0, vat_bps: 0 }),
@@ -303,7 +303,7 @@ describe('GET /v1/pay/quote', () => {
   });
 
   it('carries the rate headers of the pay_read bucket', async () => {
-    const response = await quote('channel=deposit&amount_minor=100');
+    const response = await quote('channel=deposit&amount_minor=10000');
     expect(response.statusCode).toBe(200);
     for (const header of ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'ratelimit-policy', 'x-ratelimit-scope', 'retry-after']) {
       expect(response.headers[header], header).toBeDefined();
@@ -336,10 +336,14 @@ describe('GET /v1/pay/quote', () => {
     }
   });
 
-  it('refuses a deposit that is not whole baht with amount_not_supported, but quotes such a withdrawal', async () => {
-    const response = await quote('channel=deposit&amount_minor=150');
-    expect(response.statusCode).toBe(422);
-    expect(errorOf(response)).toMatchObject({ code: 'amount_not_supported', details: { min_minor: 100, max_minor: 1_000_000_000_000 } });
+  it('refuses a deposit outside the brand’s deposit policy (whole baht, its range) as creation does, but quotes such a withdrawal', async () => {
+    for (const amount of [150, 10_050, 9_900, 5_000_100]) {
+      const response = await quote(`channel=deposit&amount_minor=${amount}`);
+      expect(response.statusCode, String(amount)).toBe(422);
+      // The range of the brand's deposit policy (the default: 100 to 50,000 baht), as creation states it.
+      expect(errorOf(response)).toMatchObject({ code: 'amount_not_supported', details: { min_minor: 10_000, max_minor: 5_000_000 } });
+    }
+    expect((await quote('channel=deposit&amount_minor=5000000')).statusCode).toBe(200);
     const withdrawal = await quote('channel=withdrawal&amount_minor=150', bareBrand);
     expect(withdrawal.statusCode).toBe(200);
     expect(withdrawal.json()).toMatchObject({ amount_minor: 150, fee_total_minor: 1070, total_debit_minor: 1220 });

@@ -49,9 +49,12 @@ export function registerFeeRoutes(registrar: RouteRegistrar, services: Services)
     async handler({ context, db, query }) {
       const amount = parseAmount(query.amount_minor);
       const channel = query.channel;
-      if (channel === 'deposit' && amount % WHOLE_BAHT_MINOR !== 0) {
-        // The deposit policy range is issue 4's; until then the range stated is the quote's own.
-        throw new ApiError('amount_not_supported', { details: { min_minor: WHOLE_BAHT_MINOR, max_minor: MAX_FEE_BASE_MINOR } });
+      if (channel === 'deposit') {
+        // The same rule as deposit creation: whole baht inside the brand's deposit policy range.
+        const policy = await services.depositPolicies.policyFor(db, context.white_label_id, context.livemode);
+        if (amount % WHOLE_BAHT_MINOR !== 0 || amount < policy.min_amount_minor || amount > policy.max_amount_minor) {
+          throw new ApiError('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
+        }
       }
       const fee = await fees.quote(
         db,
