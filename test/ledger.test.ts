@@ -5,6 +5,7 @@ import { SYSTEM_CAUSE } from '../src/events/service.ts';
 import { InvariantViolation } from '../src/platform/assert.ts';
 import type { WalletAccount } from '../src/ledger/types.ts';
 import type { LedgerService } from '../src/ledger/service.ts';
+import { usingPostgres } from './support/database.ts';
 
 let app: TestApp;
 let ledger: LedgerService;
@@ -358,5 +359,30 @@ describe('GET /v1/pay/balance and GET /v1/bo/wallet', () => {
     expect(errorOf(notFound).code).toBe('resource_not_found');
     const integration = await app.backoffice({ url: `/v1/bo/wallet?merchant_id=${merchant.merchant_id}&mode=test`, token: merchant.api_key });
     expect(errorOf(integration).code).toBe('scope_denied');
+  });
+});
+
+describe('lock order (issue 13, cycle B)', () => {
+  it.skipIf(!usingPostgres)('a post takes the merchant’s feed before its wallet, as every deposit and withdrawal path does: no deadlock', async () => {
+    const target = await newMerchantAccount();
+    await credit(target, 10_000);
+    const events = app.instance.services.events;
+    let feedHeld!: () => void;
+    const feedTaken = new Promise<void>((resolve) => (feedHeld = resolve));
+    // A deposit-style path: the feed first, then (a moment later) the wallet.
+    const feedFirst = tx(async (db) => {
+      await events.lockFeeds(db, target.white_label_id, [target.merchant_id], target.livemode);
+      feedHeld();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await db.query('SELECT 1 FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 FOR UPDATE', [target.white_label_id, target.merchant_id, target.livemode]);
+      return 'feed first';
+    });
+    await feedTaken;
+    // A post meanwhile: before the fix it took the wallet, then waited for the feed, and PostgreSQL had to
+    // break the cycle with 40P01; now it waits for the feed and then runs.
+    const post = tx((db) => ledger.creditSettledDeposit(db, { account: target, deposit_id: 'dep_01K0LEDGERLOCKORDER000000001', amount_minor: 500, cause: SYSTEM_CAUSE }));
+    const outcomes = await Promise.allSettled([feedFirst, post]);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'fulfilled']);
+    expect((await ledger.verify(app.testDatabase.database, target)).consistent).toBe(true);
   });
 });

@@ -121,6 +121,17 @@ export class LedgerService {
     private readonly clock: Clock,
   ) {}
 
+  /**
+   * Locks a wallet the way every path does: the merchant's event feed first, then the wallet row. Every
+   * movement writes a `balance.*` event to that feed, and the deposit and withdrawal paths lock the feeds
+   * of all merchants involved before any wallet (docs/decisions.md, "Locks"); a post that took the wallet
+   * first and the feed second closed a deadlock cycle with them (issue 13, cycle B).
+   */
+  private async lockAccount(tx: Queryable, account: WalletAccount, now: Date) {
+    await this.events.lockFeeds(tx, account.white_label_id, [account.merchant_id], account.livemode);
+    return repository.lockWallet(tx, account, now);
+  }
+
   /** Moves money. Returns `insufficient_balance` when a debit would take `available` below zero. */
   async post(tx: Queryable, input: PostInput): Promise<Result<BalanceTransactionView>> {
     assertPositiveMinor(input.amount_minor, 'amount_minor');
@@ -128,7 +139,7 @@ export class LedgerService {
     invariant(rule, `a ${input.type} movement cannot go from ${String(input.bucket_from)} to ${String(input.bucket_to)}`);
 
     const now = this.clock.now();
-    const wallet = await repository.lockWallet(tx, input.account, now);
+    const wallet = await this.lockAccount(tx, input.account, now);
     const existing = await repository.findByMovementKey(tx, input.account, input.movement_key);
     if (existing) {
       invariant(existing.type === input.type && existing.amount_minor === input.amount_minor, `movement ${input.movement_key} was posted with other terms`);
@@ -254,7 +265,7 @@ export class LedgerService {
    * or already released credit is left as it is, so a late or repeated job does nothing.
    */
   async releaseClearing(tx: Queryable, account: WalletAccount, creditId: string): Promise<BalanceTransactionView | null> {
-    await repository.lockWallet(tx, account, this.clock.now());
+    await this.lockAccount(tx, account, this.clock.now());
     const clearing = await repository.lockClearing(tx, account.white_label_id, creditId);
     if (!clearing || clearing.status !== 'pending' || !clearing.available_at) return null;
     if (clearing.available_at.getTime() > this.clock.now().getTime()) return null;
@@ -282,7 +293,7 @@ export class LedgerService {
 
   /** Holds a pending credit (a dispute): it stays in pending_clearing with no release time. */
   async holdClearing(tx: Queryable, account: WalletAccount, creditId: string, reason: string): Promise<boolean> {
-    await repository.lockWallet(tx, account, this.clock.now());
+    await this.lockAccount(tx, account, this.clock.now());
     const clearing = await repository.lockClearing(tx, account.white_label_id, creditId);
     if (!clearing || (clearing.status !== 'pending' && clearing.status !== 'held')) return false;
     await repository.updateClearing(
@@ -301,7 +312,7 @@ export class LedgerService {
    * job runs as soon as a worker is free).
    */
   async releaseHold(tx: Queryable, account: WalletAccount, creditId: string): Promise<boolean> {
-    await repository.lockWallet(tx, account, this.clock.now());
+    await this.lockAccount(tx, account, this.clock.now());
     const clearing = await repository.lockClearing(tx, account.white_label_id, creditId);
     if (!clearing || clearing.status !== 'held') return false;
     const credit = await repository.findBalanceTransaction(tx, account, creditId);
@@ -328,7 +339,7 @@ export class LedgerService {
     tx: Queryable,
     input: { account: WalletAccount; deposit_id: string; credit_balance_transaction_id: string; reason_code: string; reason_display_th?: string; cause: EventCause },
   ): Promise<BalanceTransactionView> {
-    await repository.lockWallet(tx, input.account, this.clock.now());
+    await this.lockAccount(tx, input.account, this.clock.now());
     const credit = await repository.findBalanceTransaction(tx, input.account, input.credit_balance_transaction_id);
     invariant(credit && credit.type === 'deposit_settled', 'only a deposit credit of this wallet can be reversed');
     const clearing = await repository.lockClearing(tx, input.account.white_label_id, credit.balance_transaction_id);
