@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from './support/app.ts';
-import { createDeposit, depositPolicyBody, eventTypesOf, eventsOfMerchant, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadJson, uploadMultipart, type CreatedDeposit } from './support/slips.ts';
+import { createDeposit, depositPolicyBody, eventTypesOf, eventsOfMerchant, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadJson, uploadMultipart, type CreatedDeposit, withdrawalOf } from './support/slips.ts';
 import { forgetBankList } from '../src/banks/service.ts';
 import { REJECTION_CODES, REVERSAL_REASON_CODES } from '../src/review/catalogue.ts';
 import type { DepositView } from '../src/deposits/service.ts';
@@ -82,20 +82,6 @@ async function detailOf(deposit_id: string, token = reviewerA): Promise<ReviewDe
 
 async function balanceOf(credentials: MerchantCredentials) {
   return (await app.signed({ url: '/v1/pay/balance', credentials })).json<{ available_minor: number; pending_clearing_minor: number; reserved_minor: number }>();
-}
-
-/** The withdrawal the order's first leg pays, as the withdrawal side keeps it. */
-async function withdrawalOf(order: { id: string }) {
-  const { rows } = await app.testDatabase.database.query<{ withdrawal_id: string; filled_minor: string; remaining_minor: string; reserved_minor: string; leg_status: string }>(
-    `SELECT w.withdrawal_id, w.filled_minor, w.remaining_minor, w.reserved_minor, l.status AS leg_status
-       FROM deposit_legs d JOIN withdrawal_orders w ON w.white_label_id = d.white_label_id AND w.withdrawal_id = d.withdrawal_id
-       JOIN withdrawal_legs l ON l.white_label_id = d.white_label_id AND l.leg_ref = d.withdrawal_leg_ref
-      WHERE d.deposit_id = $1 ORDER BY d.sequence LIMIT 1`,
-    [order.id],
-  );
-  const row = rows[0];
-  if (!row) throw new Error('no withdrawal leg');
-  return { withdrawal_id: row.withdrawal_id, filled_minor: Number(row.filled_minor), remaining_minor: Number(row.remaining_minor), reserved_minor: Number(row.reserved_minor), leg_status: row.leg_status };
 }
 
 async function auditActions(deposit_id: string): Promise<string[]> {
@@ -217,14 +203,14 @@ describe('the queue and one order', () => {
 describe('decisions', () => {
   it('approve: settled via review, exactly the money path of automatic settlement; audited; a repeat replays', async () => {
     const order = await orderInReview();
-    const withdrawalBefore = await withdrawalOf(order);
+    const withdrawalBefore = await withdrawalOf(app, order);
     const approved = await decide(reviewerA, order.id, 'approve', { note: NOTE });
     expect(approved.statusCode, approved.body).toBe(200);
     expect(approved.json()).toMatchObject({ object: 'review_decision', effect: 'settled', replayed: false, review: { deposit: { status: 'settled' } } });
     const settled = await getDeposit(app, order.id, order.owner);
     expect(settled).toMatchObject({ status: 'settled', settled_via: 'review', partial: false, transferred_amount_minor: 10_000, amount_received_minor: 10_000 });
     expect(await balanceOf(order.owner)).toMatchObject({ pending_clearing_minor: settled.credited_amount_minor });
-    expect(await withdrawalOf(order)).toMatchObject({ leg_status: 'filled', filled_minor: withdrawalBefore.filled_minor + 10_000 });
+    expect(await withdrawalOf(app, order)).toMatchObject({ leg_status: 'filled', filled_minor: withdrawalBefore.filled_minor + 10_000 });
     expect((await eventTypesOf(app, order.id)).slice(-1)).toEqual(['deposit.settled']);
     expect(await auditActions(order.id)).toEqual(['review.approved']);
     // The reviewer's note never reaches the merchant.
@@ -280,7 +266,7 @@ describe('decisions', () => {
     expect(JSON.stringify(view)).not.toContain(NOTE);
     expect(JSON.stringify(await eventsOfMerchant(app, order.owner.merchant_id))).not.toContain(NOTE);
     expect((await eventTypesOf(app, order.id)).slice(-1)).toEqual(['deposit.rejected']);
-    expect(await withdrawalOf(order)).toMatchObject({ leg_status: 'released' });
+    expect(await withdrawalOf(app, order)).toMatchObject({ leg_status: 'released' });
     expect(await balanceOf(order.owner)).toMatchObject({ pending_clearing_minor: 0, available_minor: 0 });
     expect(REJECTION_CODES).toContain('SENDER_NOT_ACCOUNT_HOLDER');
     // The same rejection repeated by the same reviewer replays; anything else is refused.
@@ -369,7 +355,7 @@ describe('decisions', () => {
     const transfer = await sandboxTransfer(app, order, {}, owner);
     const canceled = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${order.id}/cancel`, credentials: owner, idempotency_key: crypto.randomUUID() });
     expect(canceled.statusCode, canceled.body).toBe(200);
-    expect(await withdrawalOf(order)).toMatchObject({ leg_status: 'released' });
+    expect(await withdrawalOf(app, order)).toMatchObject({ leg_status: 'released' });
     expect((await uploadMultipart(app, order.slip_upload, slipBytes(transfer))).statusCode).toBe(202);
     await runJobs(app);
     expect((await getDeposit(app, order.id, owner)).review?.reasons[0]?.code).toBe('CANCELED_ORDER_SLIP');
@@ -467,11 +453,11 @@ describe('force-complete', () => {
     expect(requested.json<DepositView>()).toMatchObject({ status: 'under_review', review: reviewed.review, version: reviewed.version });
     expect((await detailOf(order.id)).force_complete_requests).toEqual([expect.objectContaining({ claimed_verified_amount_minor: 9_400, derived_verified_amount_minor: 9_500 })]);
 
-    const withdrawalBefore = await withdrawalOf(order);
+    const withdrawalBefore = await withdrawalOf(app, order);
     expect((await decide(reviewerA, order.id, 'approve')).json()).toMatchObject({ effect: 'settled' });
     const settled = await getDeposit(app, order.id, order.owner);
     expect(settled).toMatchObject({ status: 'settled', settled_via: 'review', partial: true, ordered_amount_minor: 10_000, transferred_amount_minor: 9_500, amount_received_minor: 9_500 });
-    const withdrawalAfter = await withdrawalOf(order);
+    const withdrawalAfter = await withdrawalOf(app, order);
     expect(withdrawalAfter.filled_minor - withdrawalBefore.filled_minor).toBe(9_500);
     expect(withdrawalAfter.remaining_minor - withdrawalBefore.remaining_minor).toBe(500);
     expect(withdrawalAfter.reserved_minor - withdrawalBefore.reserved_minor).toBe(-10_000);
@@ -515,7 +501,7 @@ describe('reversal by an operator', () => {
 
   it('inside 72 h: from pending clearing, the fill reversed on the withdrawal, audited; a repeat replays', async () => {
     const { order, owner, settled } = await settledOrder();
-    const withdrawalBefore = await withdrawalOf(order);
+    const withdrawalBefore = await withdrawalOf(app, order);
     expect(errorOf(await reverse(reviewerA, order.id, { reason_code: 'BANK_RECALL', note: NOTE }))).toMatchObject({ code: 'scope_denied' });
     expect(errorOf(await reverse(operator, order.id, { reason_code: 'BANK_ERROR', note: NOTE }))).toMatchObject({ code: 'validation_error' });
     expect(errorOf(await reverse(operator, order.id, { reason_code: 'BANK_RECALL', note: 'short' }))).toMatchObject({ code: 'review_note_required' });
@@ -532,8 +518,8 @@ describe('reversal by an operator', () => {
       [owner.merchant_id],
     );
     expect(rows).toEqual([{ bucket_from: 'pending_clearing', reason_code: 'BANK_RECALL', reason_display_th: 'ธนาคารเรียกคืนเงินโอน' }]);
-    expect(await withdrawalOf(order)).toMatchObject({ leg_status: 'reversed' });
-    expect((await withdrawalOf(order)).filled_minor).toBe(withdrawalBefore.filled_minor - 10_000);
+    expect(await withdrawalOf(app, order)).toMatchObject({ leg_status: 'reversed' });
+    expect((await withdrawalOf(app, order)).filled_minor).toBe(withdrawalBefore.filled_minor - 10_000);
     const { rows: withdrawalEvents } = await app.testDatabase.database.query<{ type: string }>('SELECT type FROM events WHERE object_id = $1 ORDER BY sequence', [withdrawalBefore.withdrawal_id]);
     expect(withdrawalEvents.map((row) => row.type)).toContain('withdrawal.fill_reversed');
     expect(await auditActions(order.id)).toEqual(['deposit.reversed']);

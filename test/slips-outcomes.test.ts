@@ -13,6 +13,7 @@ import {
   uploadMultipart,
   depositPolicyBody,
   type CreatedDeposit,
+  withdrawalOf,
 } from './support/slips.ts';
 import { renderSlipImage } from '../src/sandbox/slip-image.ts';
 import { forgetBankList } from '../src/banks/service.ts';
@@ -61,20 +62,6 @@ async function balanceOf(credentials: MerchantCredentials) {
   return (await app.signed({ url: '/v1/pay/balance', credentials })).json<{ available_minor: number; pending_clearing_minor: number }>();
 }
 
-/** The withdrawal a deposit's first leg pays, as the withdrawal side keeps it. */
-async function withdrawalOf(order: { id: string }) {
-  const { rows } = await app.testDatabase.database.query<{ withdrawal_id: string; filled_minor: number; remaining_minor: number; reserved_minor: number; leg_status: string }>(
-    `SELECT w.withdrawal_id, w.filled_minor, w.remaining_minor, w.reserved_minor, l.status AS leg_status
-       FROM deposit_legs d JOIN withdrawal_orders w ON w.white_label_id = d.white_label_id AND w.withdrawal_id = d.withdrawal_id
-       JOIN withdrawal_legs l ON l.white_label_id = d.white_label_id AND l.leg_ref = d.withdrawal_leg_ref
-      WHERE d.deposit_id = $1 ORDER BY d.sequence LIMIT 1`,
-    [order.id],
-  );
-  const row = rows[0];
-  if (!row) throw new Error('no withdrawal leg');
-  return { ...row, filled_minor: Number(row.filled_minor), remaining_minor: Number(row.remaining_minor), reserved_minor: Number(row.reserved_minor) };
-}
-
 async function balanceEvents(credentials: MerchantCredentials): Promise<string[]> {
   const { rows } = await app.testDatabase.database.query<{ type: string }>("SELECT type FROM events WHERE merchant_id = $1 AND type LIKE 'balance.%' ORDER BY sequence", [
     credentials.merchant_id,
@@ -94,7 +81,7 @@ describe('settled from the pixels', () => {
   it('multipart: the sandbox slip settles the order, credits the wallet and fills the withdrawal', async () => {
     const owner = await merchant();
     const order = await deposit(owner, 10_000);
-    const before = await withdrawalOf(order);
+    const before = await withdrawalOf(app, order);
     const transfer = await sandboxTransfer(app, order, {}, owner);
     expect(transfer).toMatchObject({ object: 'sandbox_bank_transfer', amount_minor: 10_000, livemode: false, slip: { media_type: 'image/png' } });
     const settled = await uploadAndProcess(order, owner, slipBytes(transfer));
@@ -112,7 +99,7 @@ describe('settled from the pixels', () => {
     expect(await eventTypesOf(app, order.id)).toEqual(['deposit.created', 'deposit.slip_received', 'deposit.settled']);
     expect(await balanceEvents(owner)).toEqual(['balance.credited']);
     expect(await balanceOf(owner)).toMatchObject({ pending_clearing_minor: settled.credited_amount_minor, available_minor: 0 });
-    const after = await withdrawalOf(order);
+    const after = await withdrawalOf(app, order);
     expect(after).toMatchObject({ leg_status: 'filled', filled_minor: before.filled_minor + 10_000 });
     expect(await eventTypesOf(app, after.withdrawal_id)).toContain('withdrawal.filled');
     // The sender the slip proved is registered for the end user.
@@ -158,7 +145,7 @@ describe('amounts', () => {
   it('short-pay: settled automatically at V (partial), the rest of the leg returns to the withdrawal', async () => {
     const owner = await merchant();
     const order = await deposit(owner, 10_000);
-    const before = await withdrawalOf(order);
+    const before = await withdrawalOf(app, order);
     const settled = await uploadAndProcess(order, owner, slipBytes(await sandboxTransfer(app, order, { amount_minor: 9_000 }, owner)));
     expect(settled).toMatchObject({
       status: 'settled',
@@ -171,7 +158,7 @@ describe('amounts', () => {
       verification: { amount_exact: false, receiver_match: true },
     });
     expect(settled.credited_amount_minor).toBe(9_000 - (settled.fee_total_minor ?? 0));
-    const after = await withdrawalOf(order);
+    const after = await withdrawalOf(app, order);
     expect(after.filled_minor - before.filled_minor).toBe(9_000);
   });
 
@@ -212,14 +199,14 @@ describe('to review', () => {
   it('wrong sender name: SENDER_NAME_MISMATCH with the registered name masked; no money moves', async () => {
     const owner = await merchant();
     const order = await deposit(owner, 10_000);
-    const before = await withdrawalOf(order);
+    const before = await withdrawalOf(app, order);
     const sender = { ...order.declared, account_name_th: 'วิภาวรรณ ศรีสุข', account_name_en: 'Wipawan Srisuk' };
     const reviewed = await uploadAndProcess(order, owner, slipBytes(await sandboxTransfer(app, order, { sender }, owner)));
     expect(reviewed.status).toBe('under_review');
     expect(reviewed.review?.reasons).toEqual([expect.objectContaining({ code: 'SENDER_NAME_MISMATCH', actionable_by: 'support', detail: { registered_name_masked: 'สม*** ใจ***' } })]);
     expect(reviewed.verification).toMatchObject({ sender_name_match: false, sender_account_match: true, amount_exact: true, receiver_match: true });
     expect(await balanceOf(owner)).toMatchObject({ pending_clearing_minor: 0 });
-    expect(await withdrawalOf(order)).toMatchObject({ leg_status: 'reserved', filled_minor: before.filled_minor });
+    expect(await withdrawalOf(app, order)).toMatchObject({ leg_status: 'reserved', filled_minor: before.filled_minor });
   });
 
   it('wrong receiver: RECEIVER_MISMATCH without detail, and the transfer stays free for the order it paid', async () => {
@@ -358,10 +345,10 @@ describe('late slips and closed orders', () => {
     const transfer = await sandboxTransfer(app, order, {}, owner);
     app.clock.advance(20 * 60_000);
     await runJobs(app);
-    expect((await withdrawalOf(order)).leg_status).toBe('released');
+    expect((await withdrawalOf(app, order)).leg_status).toBe('released');
     const settled = await uploadAndProcess(order, owner, slipBytes(transfer));
     expect(settled).toMatchObject({ status: 'settled', verification: { within_time_window: true } });
-    expect((await withdrawalOf(order)).leg_status).toBe('filled');
+    expect((await withdrawalOf(app, order)).leg_status).toBe('filled');
   });
 
   it('a slip for a canceled order is CANCELED_ORDER_SLIP; a cancel after a slip is refused', async () => {

@@ -294,25 +294,8 @@ export class ReviewService {
     const approvals = thisReview.filter((earlier) => earlier.action === 'approve');
     if (approvals.some((earlier) => earlier.reviewer_id === reviewer.reviewer_id)) return fail('four_eyes_same_reviewer');
     const fourEyes = review.four_eyes_required || amount_source === 'reviewer';
-    const now = this.deps.clock.now();
-    const record = (effect: repository.DecisionEffect, deposit_version: number): repository.DecisionRow => ({
-      white_label_id: row.white_label_id,
-      decision_id: newId('review_decision'),
-      deposit_id: row.deposit_id,
-      merchant_id: row.merchant_id,
-      livemode: row.livemode,
-      review_opened_at: new Date(review.opened_at),
-      action: 'approve',
-      effect,
-      reviewer_id: reviewer.reviewer_id,
-      note: decision.note,
-      rejection_code: null,
-      verified_amount_minor,
-      amount_source,
-      idempotency_key: reviewer.idempotency_key,
-      deposit_version,
-      created_at: now,
-    });
+    const record = (effect: repository.DecisionEffect, deposit_version: number): repository.DecisionRow =>
+      this.decisionRow(row, review, reviewer, { action: 'approve', effect, note: decision.note, rejection_code: null, verified_amount_minor, amount_source }, deposit_version);
 
     if (fourEyes && approvals.length === 0) {
       const first = record('approval_recorded', row.version);
@@ -391,7 +374,7 @@ export class ReviewService {
     row: DepositRow,
     review: ReviewObject,
     reviewer: Reviewer,
-    decided: { action: 'reject' | 'escalate'; effect: repository.DecisionEffect; note: string; rejection_code: string | null },
+    decided: Pick<repository.DecisionRow, 'action' | 'effect' | 'note' | 'rejection_code'> & Partial<Pick<repository.DecisionRow, 'verified_amount_minor' | 'amount_source'>>,
     deposit_version: number,
   ): repository.DecisionRow {
     return {
@@ -406,8 +389,8 @@ export class ReviewService {
       reviewer_id: reviewer.reviewer_id,
       note: decided.note,
       rejection_code: decided.rejection_code,
-      verified_amount_minor: null,
-      amount_source: null,
+      verified_amount_minor: decided.verified_amount_minor ?? null,
+      amount_source: decided.amount_source ?? null,
       idempotency_key: reviewer.idempotency_key,
       deposit_version,
       created_at: this.deps.clock.now(),

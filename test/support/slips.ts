@@ -164,3 +164,17 @@ export function depositPolicyBody(overrides: Record<string, unknown>): Record<st
     ...overrides,
   };
 }
+
+/** The withdrawal a deposit's first leg pays, as the withdrawal side keeps it, with that leg's status. */
+export async function withdrawalOf(app: TestApp, order: { id: string }) {
+  const { rows } = await app.testDatabase.database.query<{ withdrawal_id: string; filled_minor: string; remaining_minor: string; reserved_minor: string; leg_status: string }>(
+    `SELECT w.withdrawal_id, w.filled_minor, w.remaining_minor, w.reserved_minor, l.status AS leg_status
+       FROM deposit_legs d JOIN withdrawal_orders w ON w.white_label_id = d.white_label_id AND w.withdrawal_id = d.withdrawal_id
+       JOIN withdrawal_legs l ON l.white_label_id = d.white_label_id AND l.leg_ref = d.withdrawal_leg_ref
+      WHERE d.deposit_id = $1 ORDER BY d.sequence LIMIT 1`,
+    [order.id],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('no withdrawal leg');
+  return { withdrawal_id: row.withdrawal_id, filled_minor: Number(row.filled_minor), remaining_minor: Number(row.remaining_minor), reserved_minor: Number(row.reserved_minor), leg_status: row.leg_status };
+}
