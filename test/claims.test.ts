@@ -56,7 +56,7 @@ async function overpaidOrder() {
 /** A settled order paid exactly, and its merchant. */
 async function settledOrder() {
   const owner = await merchant();
-  const order = await createDeposit(app, { amount_minor: 10_000, credentials: owner });
+  const order = await createDeposit(app, { amount_minor: 12_000, credentials: owner });
   const response = await uploadMultipart(app, order.slip_upload, slipBytes(await sandboxTransfer(app, order, {}, owner)));
   expect(response.statusCode, response.body).toBe(202);
   await runJobs(app);
@@ -68,7 +68,7 @@ async function settledOrder() {
 /** An order that expired unpaid (its late-slip window open, or closed with `closeWindow`), and its merchant. */
 async function expiredOrder(options: { closeWindow: boolean }): Promise<{ owner: MerchantCredentials; order: CreatedDeposit }> {
   const owner = await merchant();
-  const order = await createDeposit(app, { amount_minor: 10_000, credentials: owner });
+  const order = await createDeposit(app, { amount_minor: 12_000, credentials: owner });
   app.clock.advance(15 * MINUTE_MS + 1);
   await runJobs(app);
   expect(await getDeposit(app, order.id, owner)).toMatchObject({ status: 'expired' });
@@ -273,7 +273,7 @@ describe('a late slip after the window', () => {
     const closed = await uploadMultipart(app, order.slip_upload, slipBytes(transfer));
     expect(closed.statusCode).toBe(410);
     const claim_url = String(errorOf(closed).details.claim_url);
-    const body = JSON.stringify({ trans_ref: transfer.trans_ref, sending_bank_code: transfer.sending_bank_code, amount_minor: 10_000, note: 'โอนแล้วแต่ส่งสลิปไม่ทัน' });
+    const body = JSON.stringify({ trans_ref: transfer.trans_ref, sending_bank_code: transfer.sending_bank_code, amount_minor: 12_000, note: 'โอนแล้วแต่ส่งสลิปไม่ทัน' });
     const opened = await postToUploadUrl(app, order.slip_upload, body, 'application/json', { upload_url: claim_url });
     expect(opened.statusCode, opened.body).toBe(201);
     const claim_id = opened.json<{ id: string }>().id;
@@ -288,9 +288,9 @@ describe('a late slip after the window', () => {
         id: claim_id,
         cause: 'late_slip',
         status: 'open',
-        amount_minor: 10_000,
+        amount_minor: 12_000,
         opened_by: { type: 'end_user', credential_id: null },
-        evidence: { trans_ref: transfer.trans_ref, sending_bank_code: transfer.sending_bank_code, amount_minor: 10_000, note: 'โอนแล้วแต่ส่งสลิปไม่ทัน' },
+        evidence: { trans_ref: transfer.trans_ref, sending_bank_code: transfer.sending_bank_code, amount_minor: 12_000, note: 'โอนแล้วแต่ส่งสลิปไม่ทัน' },
       }),
     ]);
 
@@ -301,11 +301,11 @@ describe('a late slip after the window', () => {
     expect(await auditActions(claim_id)).toEqual([]);
 
     // A claim the operator opens for the payer without a reference: new, and a replay of it is the same claim.
-    const noteOnly = { deposit_id: order.id, cause: 'late_slip', amount_minor: 10_000, evidence: { note: 'payer lost the slip; statement line 2026-08-01' } };
+    const noteOnly = { deposit_id: order.id, cause: 'late_slip', amount_minor: 12_000, evidence: { note: 'payer lost the slip; statement line 2026-08-01' } };
     const created = await openClaim(noteOnly, reviewer);
     expect(created.statusCode, created.body).toBe(201);
     const staffClaim = created.json<BackofficeClaimView>();
-    expect(staffClaim).toMatchObject({ cause: 'late_slip', status: 'open', version: 1, amount_minor: 10_000, opened_by: { type: 'backoffice', credential_id: expect.stringMatching(/^boc_/) } });
+    expect(staffClaim).toMatchObject({ cause: 'late_slip', status: 'open', version: 1, amount_minor: 12_000, opened_by: { type: 'backoffice', credential_id: expect.stringMatching(/^boc_/) } });
     const replay = await openClaim(noteOnly, reviewer);
     expect(replay.statusCode).toBe(200);
     expect(replay.json<BackofficeClaimView>().id).toBe(staffClaim.id);
@@ -354,7 +354,7 @@ describe('POST /v1/bo/claims refusals', () => {
     const wrongCause = await openClaim({ deposit_id: order.id, cause: 'additional_transfer', amount_minor: 5_000, evidence: { trans_ref: 'ABC123' } });
     expect(wrongCause.statusCode).toBe(409);
     expect(errorOf(wrongCause)).toMatchObject({ code: 'deposit_state_conflict', details: { status: 'expired' } });
-    const open = await createDeposit(app, { amount_minor: 10_000 });
+    const open = await createDeposit(app, { amount_minor: 12_000 });
     const awaiting = await openClaim({ deposit_id: open.id, cause: 'late_slip', evidence: { trans_ref: 'ABC123' } });
     expect(errorOf(awaiting)).toMatchObject({ code: 'deposit_state_conflict', details: { status: 'awaiting_payment' } });
 
@@ -418,7 +418,7 @@ describe('a transfer after settlement reported to staff', () => {
     const reported = await openClaim({
       deposit_id: order.id,
       cause: 'additional_transfer',
-      amount_minor: 10_000,
+      amount_minor: 12_000,
       evidence: { trans_ref: transfer.trans_ref, sending_bank_code: transfer.sending_bank_code },
     });
     expect(reported.statusCode, reported.body).toBe(200);

@@ -226,7 +226,8 @@ describe('settlement invariants (property)', () => {
   it('hold for random X, V and fee schedules, and the money on both sides adds up', async () => {
     const arbitrary = fc.record({
       // 105.00 THB is the sandbox's liquidity-wait scenario (202), not an immediate match.
-      ordered_baht: fc.integer({ min: 100, max: 50_000 }).filter((baht) => baht !== 105),
+      // The sandbox scenario amounts (100–116 baht) have behaviours of their own (test/sandbox-scenarios.test.ts).
+      ordered_baht: fc.integer({ min: 117, max: 50_000 }),
       transferred_ratio: fc.oneof(fc.constant(1), fc.double({ min: 0.01, max: 2, noNaN: true })),
       processing_fee_bps: fc.integer({ min: 0, max: 10_000 }),
       fixed_fee_minor: fc.integer({ min: 0, max: 200_000 }),
@@ -419,7 +420,7 @@ describe('review, rejection, unreadable and late slips: the rest of the table', 
     const reviewed = await receiveSlip(deposit);
     expect(reviewed).toMatchObject({ status: 'under_review', slip: { is_late: true }, review: { reasons: [{ code: 'CANCELED_ORDER_SLIP', actionable_by: 'support' }] } });
 
-    const other = await matchedDeposit(merchant, 11_200);
+    const other = await matchedDeposit(merchant, 13_200);
     app.clock.advance(15 * 60_000 + 24 * HOUR_MS);
     await app.instance.worker.runDueJobs();
     const closed = await inTransaction(app, (tx) => deposits().markSlipReceived(tx, { white_label_id: brand(), deposit_id: other.id, received_at: app.clock.now(), cause: SYSTEM_CAUSE }));

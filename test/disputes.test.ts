@@ -23,7 +23,7 @@ let app: TestApp;
 const system = { actor_type: 'system' as const, actor_id: 'disputes-test', request_id: null };
 const NOTE = 'ตรวจสอบรายการเดินบัญชีของผู้รับเงินแล้ว ไม่พบยอดเงินเข้า';
 const HOUR_MS = 3_600_000;
-const AMOUNT = 10_000;
+const AMOUNT = 12_000;
 
 beforeAll(async () => {
   app = await createTestApp();

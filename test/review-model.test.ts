@@ -112,7 +112,7 @@ type Command =
   | { kind: 'advance'; hours: number };
 
 const commandArbitrary: fc.Arbitrary<Command> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('pay' as const), amount_minor: fc.constantFrom(10_000, FOUR_EYES_FROM_MINOR), shape: fc.constantFrom('clean' as const, 'review' as const, 'short_review' as const) }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('pay' as const), amount_minor: fc.constantFrom(12_000, FOUR_EYES_FROM_MINOR), shape: fc.constantFrom('clean' as const, 'review' as const, 'short_review' as const) }) },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('approve' as const), order: fc.nat(20), reviewer: fc.nat(1) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('reject' as const), order: fc.nat(20), reviewer: fc.nat(1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('escalate' as const), order: fc.nat(20), reviewer: fc.nat(1) }) },
@@ -376,7 +376,7 @@ describe('review, reversal, dispute and clearing sequences', () => {
         examples: [
           [
             [
-              { kind: 'pay', amount_minor: 10_000, shape: 'clean' },
+              { kind: 'pay', amount_minor: 12_000, shape: 'clean' },
               { kind: 'dispute', order: 0 },
               { kind: 'dispute', order: 0 },
               { kind: 'resolve', order: 0, outcome: 'withdrawer' },
@@ -388,11 +388,11 @@ describe('review, reversal, dispute and clearing sequences', () => {
               { kind: 'advance', hours: 80 },
               { kind: 'resolve', order: 1, outcome: 'withdrawer' },
               { kind: 'reverse', order: 1, reason: 0 },
-              { kind: 'pay', amount_minor: 10_000, shape: 'short_review' },
+              { kind: 'pay', amount_minor: 12_000, shape: 'short_review' },
               { kind: 'escalate', order: 2, reviewer: 1 },
               { kind: 'reject', order: 2, reviewer: 0 },
               { kind: 'approve', order: 2, reviewer: 1 },
-              { kind: 'pay', amount_minor: 10_000, shape: 'clean' },
+              { kind: 'pay', amount_minor: 12_000, shape: 'clean' },
               { kind: 'advance', hours: 4 },
               { kind: 'dispute', order: 3 },
               { kind: 'advance', hours: 80 },

@@ -80,7 +80,7 @@ async function pngOfSize(bytes: number): Promise<Buffer> {
 
 describe('the receipt', () => {
   it('202 with receipt_id, status accepted and received_at; no-store; the slip_upload rate bucket', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     const transfer = await sandboxTransfer(app, order);
     const response = await uploadMultipart(app, order.slip_upload, slipBytes(transfer));
     expect(response.statusCode, response.body).toBe(202);
@@ -98,7 +98,7 @@ describe('the receipt', () => {
   });
 
   it('the file type comes from the magic bytes, not the file name or the part type', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     const png = slipBytes(await sandboxTransfer(app, order));
     const response = await uploadMultipart(app, order.slip_upload, png, { filename: 'photo.jpg', part_type: 'image/jpeg' });
     expect(response.statusCode).toBe(202);
@@ -107,7 +107,7 @@ describe('the receipt', () => {
   });
 
   it('the evidence is encrypted at rest, with a manifest that matches it', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     const png = slipBytes(await sandboxTransfer(app, order));
     const receipt = (await uploadMultipart(app, order.slip_upload, png)).json<{ receipt_id: string }>();
     const { rows } = await app.testDatabase.database.query<{ ciphertext: Uint8Array; image_sha256: string; blob_store: string; wrapped_key: string }>(
@@ -124,7 +124,7 @@ describe('the receipt', () => {
 
 describe('idempotency by the logical evidence', () => {
   it('the same image and fields under the same key replay the receipt, whatever the boundary, key order, base64 breaks or shape', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     const transfer = await sandboxTransfer(app, order);
     const image = slipBytes(transfer);
     const key = crypto.randomUUID();
@@ -150,7 +150,7 @@ describe('idempotency by the logical evidence', () => {
   });
 
   it.runIf(usingPostgres)('two uploads with one key at once store one receipt', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     const image = slipBytes(await sandboxTransfer(app, order));
     const key = crypto.randomUUID();
     const answers = await Promise.all([0, 1, 2, 3].map(() => uploadMultipart(app, order.slip_upload, image, { idempotency_key: key })));
@@ -163,7 +163,7 @@ describe('idempotency by the logical evidence', () => {
 
 describe('limits', () => {
   it('at most 3 uploads per order: the fourth is 409 slip_limit_reached, and nothing is stored', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     for (let upload = 0; upload < 3; upload += 1) {
       const response = await uploadJson(app, order.slip_upload, { trans_ref: `REF${upload}`, sending_bank_code: '004', occurred_at: app.clock.now().toISOString() });
       expect(response.statusCode).toBe(202);
@@ -176,7 +176,7 @@ describe('limits', () => {
   });
 
   it.runIf(usingPostgres)('concurrent uploads to one order with different keys never pass the limit', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     const answers = await Promise.all(
       [0, 1, 2, 3, 4, 5].map((index) => uploadJson(app, order.slip_upload, { trans_ref: `RACE${index}`, sending_bank_code: '004', occurred_at: app.clock.now().toISOString() })),
     );
@@ -185,7 +185,7 @@ describe('limits', () => {
   });
 
   it('the slip_upload bucket: 20 per minute for one end user and IP, then 429 rate_limited', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     app.clock.advance(60_000 - (app.clock.now().getTime() % 60_000));
     for (let request = 0; request < 20; request += 1) {
       const refused = await uploadJson(app, order.slip_upload, '{"not json');
@@ -203,7 +203,7 @@ describe('refusals: the spec code and fields, and nothing stored', () => {
   let order: CreatedDeposit;
   let image: Buffer;
   beforeAll(async () => {
-    order = await createDeposit(app, { amount_minor: 10_000 });
+    order = await createDeposit(app, { amount_minor: 12_000 });
     image = slipBytes(await sandboxTransfer(app, order));
   });
   // Each test sends many refused uploads for one end user: a fresh minute keeps them under the rate bucket.
@@ -271,7 +271,7 @@ describe('refusals: the spec code and fields, and nothing stored', () => {
   });
 
   it('max_bytes counts decoded bytes: exactly 4 MiB is taken as base64 and as a file; the body limit above it is 422', async () => {
-    const fresh = await createDeposit(app, { amount_minor: 10_000 });
+    const fresh = await createDeposit(app, { amount_minor: 12_000 });
     const exact = await pngOfSize(SLIP_MAX_BYTES);
     expect((await uploadJson(app, fresh.slip_upload, { image_base64: exact.toString('base64') })).statusCode).toBe(202);
     expect((await uploadMultipart(app, fresh.slip_upload, exact)).statusCode).toBe(202);
@@ -285,7 +285,7 @@ describe('the capability', () => {
   let order: CreatedDeposit;
   let image: Buffer;
   beforeAll(async () => {
-    order = await createDeposit(app, { amount_minor: 10_000 });
+    order = await createDeposit(app, { amount_minor: 12_000 });
     image = slipBytes(await sandboxTransfer(app, order));
   });
 
@@ -301,7 +301,7 @@ describe('the capability', () => {
   });
 
   it('checks every binding: token, deposit, the exact address, expiry; Idempotency-Key required', async () => {
-    const other = await createDeposit(app, { amount_minor: 10_000 });
+    const other = await createDeposit(app, { amount_minor: 12_000 });
     const cases: { label: string; response: Awaited<ReturnType<typeof uploadJson>>; code: string }[] = [
       { label: 'no token', response: await uploadMultipart(app, order.slip_upload, image, { token: null }), code: 'slip_token_invalid' },
       { label: 'garbage', response: await uploadMultipart(app, order.slip_upload, image, { token: 'not-a-token' }), code: 'slip_token_invalid' },
@@ -351,7 +351,7 @@ describe('the capability', () => {
 
   it('keeps working after the merchant is suspended and its key revoked (the consumer re-checks the order)', async () => {
     const owner = await merchant();
-    const mine = await createDeposit(app, { amount_minor: 10_000, credentials: owner });
+    const mine = await createDeposit(app, { amount_minor: 12_000, credentials: owner });
     const slip = slipBytes(await sandboxTransfer(app, mine, {}, owner));
     const actor = { actor_type: 'system' as const, actor_id: 'slip-test', request_id: null };
     await app.instance.services.tenancy.setMerchantStatus(actor, owner.merchant_id, null, 'suspended');
@@ -366,7 +366,7 @@ describe('the capability', () => {
 
 describe('after the late-slip window', () => {
   it('410 late_slip_window_closed with deposit_id, late_slip_accepted_until and a claim_url that opens a claim', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     const transfer = await sandboxTransfer(app, order);
     app.clock.advance(15 * 60_000);
     await runJobs(app);
@@ -393,7 +393,7 @@ describe('after the late-slip window', () => {
     const claimUrl = String(error.details.claim_url);
     expect(claimUrl).toBe(`${new URL(order.slip_upload.upload_url).origin}/v1/pay/deposits/${order.id}/claims`);
     const key = crypto.randomUUID();
-    const claimBody = JSON.stringify({ trans_ref: transfer.trans_ref, sending_bank_code: transfer.sending_bank_code, amount_minor: 10_000, note: 'โอนแล้วแต่ส่งสลิปไม่ทัน' });
+    const claimBody = JSON.stringify({ trans_ref: transfer.trans_ref, sending_bank_code: transfer.sending_bank_code, amount_minor: 12_000, note: 'โอนแล้วแต่ส่งสลิปไม่ทัน' });
     const claim = await postToUploadUrl(app, order.slip_upload, claimBody, 'application/json', { upload_url: claimUrl, idempotency_key: key });
     expect(claim.statusCode, claim.body).toBe(201);
     expect(claim.json()).toEqual({
@@ -402,7 +402,7 @@ describe('after the late-slip window', () => {
       deposit_id: order.id,
       cause: 'late_slip',
       status: 'open',
-      amount_minor: 10_000,
+      amount_minor: 12_000,
       created_at: app.clock.now().toISOString(),
       livemode: false,
     });
@@ -423,7 +423,7 @@ describe('after the late-slip window', () => {
 describe('GET /v1/pay/deposits/{id}/slip', () => {
   it("returns the stored image bytes with their type and no-store; another tenant's id is 404", async () => {
     const owner = await merchant();
-    const order = await createDeposit(app, { amount_minor: 10_000, credentials: owner });
+    const order = await createDeposit(app, { amount_minor: 12_000, credentials: owner });
     const png = slipBytes(await sandboxTransfer(app, order, {}, owner));
     expect((await uploadMultipart(app, order.slip_upload, png)).statusCode).toBe(202);
     const read = await app.signed({ url: `/v1/pay/deposits/${order.id}/slip`, credentials: owner });
@@ -435,7 +435,7 @@ describe('GET /v1/pay/deposits/{id}/slip', () => {
       expect(refused.statusCode).toBe(404);
       expect(errorOf(refused).code).toBe('resource_not_found');
     }
-    const referenceOnly = await createDeposit(app, { amount_minor: 10_000, credentials: owner });
+    const referenceOnly = await createDeposit(app, { amount_minor: 12_000, credentials: owner });
     await uploadJson(app, referenceOnly.slip_upload, { trans_ref: 'ABC123', sending_bank_code: '004', occurred_at: app.clock.now().toISOString() });
     expect((await app.signed({ url: `/v1/pay/deposits/${referenceOnly.id}/slip`, credentials: owner })).statusCode).toBe(404);
   });
@@ -463,7 +463,7 @@ describe('durable before 202', () => {
     { name: 'a queue failure', table: 'jobs', condition: "NEW.task = 'slips.process'" },
   ]) {
     it(`${fault.name} answers 503 slip_intake_unavailable and leaves no half-stored receipt; the retry with the same key succeeds`, async () => {
-      const order = await createDeposit(app, { amount_minor: 10_000 });
+      const order = await createDeposit(app, { amount_minor: 12_000 });
       const image = slipBytes(await sandboxTransfer(app, order));
       const key = crypto.randomUUID();
       const before = await intakeRows();
@@ -479,7 +479,7 @@ describe('durable before 202', () => {
   }
 
   it('a blob that does not read back as written answers 503 (the read-back check)', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     const image = slipBytes(await sandboxTransfer(app, order));
     const database = app.testDatabase.database;
     await database.exec(`
@@ -502,7 +502,7 @@ describe('the filesystem evidence store', () => {
     const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'slips-'));
     const fsApp = await createTestApp({ config: { SLIP_EVIDENCE_STORE: 'filesystem', SLIP_EVIDENCE_DIR: directory } });
     try {
-      const order = await createDeposit(fsApp, { amount_minor: 10_000 });
+      const order = await createDeposit(fsApp, { amount_minor: 12_000 });
       const png = slipBytes(await sandboxTransfer(fsApp, order));
       const receipt = (await uploadMultipart(fsApp, order.slip_upload, png)).json<{ receipt_id: string }>();
       const file = path.join(directory, fsApp.sandbox.white_label_id, `${receipt.receipt_id}.blob`);
@@ -517,7 +517,7 @@ describe('the filesystem evidence store', () => {
       expect((await fsApp.signed({ url: `/v1/pay/deposits/${order.id}/slip` })).rawPayload.equals(png)).toBe(true);
 
       // The brand's folder replaced by a file: nothing can be stored, and nothing is half-stored.
-      const broken = await createDeposit(fsApp, { amount_minor: 10_000 });
+      const broken = await createDeposit(fsApp, { amount_minor: 12_000 });
       fs.rmSync(path.join(directory, fsApp.sandbox.white_label_id), { recursive: true });
       fs.writeFileSync(path.join(directory, fsApp.sandbox.white_label_id), 'not a directory');
       const failed = await uploadMultipart(fsApp, broken.slip_upload, png);
@@ -534,7 +534,7 @@ describe('the filesystem evidence store', () => {
 
 describe('secrets', () => {
   it('no log line carries a capability, a slip payload, a transaction reference or an account number', async () => {
-    const order = await createDeposit(app, { amount_minor: 10_000 });
+    const order = await createDeposit(app, { amount_minor: 12_000 });
     const transfer = await sandboxTransfer(app, order);
     await uploadMultipart(app, order.slip_upload, slipBytes(transfer), { payload: transfer.slip.payload });
     await uploadJson(app, order.slip_upload, { trans_ref: transfer.trans_ref, sending_bank_code: '004', occurred_at: 'not a time' });

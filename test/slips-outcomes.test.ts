@@ -80,17 +80,17 @@ async function receiptsOf(order: { id: string }) {
 describe('settled from the pixels', () => {
   it('multipart: the sandbox slip settles the order, credits the wallet and fills the withdrawal', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const before = await withdrawalOf(app, order);
     const transfer = await sandboxTransfer(app, order, {}, owner);
-    expect(transfer).toMatchObject({ object: 'sandbox_bank_transfer', amount_minor: 10_000, livemode: false, slip: { media_type: 'image/png' } });
+    expect(transfer).toMatchObject({ object: 'sandbox_bank_transfer', amount_minor: 12_000, livemode: false, slip: { media_type: 'image/png' } });
     const settled = await uploadAndProcess(order, owner, slipBytes(transfer));
     expect(settled).toMatchObject({
       status: 'settled',
       settled_via: 'auto',
       partial: false,
-      transferred_amount_minor: 10_000,
-      amount_received_minor: 10_000,
+      transferred_amount_minor: 12_000,
+      amount_received_minor: 12_000,
       overpayment: null,
       verification: { amount_exact: true, within_time_window: true, sender_bank_match: true, sender_account_match: true, sender_name_match: true, receiver_match: true },
       slip: { is_late: false, attempts_left: 2 },
@@ -100,7 +100,7 @@ describe('settled from the pixels', () => {
     expect(await balanceEvents(owner)).toEqual(['balance.credited']);
     expect(await balanceOf(owner)).toMatchObject({ pending_clearing_minor: settled.credited_amount_minor, available_minor: 0 });
     const after = await withdrawalOf(app, order);
-    expect(after).toMatchObject({ leg_status: 'filled', filled_minor: before.filled_minor + 10_000 });
+    expect(after).toMatchObject({ leg_status: 'filled', filled_minor: before.filled_minor + 12_000 });
     expect(await eventTypesOf(app, after.withdrawal_id)).toContain('withdrawal.filled');
     // The sender the slip proved is registered for the end user.
     const senders = (await app.signed({ url: `/v1/pay/senders?end_user_ref=${encodeURIComponent(order.end_user_ref)}`, credentials: owner })).json<{ data: unknown[] }>();
@@ -144,14 +144,14 @@ describe('settled from the pixels', () => {
 describe('amounts', () => {
   it('short-pay: settled automatically at V (partial), the rest of the leg returns to the withdrawal', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const before = await withdrawalOf(app, order);
     const settled = await uploadAndProcess(order, owner, slipBytes(await sandboxTransfer(app, order, { amount_minor: 9_000 }, owner)));
     expect(settled).toMatchObject({
       status: 'settled',
       settled_via: 'auto',
       partial: true,
-      ordered_amount_minor: 10_000,
+      ordered_amount_minor: 12_000,
       transferred_amount_minor: 9_000,
       amount_received_minor: 9_000,
       overpayment: null,
@@ -180,7 +180,7 @@ describe('amounts', () => {
 describe('to review', () => {
   it('reference only: always under_review with NO_SLIP_IMAGE, the bank answer kept for the reviewer', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const transfer = await sandboxTransfer(app, order, {}, owner);
     const response = await uploadJson(app, order.slip_upload, { trans_ref: transfer.trans_ref, sending_bank_code: transfer.sending_bank_code, occurred_at: transfer.occurred_at });
     expect(response.statusCode, response.body).toBe(202);
@@ -198,7 +198,7 @@ describe('to review', () => {
 
   it('wrong sender name: SENDER_NAME_MISMATCH with the registered name masked; no money moves', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const before = await withdrawalOf(app, order);
     const sender = { ...order.declared, account_name_th: 'วิภาวรรณ ศรีสุข', account_name_en: 'Wipawan Srisuk' };
     const reviewed = await uploadAndProcess(order, owner, slipBytes(await sandboxTransfer(app, order, { sender }, owner)));
@@ -211,7 +211,7 @@ describe('to review', () => {
 
   it('wrong receiver: RECEIVER_MISMATCH without detail, and the transfer stays free for the order it paid', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const receiver = { bank_code: '069', account_number: '2009998887', account_name_th: 'ศิริพร ใจงาม' };
     const reviewed = await uploadAndProcess(order, owner, slipBytes(await sandboxTransfer(app, order, { receiver }, owner)));
     expect(reviewed.status).toBe('under_review');
@@ -243,11 +243,11 @@ describe('to review', () => {
 
   it('a QR naming a transfer the bank has no record of: TRANSFER_NOT_FOUND', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const forged = await renderSlipImage({
       sending_bank_code: '004',
       trans_ref: '20260801004FORGED0001',
-      amount_minor: 10_000,
+      amount_minor: 12_000,
       occurred_at: app.clock.now(),
       sender: { bank_code: '004', account_number: order.declared.account_number, name_th: 'สมชาย ใจดี' },
       receiver: { bank_code: '025', account_number: '8889990001', name_th: 'วรวุฒิ ประเสริฐศักดิ์' },
@@ -255,11 +255,11 @@ describe('to review', () => {
     const reviewed = await uploadAndProcess(order, owner, forged.bytes);
     expect(reviewed.review?.reasons.map((reason) => reason.code)).toEqual(['TRANSFER_NOT_FOUND']);
     // A mini-QR naming a bank that does not exist names no transfer either.
-    const other = await deposit(owner, 10_000);
+    const other = await deposit(owner, 12_000);
     const nowhere = await renderSlipImage({
       sending_bank_code: '999',
       trans_ref: '20260801999NOWHERE01',
-      amount_minor: 10_000,
+      amount_minor: 12_000,
       occurred_at: app.clock.now(),
       sender: { bank_code: '999', account_number: other.declared.account_number, name_th: 'สมชาย ใจดี' },
       receiver: { bank_code: '025', account_number: '8889990001', name_th: 'วรวุฒิ ประเสริฐศักดิ์' },
@@ -282,7 +282,7 @@ describe('to review', () => {
 
   it("the sender's bank switched off: BANK_DISABLED, without asking it", async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000, { bank_code: '011', account_number: '7700000001', account_name_th: 'ธนพล วงศ์สวัสดิ์', account_name_en: 'Thanaphon Wongsawat' });
+    const order = await deposit(owner, 12_000, { bank_code: '011', account_number: '7700000001', account_name_th: 'ธนพล วงศ์สวัสดิ์', account_name_en: 'Thanaphon Wongsawat' });
     const transfer = await sandboxTransfer(app, order, {}, owner);
     await app.testDatabase.database.query("UPDATE banks SET available = false, message_th = 'ปิดปรับปรุง' WHERE bank_code = '011'");
     forgetBankList();
@@ -297,7 +297,7 @@ describe('to review', () => {
 
   it('a slip for an order in review is attached to the review (version moves, status stays)', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const transfer = await sandboxTransfer(app, order, {}, owner);
     await uploadJson(app, order.slip_upload, { trans_ref: transfer.trans_ref, sending_bank_code: transfer.sending_bank_code, occurred_at: transfer.occurred_at });
     await runJobs(app);
@@ -312,7 +312,7 @@ describe('to review', () => {
 describe('unreadable slips', () => {
   it('deposit.slip_rejected (retryable, attempts left), back to awaiting_payment; the next slip settles', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const noQr = await sharp({ create: { width: 720, height: 1280, channels: 3, background: '#f4f4f4' } }).png().toBuffer();
     const rejected = await uploadAndProcess(order, owner, noQr);
     expect(rejected).toMatchObject({ status: 'awaiting_payment', slip: { attempts_left: 2 } });
@@ -329,7 +329,7 @@ describe('unreadable slips', () => {
 describe('late slips and closed orders', () => {
   it('paid after the deadline and uploaded inside the window: slip.is_late, under_review with LATE_SLIP', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     // Five minutes after the 15-minute deadline: beyond the two minutes allowed for the banks' clocks.
     app.clock.advance(20 * 60_000);
     await runJobs(app);
@@ -341,7 +341,7 @@ describe('late slips and closed orders', () => {
 
   it('paid before the deadline and uploaded after it: settles, its withdrawal reserved again', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const transfer = await sandboxTransfer(app, order, {}, owner);
     app.clock.advance(20 * 60_000);
     await runJobs(app);
@@ -353,14 +353,14 @@ describe('late slips and closed orders', () => {
 
   it('a slip for a canceled order is CANCELED_ORDER_SLIP; a cancel after a slip is refused', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const canceled = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${order.id}/cancel`, idempotency_key: crypto.randomUUID(), credentials: owner });
     expect(canceled.json()).toMatchObject({ status: 'canceled' });
     const reviewed = await uploadAndProcess(order, owner, slipBytes(await sandboxTransfer(app, order, {}, owner)));
     expect(reviewed).toMatchObject({ status: 'under_review', slip: { is_late: true } });
     expect(reviewed.review?.reasons.map((reason) => reason.code)).toEqual(['CANCELED_ORDER_SLIP']);
 
-    const other = await deposit(owner, 10_000);
+    const other = await deposit(owner, 12_000);
     const upload = await uploadMultipart(app, other.slip_upload, slipBytes(await sandboxTransfer(app, other, {}, owner)));
     expect(upload.statusCode).toBe(202);
     // Not processed yet: the slip exists all the same, so the end user may have paid.
@@ -373,7 +373,7 @@ describe('late slips and closed orders', () => {
 
   it('a slip accepted before the deadline and processed after it is on time (the window is judged at receipt)', async () => {
     const owner = await merchant();
-    const order = await deposit(owner, 10_000);
+    const order = await deposit(owner, 12_000);
     const upload = await uploadMultipart(app, order.slip_upload, slipBytes(await sandboxTransfer(app, order, {}, owner)));
     expect(upload.statusCode).toBe(202);
     app.clock.advance(30 * 60_000);

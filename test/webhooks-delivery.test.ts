@@ -488,10 +488,12 @@ describe('signing key rotation', () => {
     const account = await merchant();
     const store = new MemoryReceiverStore();
     const cache = new SigningKeyCache(async () => (await h.app.instance.app.inject({ method: 'GET', url: '/v1/webhooks/signing-keys' })).json() as { keys: PublishedKey[] }, () => h.app.clock.now().getTime());
-    const reference = new ReferenceReceiver({ livemode: false, keys: cache, store, now_ms: () => h.app.clock.now().getTime() });
+    // The back-office rotation rotates the live key set and tells live feeds only (sandbox keys have their
+    // own set: test/webhooks-key-rotation-sandbox.test.ts), so this receiver is a live one.
+    const reference = new ReferenceReceiver({ livemode: true, keys: cache, store, now_ms: () => h.app.clock.now().getTime() });
     const target = await receiver(() => ({ handle: (body, headers) => reference.handle(body, headers) }));
-    await endpointFor(account, target.url);
-    await emitFor(account, 'deposit.created', depositObject(newDepositId(), 1, 'awaiting_payment'));
+    await endpointFor(account, target.url, { mode: 'live' });
+    await emitFor(account, 'deposit.created', depositObject(newDepositId(), 1, 'awaiting_payment'), true);
     await run();
     const oldKid = /kid=([^,]+)/.exec(String(target.requests[0]!.headers['x-pg-signature']))![1];
     expect(store.applied).toHaveLength(1);
@@ -501,8 +503,10 @@ describe('signing key rotation', () => {
     const rotated = rotation.json();
     expect(rotated).toMatchObject({ rotated: true, previous_kid: oldKid, new_key: { status: 'next', alg: 'Ed25519', format: 'spki_der_base64' } });
     expect(Date.parse(rotated.signing_switches_at) - h.app.clock.now().getTime()).toBeLessThanOrEqual(60 * SECOND_MS);
+    // The list also carries the brand's sandbox set (earlier tests delivered sandbox events); the live set
+    // comes first.
     const keys = await publishedKeys();
-    expect(keys.map((key) => [key.kid, key.status])).toEqual([[rotated.new_key.kid, 'next'], [oldKid, 'active']]);
+    expect(keys.slice(0, 2).map((key) => [key.kid, key.status])).toEqual([[rotated.new_key.kid, 'next'], [oldKid, 'active']]);
     expect(keys[1]!.not_after).toBe(rotated.previous_key_not_after);
     for (const key of keys) {
       expect(Object.keys(key).sort()).toEqual(['alg', 'format', 'kid', 'not_after', 'not_before', 'public_key', 'raw_public_key', 'status']);
@@ -518,15 +522,15 @@ describe('signing key rotation', () => {
     expect(String(announcement!.headers['x-pg-signature'])).toContain(`kid=${oldKid},`);
 
     h.app.clock.advance(30 * SECOND_MS);
-    await emitFor(account, 'deposit.settled', depositObject(newDepositId(), 2, 'settled'));
+    await emitFor(account, 'deposit.settled', depositObject(newDepositId(), 2, 'settled'), true);
     await run();
     const last = target.requests.at(-1)!;
     expect(String(last.headers['x-pg-signature'])).toContain(`kid=${rotated.new_key.kid},`);
     // The reference receiver met an unknown kid, refetched once, verified and applied it.
     expect(store.applied.map((entry) => entry.type)).toEqual(['deposit.created', 'webhook.key.rotating', 'deposit.settled']);
-    expect((await publishedKeys()).map((key) => [key.kid, key.status])).toEqual([[rotated.new_key.kid, 'active'], [oldKid, 'retiring']]);
+    expect((await publishedKeys()).slice(0, 2).map((key) => [key.kid, key.status])).toEqual([[rotated.new_key.kid, 'active'], [oldKid, 'retiring']]);
     h.app.clock.advance(24 * HOUR_MS);
-    expect((await publishedKeys()).map((key) => key.kid)).toEqual([rotated.new_key.kid]);
+    expect((await publishedKeys()).map((key) => key.kid).filter((kid) => kid === rotated.new_key.kid || kid === oldKid)).toEqual([rotated.new_key.kid]);
     const { rows } = await h.app.testDatabase.database.query<{ private_key_sealed: string }>('SELECT private_key_sealed FROM webhook_signing_keys');
     expect(rows.every((row) => row.private_key_sealed.startsWith('v1.') && !row.private_key_sealed.includes('MC4CAQ'))).toBe(true);
   });

@@ -12,6 +12,7 @@ import {
 } from './backends.ts';
 import { runWebhookCli, type WebhookCliIo } from './webhooks.ts';
 import { runSandboxCli } from './sandbox.ts';
+import { runClockCli, type ClockCliIo } from './clocks.ts';
 import { runReviewCli, type ReviewCliIo } from './reviews.ts';
 
 /**
@@ -326,6 +327,7 @@ function globalHelp(): string {
     `Run '${PROGRAM} <group> <action> --help' for the options of one command.`,
     `Webhook endpoints, deliveries and signing keys: '${PROGRAM} webhooks --help'.`,
     `A sandbox payer's transfer and its slip image: '${PROGRAM} sandbox pay --help'.`,
+    `The sandbox's test clocks (create, list, show, attach, detach, advance): '${PROGRAM} clock --help'.`,
     `The review desk for reviewers (list, show, approve, reject, escalate): '${PROGRAM} reviews --help'.`,
     '',
   ].join('\n');
@@ -464,6 +466,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
 
   if (groupWord === 'webhooks') return runWebhookCli(argv, io as CliIo & WebhookCliIo);
   if (groupWord === 'sandbox') return runSandboxCli(argv, io);
+  if (groupWord === 'clock') return runClockCli(argv, io as CliIo & ClockCliIo);
   if (groupWord === 'reviews') return runReviewCli(argv, io as CliIo & ReviewCliIo);
   if (groupWord === undefined) {
     if (askedForHelp) {

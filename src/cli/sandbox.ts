@@ -77,7 +77,7 @@ class UsageError extends Error {}
 const credentialsFileSchema = z.object({ base_url: z.string().min(1), api_key: z.string().min(1), signing_secret: z.string().min(1) });
 
 /** The sandbox merchant's base URL, test key and signing secret: the environment first, then the first-start file. */
-function sandboxCredentials(env: CliEnvironment): z.infer<typeof credentialsFileSchema> {
+export function sandboxCredentials(env: CliEnvironment): z.infer<typeof credentialsFileSchema> {
   if (env.PG_BASE_URL && env.PG_API_KEY && env.PG_SIGNING_SECRET) {
     return { base_url: env.PG_BASE_URL, api_key: env.PG_API_KEY, signing_secret: env.PG_SIGNING_SECRET };
   }

@@ -365,7 +365,7 @@ const COMMANDS: readonly Command[] = [
   },
   {
     action: 'rotate-key',
-    summary: 'Rotate the signing key: published now, announced, signing from 30 seconds on.',
+    summary: 'Rotate the live signing key: published now, announced to live feeds, signing from 30 seconds on.',
     options: { 'overlap-hours': ['1..720', false] },
     async run(backend, values) {
       const text = values['overlap-hours'];

@@ -7,6 +7,7 @@ import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
+import { CURRENT_API_VERSION } from '../events/envelope.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { enqueueJob, cancelJobsByKey, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
@@ -20,6 +21,7 @@ import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
 import { claimUrl, SLIP_CLAIM_PERIOD_MS, slipUploadOf, slipUploadUrl, type SlipTokenSigner, type SlipUpload } from '../slips/capability.ts';
 import { renderQrPng, type QrImageLinks } from './qr-image.ts';
+import { sandboxScenarioOf, scenarioExpiresInSeconds, scenarioLateSlipWindowMs, scenarioStartJob } from '../sandbox/scenario-table.ts';
 import {
   DEPOSIT_STATUSES,
   type CanceledBy,
@@ -150,6 +152,8 @@ export type DepositView = {
   currency: 'THB';
   created_at: string;
   expires_at: string;
+  /** The hosted payment page (src/checkout/): in API answers of one order only, never in an event or a list. */
+  checkout_url?: string;
   liquidity_source?: 'internal' | 'external_gateway';
   leg_count?: number;
   legs: LegView[];
@@ -398,6 +402,12 @@ export type ReviewEstimate = (
   input: { white_label_id: string; livemode: boolean; four_eyes_required: boolean; escalated: boolean },
 ) => Promise<ReviewObject['estimated_resolution_bucket']>;
 
+/**
+ * The hosted checkout's link of an order (`checkout_url`), made by the checkout module from the order's
+ * brand and id in the caller's transaction (injected at wiring, because the checkout module calls this one).
+ */
+export type CheckoutLinkProvider = (db: Queryable, order: { white_label_id: string; deposit_id: string }) => Promise<string>;
+
 export type SlipActivityProbe = (db: Queryable, white_label_id: string, deposit_id: string) => Promise<{ total: number; unprocessed: number }>;
 
 /**
@@ -428,6 +438,8 @@ export class DepositService {
   private legCover: LegCover = { coveredAmount: async () => null, reverseCover: async () => undefined };
   // Until the review desk is wired (src/app.ts), a new review is estimated as a desk with no queue would be.
   private reviewEstimate: ReviewEstimate = async () => 'under_1h';
+  // Until the checkout module is wired (src/app.ts), orders carry no `checkout_url`.
+  private checkoutLink: CheckoutLinkProvider | null = null;
 
   constructor(private readonly deps: DepositDependencies) {}
 
@@ -441,6 +453,19 @@ export class DepositService {
     this.slipActivity = probe;
   }
 
+  /** Wiring: the checkout module makes each order's `checkout_url` (see CheckoutLinkProvider). */
+  useCheckoutLinks(provider: CheckoutLinkProvider): void {
+    this.checkoutLink = provider;
+  }
+
+  /** The view with its `checkout_url`, placed after `expires_at` as the spec's field table has it. */
+  private async withCheckoutUrl(db: Queryable, view: DepositView, white_label_id: string): Promise<DepositView> {
+    if (!this.checkoutLink) return view;
+    const checkout_url = await this.checkoutLink(db, { white_label_id, deposit_id: view.id });
+    const { id, object, version, status, is_terminal, merchant_reference, end_user_ref, amount_minor, currency, created_at, expires_at, ...rest } = view;
+    return { id, object, version, status, is_terminal, merchant_reference, end_user_ref, amount_minor, currency, created_at, expires_at, checkout_url, ...rest };
+  }
+
   /** Wiring: the disputes module says which late legs a withdrawer's adjustment paid (see LegCover). */
   useLegCover(cover: LegCover): void {
     this.legCover = cover;
@@ -448,6 +473,12 @@ export class DepositService {
 
   private now(): Date {
     return this.deps.clock.now();
+  }
+
+  /** The end of an order's late-slip window: 24 h after its transfer deadline (none for sandbox scenario 112.00). */
+  private lateSlipAcceptedUntil(row: DepositRow): Date {
+    const window_ms = scenarioLateSlipWindowMs(row.livemode, row.amount_minor) ?? LATE_SLIP_WINDOW_MS;
+    return new Date(row.expires_at.getTime() + window_ms);
   }
 
   private async view(db: Queryable, row: DepositRow, liquidity?: DepositView['liquidity']): Promise<DepositView> {
@@ -606,7 +637,13 @@ export class DepositService {
         },
       });
     }
-    const expiresIn = Math.min(input.expires_in_seconds ?? policy.default_expires_in_seconds, policy.max_expires_in_seconds);
+    if (sandboxScenarioOf('deposit', account.livemode, input.amount_minor)?.amount_minor === 11_500) {
+      // Sandbox scenario 115.00 THB: the answer to a key used before with another body, whatever the key,
+      // so that a merchant can see its handling of the 409 with one request. Nothing is created.
+      throw new ApiError('idempotency_key_reused', { details: { original_request_id: cause.request_id, sandbox_scenario: 'idempotency_conflict' } });
+    }
+    // A sandbox scenario may fix the lifetime (104.00 THB: about 4 minutes; the expiry scenarios: 60 s).
+    const expiresIn = scenarioExpiresInSeconds(account.livemode, input.amount_minor) ?? Math.min(input.expires_in_seconds ?? policy.default_expires_in_seconds, policy.max_expires_in_seconds);
     if (input.min_ttl_seconds !== undefined && input.min_ttl_seconds > expiresIn) {
       throw validationError('min_ttl_seconds', 'exceeds_order_lifetime', `at most ${expiresIn} seconds under this brand's policy`);
     }
@@ -683,17 +720,18 @@ export class DepositService {
     if ('legs' in reservation) {
       const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
       const legs = reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at }));
-      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.expireJob(matched)] });
+      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.expireJob(matched), ...scenarioStartJob(matched)] });
+      const withInstructions = await this.withPaymentInstructions(tx, view, account.white_label_id, { rows: legs, payees: reservation.payees });
       return {
-        deposit: await this.withPaymentInstructions(tx, view, account.white_label_id, { rows: legs, payees: reservation.payees }),
+        deposit: await this.withCheckoutUrl(tx, withInstructions, account.white_label_id),
         slip_upload: this.slipUpload(matched, cause.api_version),
         matched: true,
       };
     }
     const waiting: DepositRow = { ...row, wait_started_at: now, expires_at: new Date(now.getTime() + policy.liquidity_wait_seconds * SECOND_MS) };
     const liquidity = await this.liquidityInfo(tx, waiting, policy);
-    const view = await this.transition(tx, { before: null, after: waiting, trigger: 'create', cause, jobs: [this.retryJob(waiting, reservation.wait_until)], liquidity });
-    return { deposit: view, matched: false, retry_after_seconds: MATCH_RETRY_INTERVAL_MS / SECOND_MS };
+    const view = await this.transition(tx, { before: null, after: waiting, trigger: 'create', cause, jobs: [this.retryJob(waiting, reservation.wait_until), ...scenarioStartJob(waiting)], liquidity });
+    return { deposit: await this.withCheckoutUrl(tx, view, account.white_label_id), matched: false, retry_after_seconds: MATCH_RETRY_INTERVAL_MS / SECOND_MS };
   }
 
   /**
@@ -897,7 +935,7 @@ export class DepositService {
     const released = await this.releaseLegs(tx, row, 'deposit_expired', SYSTEM_CAUSE);
     return this.transition(tx, {
       before: row,
-      after: { ...row, version: row.version + 1, status: 'expired', expired_reason: 'no_payment', late_slip_accepted_until: new Date(row.expires_at.getTime() + LATE_SLIP_WINDOW_MS), updated_at: this.now() },
+      after: { ...row, version: row.version + 1, status: 'expired', expired_reason: 'no_payment', late_slip_accepted_until: this.lateSlipAcceptedUntil(row), updated_at: this.now() },
       trigger: 'expire',
       cause: SYSTEM_CAUSE,
       legs: released,
@@ -929,7 +967,7 @@ export class DepositService {
         status: 'canceled',
         canceled_by: by,
         cancel_reason_code: by === 'merchant' ? 'merchant_request' : 'end_user_request',
-        late_slip_accepted_until: row.status === 'awaiting_payment' ? new Date(row.expires_at.getTime() + LATE_SLIP_WINDOW_MS) : null,
+        late_slip_accepted_until: row.status === 'awaiting_payment' ? this.lateSlipAcceptedUntil(row) : null,
         updated_at: this.now(),
       },
       trigger: 'cancel',
@@ -1156,6 +1194,19 @@ export class DepositService {
   }
 
   /** An order of a brand as the back office reads it (any merchant of the brand, either environment). */
+  /**
+   * The sandbox payer's copy of the order's upload capability, the one its end user got with the order:
+   * the sandbox scenarios upload their slips with it through the ordinary intake. Test mode only; null
+   * for an order that never had a destination.
+   */
+  async sandboxPayerCapability(db: Queryable, white_label_id: string, deposit_id: string): Promise<SlipUpload | null> {
+    const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
+    if (!row) return null;
+    invariant(!row.livemode, 'only the sandbox pays on behalf of an end user');
+    if ((await repository.listLegs(db, white_label_id, deposit_id)).length === 0) return null;
+    return this.slipUpload(row, CURRENT_API_VERSION);
+  }
+
   async viewInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ row: DepositRow; view: DepositView } | null> {
     const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
     if (!row) return null;
@@ -1231,7 +1282,7 @@ export class DepositService {
       version: row.version + 1,
       status: 'expired',
       expired_reason: row.expired_reason ?? 'no_payment',
-      late_slip_accepted_until: row.late_slip_accepted_until ?? new Date(row.expires_at.getTime() + LATE_SLIP_WINDOW_MS),
+      late_slip_accepted_until: row.late_slip_accepted_until ?? this.lateSlipAcceptedUntil(row),
       updated_at: now,
     };
     return ok(await this.transition(tx, { before: row, after, trigger: 'slip_unreadable', cause: input.cause, legs, event_extra: rejection }));
@@ -1635,13 +1686,23 @@ export class DepositService {
     return renderQrPng(promptPayPayload(payee.bank_code, payee.account_number, leg.amount_minor));
   }
 
-  /** The caller's order, with payment instructions while it awaits payment; null outside its scope. */
+  /** The caller's order, with payment instructions while it awaits payment and its `checkout_url`; null outside its scope. */
   async get(db: Queryable, account: DepositAccount, deposit_id: string): Promise<DepositView | null> {
+    const found = await this.forCheckout(db, account, deposit_id);
+    return found ? this.withCheckoutUrl(db, found.view, account.white_label_id) : null;
+  }
+
+  /**
+   * The order as its hosted checkout page shows it (src/checkout/): the caller's view with payment
+   * instructions while it awaits payment, and where the payer returns (`return_url`, not part of the
+   * order object). Null outside the (brand, merchant, environment) scope.
+   */
+  async forCheckout(db: Queryable, account: DepositAccount, deposit_id: string): Promise<{ view: DepositView; return_url: string | null } | null> {
     const row = await repository.findOrder(db, account, deposit_id);
     if (!row) return null;
     const policy = row.status === 'awaiting_liquidity' ? await this.deps.policies.policyFor(db, row.white_label_id, row.livemode) : null;
     const view = await this.view(db, row, policy ? await this.liquidityInfo(db, row, policy) : undefined);
-    return this.withPaymentInstructions(db, view, row.white_label_id);
+    return { view: await this.withPaymentInstructions(db, view, row.white_label_id), return_url: row.return_url };
   }
 }
 

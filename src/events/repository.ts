@@ -38,6 +38,8 @@ export async function lockFeeds(db: Queryable, white_label_id: string, merchant_
  * the stored text is `before_sequence` + the number + `after_sequence`.
  */
 export interface NewEventRow extends Omit<EventRow, 'sequence' | 'envelope'> {
+  /** The sandbox test clock the event was written under (its merchant's own clock); null in real time. */
+  test_clock_id: string | null;
   envelope_before_sequence: string;
   envelope_after_sequence: string;
 }
@@ -56,13 +58,13 @@ export async function insertEventWithNextSequence(db: Queryable, row: NewEventRo
        RETURNING last_sequence
      )
      INSERT INTO events (white_label_id, merchant_id, livemode, event_id, sequence, type, object_type, object_id, object_status,
-       created_at, envelope)
-     SELECT $1, $2, $3, $4, next.last_sequence, $5, $6, $7, $8, $9, ($10::text || next.last_sequence::text || $11::text)::json
+       created_at, envelope, test_clock_id)
+     SELECT $1, $2, $3, $4, next.last_sequence, $5, $6, $7, $8, $9, ($10::text || next.last_sequence::text || $11::text)::json, $12
        FROM next
      RETURNING sequence`,
     [
       row.white_label_id, row.merchant_id, row.livemode, row.event_id, row.type, row.object_type, row.object_id, row.object_status,
-      row.created_at, row.envelope_before_sequence, row.envelope_after_sequence,
+      row.created_at, row.envelope_before_sequence, row.envelope_after_sequence, row.test_clock_id,
     ],
   );
   const written = rows[0];
@@ -104,4 +106,20 @@ export async function listEvents(db: Queryable, filter: EventListFilter): Promis
     ],
   );
   return rows;
+}
+
+/**
+ * The test clock an object was created under: the clock of its `*.created` event (else of its first
+ * event in feed order), or null when that event was written in real time or the object has none in this
+ * brand. Not by created_at: an object's later events may be written in real time, before its clock's time.
+ */
+export async function testClockOfObject(db: Queryable, white_label_id: string, object_id: string): Promise<string | null> {
+  const { rows } = await db.query<{ test_clock_id: string | null }>(
+    `SELECT test_clock_id FROM events
+      WHERE white_label_id = $1 AND object_id = $2
+      ORDER BY (type LIKE '%.created') DESC, sequence
+      LIMIT 1`,
+    [white_label_id, object_id],
+  );
+  return rows[0]?.test_clock_id ?? null;
 }

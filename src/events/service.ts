@@ -1,4 +1,4 @@
-import type { Clock } from '../platform/clock.ts';
+import { activeTestClock, type Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import { newId } from '../platform/ids.ts';
 import { invariant } from '../platform/assert.ts';
@@ -69,6 +69,12 @@ export class EventsService {
       invariant('version' in input.previous_attributes, 'previous_attributes carries the old version');
     }
     const createdAt = this.clock.now();
+    // Under a test clock, the clock's own merchant's events carry it, so that their webhooks are due by
+    // the clock's time. Another merchant's event written by the same work (a withdrawal this deposit
+    // fills) is delivered in real time: no merchant's webhooks wait on another merchant's clock.
+    const scope = activeTestClock();
+    const testClockId =
+      scope && !input.livemode && scope.white_label_id === input.white_label_id && scope.merchant_id === input.merchant_id ? scope.test_clock_id : null;
     const request: EventEnvelope['request'] = {};
     if (input.cause.request_id) request.id = input.cause.request_id;
     if (input.cause.idempotency_key) request.idempotency_key = input.cause.idempotency_key;
@@ -102,6 +108,7 @@ export class EventsService {
       object_id: typeof input.object.id === 'string' ? input.object.id : null,
       object_status: typeof input.object.status === 'string' ? input.object.status : null,
       created_at: createdAt,
+      test_clock_id: testClockId,
       envelope_before_sequence: text.slice(0, slot + '"sequence":'.length),
       envelope_after_sequence: text.slice(slot + SEQUENCE_SLOT.length - 1),
     });
@@ -109,6 +116,11 @@ export class EventsService {
     const envelope: EventEnvelope = { ...draft, sequence };
     for (const observer of this.observers) observer(envelope);
     return envelope;
+  }
+
+  /** The sandbox test clock an object was created under (src/test-clocks/), or null. */
+  testClockOfObject(db: Queryable, white_label_id: string, object_id: string): Promise<string | null> {
+    return repository.testClockOfObject(db, white_label_id, object_id);
   }
 
   async listEvents(db: Queryable, filter: repository.EventListFilter): Promise<EventEnvelope[]> {

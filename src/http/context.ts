@@ -23,6 +23,7 @@ import type { ReviewService } from '../review/service.ts';
 import type { DisputeService } from '../withdrawals/disputes.ts';
 import type { ClaimService } from '../review/claims.ts';
 import type { SandboxBank } from '../sandbox/bank.ts';
+import type { TestClockService } from '../test-clocks/service.ts';
 import type { BucketPolicy } from './rate-limit.ts';
 
 /** Everything a route can reach. Built once per service instance by `createServices`. */
@@ -60,6 +61,8 @@ export interface Services {
   claims: ClaimService;
   /** The sandbox bank's transfers and slips (test mode only). */
   sandboxBank: SandboxBank;
+  /** Sandbox test clocks: a merchant's frozen time for its test-mode requests, advanced on demand. */
+  testClocks: TestClockService;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
   publicBaseUrl(): string;
   /** The base of slip upload addresses (UPLOAD_BASE_URL, else the public base). */
@@ -118,6 +121,11 @@ export interface MerchantRouteSpec<BodySchema extends z.ZodType | undefined, Que
   scope: ApiKeyScope;
   body?: BodySchema;
   query?: QuerySchema;
+  /**
+   * Runs in real time even when the merchant's sandbox has a test clock attached, and is not refused while
+   * that clock advances: the test clock routes themselves, which manage the clock rather than live in it.
+   */
+  outside_test_clock?: boolean;
   /** Buckets that depend on the validated body (e.g. per end user); counted before the handler. */
   extraBuckets?: (body: BodySchema extends z.ZodType ? z.infer<BodySchema> : undefined, context: MerchantContext) => ExtraBucket[];
   handler: (input: {

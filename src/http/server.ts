@@ -2,17 +2,19 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { z } from 'zod';
 import { ApiError, renderError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
+import { runInTestClock, type TestClockScope } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
-import type {
-  BackofficeContext,
-  BackofficeRouteSpec,
-  CapabilityRouteSpec,
-  MerchantRouteSpec,
-  PublicRouteSpec,
-  RouteOutcome,
-  RouteRegistrar,
-  Services,
+import {
+  accountOfContext,
+  type BackofficeContext,
+  type BackofficeRouteSpec,
+  type CapabilityRouteSpec,
+  type MerchantRouteSpec,
+  type PublicRouteSpec,
+  type RouteOutcome,
+  type RouteRegistrar,
+  type Services,
 } from './context.ts';
 import { authenticateMerchant, bearerToken } from './merchant-auth.ts';
 import { decodeJson, isJsonMediaType } from './json-body.ts';
@@ -69,6 +71,17 @@ function refuseRepeatedHeaders(request: FastifyRequest): void {
     for (let index = 0; index < raw.length; index += 2) if (raw[index]?.toLowerCase() === name) seen += 1;
     if (seen > 1) throw new ApiError('validation_error', { details: { fields: [{ path: name, reason: 'duplicate_header', hint: 'send this header once' }] } });
   }
+}
+
+/**
+ * Cross-origin access to the routes of the slip capability (docs/drafts/checkout.md, "Uploads from
+ * another origin"). The capability is a bearer token the caller sends itself, never a cookie or other
+ * ambient credential, so any origin may send it: `*` without credentials lets a page on a brand's
+ * checkout host or a merchant's site upload, and gives no site anything it did not already hold.
+ */
+function allowCapabilityCors(reply: FastifyReply): void {
+  reply.header('Access-Control-Allow-Origin', '*');
+  reply.header('Access-Control-Expose-Headers', 'Request-Id, Retry-After, Idempotent-Replay, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy, X-RateLimit-Scope');
 }
 
 export type RouteModule = (registrar: RouteRegistrar, services: Services) => void;
@@ -139,6 +152,11 @@ function parseQuery(rawUrl: string): Record<string, string> {
     result[name] = value;
   }
   return result;
+}
+
+/** Runs `work` inside a sandbox test clock's scope when there is one, else as it is. */
+function inTestClock<T>(scope: TestClockScope | null, work: () => T): T {
+  return scope ? runInTestClock(scope, work) : work();
 }
 
 function rawBodyOf(request: FastifyRequest): Buffer {
@@ -333,7 +351,26 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
         url: spec.url,
         bodyLimit: spec.body_limit_bytes,
         config: { capability_body_limit_bytes: spec.body_limit_bytes },
+        // Before the body is read, so that a refusal of the body (413, 422) is readable by the page too.
+        onRequest: async (_request, reply) => {
+          allowCapabilityCors(reply);
+        },
         handler: (request, reply) => runCapability(spec, request, reply),
+      });
+      // A browser asks before it sends a capability from another origin (a brand's checkout page, a
+      // merchant's own page): the answer allows exactly what an upload needs.
+      app.route({
+        method: 'OPTIONS',
+        url: spec.url,
+        handler: async (_request, reply) => {
+          allowCapabilityCors(reply);
+          return reply
+            .code(204)
+            .header('Access-Control-Allow-Methods', 'POST')
+            .header('Access-Control-Allow-Headers', 'Authorization, Idempotency-Key, Content-Type')
+            .header('Access-Control-Max-Age', '600')
+            .send();
+        },
       });
     },
     public(spec) {
@@ -374,8 +411,18 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     request.rateState = decisive;
     if (isExceeded(decisive)) throw rateLimitedError(decisive);
 
+    // A sandbox with a test clock attached works in the clock's time. Authentication (PG-Timestamp), rate
+    // windows and the idempotency record above and around stay in real time; the handler, and every
+    // service it calls, runs in the clock's scope. Writes wait while the clock advances, so that nothing
+    // is created at a time the advance has already passed. Live requests never look (attachedScope).
+    const attached = spec.outside_test_clock ? null : await services.testClocks.attachedScope(services.database, accountOfContext(context));
+    if (attached?.advancing && spec.method === 'POST') {
+      throw new ApiError('test_clock_advancing', { retry_after_seconds: 1, details: { test_clock_id: attached.scope.test_clock_id } });
+    }
+    const clockScope = attached?.scope ?? null;
+
     if (spec.method === 'GET') {
-      const outcome = await spec.handler({ context, db: services.database, body, query, params });
+      const outcome = await inTestClock(clockScope, () => spec.handler({ context, db: services.database, body, query, params }));
       return sendOutcome(request, reply, outcome);
     }
     const idempotencyKey = context.idempotency_key as string;
@@ -383,7 +430,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     const stored = await services.idempotency.execute(
       { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode, idempotency_key: idempotencyKey },
       { fingerprint: requestFingerprint(request.method, path, decoded), request_id: request.id },
-      (tx: Queryable) => spec.handler({ context, db: tx, body, query, params }),
+      (tx: Queryable) => inTestClock(clockScope, () => spec.handler({ context, db: tx, body, query, params })),
     );
     await ensureRateHeaders(request, reply);
     for (const [name, value] of Object.entries(stored.headers)) reply.header(name, value);
@@ -460,7 +507,17 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     const token = capabilityToken(request);
     if (token === null) throw new ApiError('slip_token_invalid');
     const address = requestAddress(request);
-    const verified = address === null ? null : services.slipTokens.verify(token, { url: spec.capability_address(address), deposit_id: params.id ?? '', now: services.clock.now() });
+    const verifyAt = (scope: TestClockScope | null, url: string) =>
+      inTestClock(scope, () => services.slipTokens.verify(token, { url, deposit_id: params.id ?? '', now: services.clock.now() }));
+    let verified = address === null ? null : verifyAt(null, spec.capability_address(address));
+    // An order created under a sandbox test clock stays on it: once the signature holds (the token passed,
+    // or failed only on its times, which are checked after it), the capability is judged again at the
+    // order's clock time, and its slip or claim is taken at that time. The rate bucket stays in real time.
+    let clockScope: TestClockScope | null = null;
+    if (address !== null && verified && (verified.ok || verified.reason === 'expired' || verified.reason === 'not_yet_valid')) {
+      clockScope = await services.testClocks.scopeOfCapability(services.database, token, params.id ?? '');
+      if (clockScope) verified = verifyAt(clockScope, spec.capability_address(address));
+    }
     if (!verified || !verified.ok) throw new ApiError(verified?.ok === false && verified.reason === 'expired' ? 'slip_token_expired' : 'slip_token_invalid');
     const claims = verified.claims;
     request.rateState = await countBucket(BUCKETS.slip_upload, claims.wl, `${claims.rate_subject}:${request.ip}`);
@@ -472,12 +529,14 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
         details: { fields: [{ path: 'Idempotency-Key', reason: 'invalid_format', hint: '1 to 255 printable ASCII characters' }] },
       });
     }
-    const outcome = await spec.handler({
-      context: { request_id: request.id, claims, idempotency_key: idempotencyKey, path: (request.raw.url ?? '').split('?')[0] ?? '' },
-      raw_body: rawBodyOf(request),
-      content_type: request.headers['content-type'],
-      params,
-    });
+    const outcome = await inTestClock(clockScope, () =>
+      spec.handler({
+        context: { request_id: request.id, claims, idempotency_key: idempotencyKey, path: (request.raw.url ?? '').split('?')[0] ?? '' },
+        raw_body: rawBodyOf(request),
+        content_type: request.headers['content-type'],
+        params,
+      }),
+    );
     return sendOutcome(request, reply, outcome);
   }
 

@@ -7,6 +7,8 @@ export {
   cancelJobsByKey,
   purgeFinishedJobs,
   getJob,
+  testClockHasDueJob,
+  testClockHasLeasedJob,
   DEFAULT_MAX_ATTEMPTS,
   MAXIMUM_MAX_ATTEMPTS,
   SUCCEEDED_JOB_RETENTION_MS,

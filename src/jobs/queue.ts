@@ -1,9 +1,9 @@
-import type { Clock } from '../platform/clock.ts';
+import { activeTestClock, type Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { newId } from '../platform/ids.ts';
 import { DAY_MS } from '../platform/time.ts';
-import { deletePendingJobsByKey, deleteSucceededJobsBefore, findJobById, insertJob, type JobRow } from './repository.ts';
+import { deletePendingJobsByKey, deleteSucceededJobsBefore, findJobById, hasDueTestClockJob, hasLeasedTestClockJob, insertJob, type JobRow } from './repository.ts';
 
 export const DEFAULT_MAX_ATTEMPTS = 10;
 /** The schema's CHECK on jobs.max_attempts; asserted here so a caller's bug fails with a clear message. */
@@ -34,6 +34,8 @@ export interface JobSpec {
 /**
  * Enqueues a job inside the caller's transaction, so the job exists if and only if the caller's
  * work commits. Returns the job id, or null when `job_key` already has a pending or running job.
+ * Inside a sandbox test clock's scope the job is stamped with that clock: its run_at is in the
+ * clock's time, so only an advance of the clock runs it (src/test-clocks/).
  */
 export async function enqueueJob(tx: Queryable, clock: Clock, spec: JobSpec): Promise<string | null> {
   invariant(
@@ -65,6 +67,7 @@ export async function enqueueJob(tx: Queryable, clock: Clock, spec: JobSpec): Pr
     job_key,
     run_at,
     max_attempts,
+    test_clock_id: activeTestClock()?.test_clock_id ?? null,
     now,
   });
 }
@@ -102,4 +105,23 @@ export async function purgeFinishedJobs(
 /** Reads one job by id, for operators and tests. */
 export async function getJob(database: Queryable, job_id: string): Promise<JobRow | null> {
   return findJobById(database, job_id);
+}
+
+/**
+ * Whether a sandbox test clock still has a job due by `due_until` (pending, or running with a lease that
+ * ran out at `real_now`): what tells an advance that stopped at its bound from one that ran everything.
+ */
+export async function testClockHasDueJob(
+  database: Queryable,
+  input: { white_label_id: string; test_clock_id: string; due_until: Date; real_now: Date },
+): Promise<boolean> {
+  return hasDueTestClockJob(database, { white_label_id: input.white_label_id, test_clock_id: input.test_clock_id, due_until: input.due_until, lease_now: input.real_now });
+}
+
+/**
+ * Whether a job of a sandbox test clock is still running under a live lease: an advance whose previous
+ * runner crashed moments ago must wait for that lease to run out, so that the job is taken over in order.
+ */
+export async function testClockHasLeasedJob(database: Queryable, input: { white_label_id: string; test_clock_id: string; real_now: Date }): Promise<boolean> {
+  return hasLeasedTestClockJob(database, { white_label_id: input.white_label_id, test_clock_id: input.test_clock_id, lease_now: input.real_now });
 }

@@ -25,6 +25,8 @@ export interface JobRow {
   locked_by: string | null;
   locked_until: Date | null;
   last_error: string | null;
+  /** The sandbox test clock whose time the job is due by; null for a real-time job. */
+  test_clock_id: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -48,6 +50,8 @@ export interface InsertJobInput {
   job_key: string | null;
   run_at: Date;
   max_attempts: number;
+  /** The test clock the job is due by (the active scope's); null in real time. */
+  test_clock_id: string | null;
   now: Date;
 }
 
@@ -59,8 +63,8 @@ export interface InsertJobInput {
 export async function insertJob(tx: Queryable, input: InsertJobInput): Promise<string | null> {
   const result = await tx.query<{ job_id: string }>(
     `INSERT INTO jobs (job_id, white_label_id, task, payload, job_key, status, run_at, attempts, max_attempts,
-                       locked_by, locked_until, last_error, created_at, updated_at)
-     VALUES ($1, $2, $3, $4::jsonb, $5, 'pending', $6::timestamptz, 0, $7, NULL, NULL, NULL,
+                       locked_by, locked_until, last_error, test_clock_id, created_at, updated_at)
+     VALUES ($1, $2, $3, $4::jsonb, $5, 'pending', $6::timestamptz, 0, $7, NULL, NULL, NULL, $9,
              $8::timestamptz, $8::timestamptz)
      ON CONFLICT (job_key) WHERE job_key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING
      RETURNING job_id`,
@@ -73,6 +77,7 @@ export async function insertJob(tx: Queryable, input: InsertJobInput): Promise<s
       input.run_at,
       input.max_attempts,
       input.now,
+      input.test_clock_id,
     ],
   );
   return result.rows[0]?.job_id ?? null;
@@ -99,15 +104,17 @@ export interface ClaimJobsInput {
  * whose lease has expired (their worker crashed or stalled, so the job is taken over). SKIP LOCKED
  * lets concurrent workers claim disjoint sets without waiting on each other; the row lock plus the
  * re-check of the WHERE clause under READ COMMITTED guarantees that a job is claimed by one worker
- * per lease.
+ * per lease. Jobs of a test clock are never claimed here: they are due by their clock's time, and
+ * only an advance of that clock runs them (`claimNextTestClockJob`). Each branch repeats
+ * `test_clock_id IS NULL` so that it matches the partial index `jobs_runnable_real` literally.
  */
 export async function claimDueJobs(database: Queryable, input: ClaimJobsInput): Promise<ClaimedJobRow[]> {
   const result = await database.query<ClaimedJobRow>(
     `WITH due AS (
        SELECT job_id
          FROM jobs
-        WHERE (status = 'pending' AND run_at <= $1::timestamptz)
-           OR (status = 'running' AND locked_until <= $1::timestamptz)
+        WHERE (status = 'pending' AND test_clock_id IS NULL AND run_at <= $1::timestamptz)
+           OR (status = 'running' AND test_clock_id IS NULL AND locked_until <= $1::timestamptz)
         ORDER BY run_at, job_id
         LIMIT $2
           FOR UPDATE SKIP LOCKED
@@ -124,6 +131,71 @@ export async function claimDueJobs(database: Queryable, input: ClaimJobsInput): 
     [input.now, input.limit, input.worker_id, input.lease_ms],
   );
   return result.rows;
+}
+
+export interface ClaimTestClockJobInput {
+  white_label_id: string;
+  test_clock_id: string;
+  /** The advance's target: jobs due at or before it are claimed. */
+  due_until: Date;
+  /** The real instant the lease is measured from (leases never follow a test clock). */
+  lease_now: Date;
+  worker_id: string;
+  lease_ms: number;
+}
+
+/**
+ * Claims the one job of a test clock that runs next: the earliest by run_at (then id) among its
+ * pending jobs due by `due_until` and its running jobs whose lease ran out in real time (an advance
+ * whose worker crashed mid-job). One job at a time, so that an advance runs the clock's deadlines in
+ * the order they fall due. Returns the job with its run_at, or null when none is due.
+ */
+export async function claimNextTestClockJob(database: Queryable, input: ClaimTestClockJobInput): Promise<(ClaimedJobRow & { run_at: Date }) | null> {
+  const result = await database.query<ClaimedJobRow & { run_at: Date }>(
+    `WITH next AS (
+       SELECT job_id
+         FROM jobs
+        WHERE test_clock_id = $1 AND white_label_id = $2
+          AND ((status = 'pending' AND run_at <= $3::timestamptz)
+               OR (status = 'running' AND locked_until <= $4::timestamptz))
+        ORDER BY run_at, job_id
+        LIMIT 1
+          FOR UPDATE SKIP LOCKED
+     )
+     UPDATE jobs
+        SET status = 'running',
+            locked_by = $5,
+            locked_until = $4::timestamptz + $6::double precision * interval '1 millisecond',
+            attempts = jobs.attempts + 1,
+            updated_at = $4::timestamptz
+       FROM next
+      WHERE jobs.job_id = next.job_id
+     RETURNING jobs.job_id, jobs.white_label_id, jobs.task, jobs.payload, jobs.attempts, jobs.max_attempts, jobs.run_at`,
+    [input.test_clock_id, input.white_label_id, input.due_until, input.lease_now, input.worker_id, input.lease_ms],
+  );
+  return result.rows[0] ?? null;
+}
+
+/** Whether a test clock has a job due by `due_until` that an advance would run next (pending, or taken over). */
+export async function hasDueTestClockJob(database: Queryable, input: Omit<ClaimTestClockJobInput, 'worker_id' | 'lease_ms'>): Promise<boolean> {
+  const result = await database.query<{ due: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM jobs
+                     WHERE test_clock_id = $1 AND white_label_id = $2
+                       AND ((status = 'pending' AND run_at <= $3::timestamptz)
+                            OR (status = 'running' AND locked_until <= $4::timestamptz))) AS due`,
+    [input.test_clock_id, input.white_label_id, input.due_until, input.lease_now],
+  );
+  return result.rows[0]?.due === true;
+}
+
+/** Whether a job of a test clock is running under a lease that has not run out yet at `lease_now`. */
+export async function hasLeasedTestClockJob(database: Queryable, input: { white_label_id: string; test_clock_id: string; lease_now: Date }): Promise<boolean> {
+  const result = await database.query<{ leased: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM jobs
+                     WHERE test_clock_id = $1 AND white_label_id = $2 AND status = 'running' AND locked_until > $3::timestamptz) AS leased`,
+    [input.test_clock_id, input.white_label_id, input.lease_now],
+  );
+  return result.rows[0]?.leased === true;
 }
 
 /** Identifies one claim of one job: the worker holding the lease and the attempt it claimed. */
@@ -165,7 +237,13 @@ export async function markJobSucceeded(database: Queryable, lease: JobLease, now
 }
 
 export interface MarkJobFailedInput {
+  /** The real instant of the record (updated_at). */
   now: Date;
+  /**
+   * The instant the retry's backoff counts from: the job's own time, which is the test clock's inside
+   * a clock's scope and `now` otherwise.
+   */
+  retry_from: Date;
   /** Already truncated and scrubbed of secrets. */
   last_error: string;
   /** True when retrying cannot help (for example an unknown task): the job fails at once. */
@@ -177,7 +255,7 @@ export interface MarkJobFailedInput {
 /**
  * Records a failed attempt under the same fencing as `markJobSucceeded`. When attempts are exhausted
  * (or the failure is permanent) the job becomes 'failed'; otherwise it goes back to 'pending' with
- * run_at = now + min(max_backoff, base * 2^(attempts - 1)), computed in SQL so that the backoff
+ * run_at = retry_from + min(max_backoff, base * 2^(attempts - 1)), computed in SQL so that the backoff
  * depends only on the stored attempt count. Returns the resulting status and run_at, or null when
  * the claim was lost.
  */
@@ -190,7 +268,7 @@ export async function markJobFailed(
     `UPDATE jobs
         SET status = CASE WHEN $5::boolean OR attempts >= max_attempts THEN 'failed' ELSE 'pending' END,
             run_at = CASE WHEN $5::boolean OR attempts >= max_attempts THEN run_at
-                          ELSE $4::timestamptz
+                          ELSE $9::timestamptz
                                + least($7::double precision,
                                        $6::double precision * power(2::double precision, attempts - 1))
                                  * interval '1 millisecond'
@@ -210,6 +288,7 @@ export async function markJobFailed(
       input.base_backoff_ms,
       input.max_backoff_ms,
       input.last_error,
+      input.retry_from,
     ],
   );
   return result.rows[0] ?? null;
@@ -237,7 +316,7 @@ export async function deleteSucceededJobsBefore(
 export async function findJobById(database: Queryable, job_id: string): Promise<JobRow | null> {
   const result = await database.query<JobRow>(
     `SELECT job_id, white_label_id, task, payload, job_key, status, run_at, attempts, max_attempts,
-            locked_by, locked_until, last_error, created_at, updated_at
+            locked_by, locked_until, last_error, test_clock_id, created_at, updated_at
        FROM jobs
       WHERE job_id = $1`,
     [job_id],

@@ -1,13 +1,13 @@
 import crypto from 'node:crypto';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
-import type { Clock } from '../platform/clock.ts';
+import { outsideTestClock, runInTestClock, type Clock } from '../platform/clock.ts';
 import type { Database } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import { invariant } from '../platform/assert.ts';
 import { scrubText } from '../platform/logger.ts';
-import { claimDueJobs, extendJobLease, markJobFailed, markJobSucceeded, type ClaimedJobRow, type JobLease } from './repository.ts';
+import { claimDueJobs, claimNextTestClockJob, extendJobLease, markJobFailed, markJobSucceeded, type ClaimedJobRow, type JobLease } from './repository.ts';
 
 /** The first retry waits this long; each further retry doubles it, up to `max_backoff_ms`. */
 export const BASE_BACKOFF_MS = 1_000;
@@ -57,7 +57,13 @@ export type JobHandler = (job: ClaimedJob, context: JobHandlerContext) => Promis
 
 export interface WorkerOptions {
   database: Database;
+  /** The clock handlers see (the instance's ScopedClock, so a test clock's job runs at that clock's time). */
   clock: Clock;
+  /**
+   * The process's own clock, for what never follows a test clock: claims and leases, heartbeats, and
+   * the time a job's outcome is recorded. Defaults to `clock`, which is the same outside a scope.
+   */
+  real_clock?: Clock;
   handlers: Record<string, JobHandler>;
   logger: Logger;
   metrics?: Metrics;
@@ -106,6 +112,7 @@ export class Worker {
   readonly worker_id: string;
   private readonly database: Database;
   private readonly clock: Clock;
+  private readonly real_clock: Clock;
   private readonly handlers: Record<string, JobHandler>;
   private readonly logger: Logger;
   private readonly metrics: Metrics | undefined;
@@ -130,6 +137,7 @@ export class Worker {
   constructor(options: WorkerOptions) {
     this.database = options.database;
     this.clock = options.clock;
+    this.real_clock = options.real_clock ?? options.clock;
     this.handlers = options.handlers;
     this.logger = options.logger;
     this.metrics = options.metrics;
@@ -212,10 +220,14 @@ export class Worker {
   private schedulePoll(delay_ms: number): void {
     if (!this.started || this.stopping) return;
     if (this.poll_timer !== null) clearTimeout(this.poll_timer);
-    this.poll_timer = setTimeout(() => {
-      this.poll_timer = null;
-      this.beginPoll();
-    }, delay_ms);
+    // A wake can come from work running under a test clock (a slip accepted for a clock's order); the
+    // timer is made outside that scope, or every later poll would run at the clock's frozen time.
+    this.poll_timer = outsideTestClock(() =>
+      setTimeout(() => {
+        this.poll_timer = null;
+        this.beginPoll();
+      }, delay_ms),
+    );
   }
 
   /** Runs one poll; polls never overlap, and the next one is scheduled when this one ends. */
@@ -256,9 +268,42 @@ export class Worker {
     }
   }
 
+  /** True once stop() was called: long runs (a test clock's advance) end their slice early. */
+  isStopping(): boolean {
+    return this.stopping;
+  }
+
+  /**
+   * Runs the next job of a sandbox test clock that is due by `due_until`, through the same path as
+   * every claimed job (handler, heartbeat, outcome, retries), inside the clock's scope with the time set
+   * to the job's run_at, or to `not_before` when that is later: a clock's time never runs backwards.
+   * Returns the instant the job ran at, or null when no job of the clock is due by `due_until`.
+   */
+  async runNextTestClockJob(input: {
+    white_label_id: string;
+    merchant_id: string;
+    test_clock_id: string;
+    due_until: Date;
+    not_before: Date;
+  }): Promise<{ job_id: string; task: string; ran_at: Date } | null> {
+    const row = await claimNextTestClockJob(this.database, {
+      white_label_id: input.white_label_id,
+      test_clock_id: input.test_clock_id,
+      due_until: input.due_until,
+      lease_now: this.real_clock.now(),
+      worker_id: this.worker_id,
+      lease_ms: this.lease_ms,
+    });
+    if (row === null) return null;
+    const ran_at = new Date(Math.max(row.run_at.getTime(), input.not_before.getTime()));
+    const scope = { test_clock_id: input.test_clock_id, white_label_id: input.white_label_id, merchant_id: input.merchant_id, now: ran_at };
+    await runInTestClock(scope, () => this.track(this.process(row)));
+    return { job_id: row.job_id, task: row.task, ran_at };
+  }
+
   private claim(limit: number): Promise<ClaimedJobRow[]> {
     return claimDueJobs(this.database, {
-      now: this.clock.now(),
+      now: this.real_clock.now(),
       limit,
       worker_id: this.worker_id,
       lease_ms: this.lease_ms,
@@ -324,11 +369,12 @@ export class Worker {
    */
   private heartbeat(row: ClaimedJobRow, lease: JobLease): () => void {
     if (this.heartbeat_interval_ms === 0) return () => {};
-    const claimed_at_ms = this.clock.now().getTime();
+    // Leases are real time even for a test clock's job, so the process's clock measures them.
+    const claimed_at_ms = this.real_clock.now().getTime();
     let renewing = false;
     const timer = setInterval(() => {
       if (renewing) return;
-      const now = this.clock.now();
+      const now = this.real_clock.now();
       if (now.getTime() - claimed_at_ms >= this.max_renewed_run_ms) {
         clearInterval(timer);
         this.logger.warn({ job_id: row.job_id, task: row.task, attempt: row.attempts }, 'the job handler runs too long; its lease is no longer renewed');
@@ -351,7 +397,7 @@ export class Worker {
   private async succeed(row: ClaimedJobRow, lease: JobLease): Promise<void> {
     let outcome: Outcome;
     try {
-      outcome = (await markJobSucceeded(this.database, lease, this.clock.now())) ? 'succeeded' : 'lease_lost';
+      outcome = (await markJobSucceeded(this.database, lease, this.real_clock.now())) ? 'succeeded' : 'lease_lost';
     } catch (error) {
       this.logger.error({ err: error, job_id: row.job_id, task: row.task }, 'recording job success failed');
       outcome = 'completion_error';
@@ -363,7 +409,9 @@ export class Worker {
     let outcome: Outcome;
     try {
       const result = await markJobFailed(this.database, lease, {
-        now: this.clock.now(),
+        now: this.real_clock.now(),
+        // The retry waits in the job's own time: a test clock's job is retried when its clock passes it.
+        retry_from: this.clock.now(),
         last_error: Array.from(last_error).slice(0, LAST_ERROR_MAX_LENGTH).join(''),
         permanent,
         base_backoff_ms: BASE_BACKOFF_MS,

@@ -27,9 +27,10 @@ import type { EventsService } from '../events/service.ts';
  * the order back from matching until that time (a sandbox scenario that simulates a liquidity wait, so
  * the order's next matching retry runs then and not later); a
  * `withdrawal_id` names an order this transaction has locked that takes the whole amount: the one rule 2
- * picks, or one the provider just opened for this deposit (whose feeds it has locked already).
+ * picks, or one the provider just opened for this deposit (whose feeds it has locked already); `legs`
+ * are orders the provider opened for this deposit alone, one leg each (sandbox scenarios).
  */
-export type LiquidityDecision = 'match' | { wait_until: Date } | { withdrawal_id: string; merchant_id: string };
+export type LiquidityDecision = 'match' | { wait_until: Date } | { withdrawal_id: string; merchant_id: string } | { legs: PlannedLeg[] };
 
 /** No match this round, with the time liquidity is known to arrive when the provider knows it. */
 export interface NoMatch {
@@ -78,7 +79,7 @@ export interface Match {
   source: 'internal' | 'external_gateway';
 }
 
-interface PlannedLeg {
+export interface PlannedLeg {
   withdrawal_id: string;
   /** The withdrawing merchant, whose event feed the reservation writes to. */
   merchant_id: string;
@@ -97,7 +98,8 @@ export class MatchingService {
     const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
     const decision = this.deps.liquidity ? await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at }) : 'match';
     if (typeof decision === 'object' && 'wait_until' in decision) return { wait_until: decision.wait_until };
-    const plan = typeof decision === 'object' ? [{ ...decision, amount_minor: request.amount_minor }] : await this.plan(tx, request, policy.max_legs);
+    const plan =
+      typeof decision !== 'object' ? await this.plan(tx, request, policy.max_legs) : 'legs' in decision ? decision.legs : [{ ...decision, amount_minor: request.amount_minor }];
     if (plan.length === 0) {
       if (request.fill_preference === 'internal_only' || !policy.gateway) return { wait_until: null };
       const bank = await findBank(tx, policy.gateway.bank_code);

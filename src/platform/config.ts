@@ -14,6 +14,11 @@ const environmentSchema = z.object({
   PUBLIC_BASE_URL: z.url().optional(),
   /** Where slips are uploaded (`slip_upload.upload_url`); the service's own address by default. */
   UPLOAD_BASE_URL: z.url().optional(),
+  /**
+   * Where hosted checkout pages are served (`checkout_url`), for brands without an address of their own:
+   * an origin (scheme, host and port); the service's own address by default.
+   */
+  CHECKOUT_BASE_URL: z.url().optional(),
   DATABASE_URL: z.string().min(1).optional(),
   DATA_DIR: z.string().min(1).default('./data'),
   /** 32 bytes, standard base64. Without it the embedded mode keeps a generated key in DATA_DIR. */
@@ -51,6 +56,8 @@ export interface Config {
   metrics_token: string | null;
   /** The base of `slip_upload.upload_url`; null means the service's own address. No trailing slash. */
   upload_base_url: string | null;
+  /** The origin of `checkout_url` for brands without their own; null means the service's own address. */
+  checkout_base_url: string | null;
   database_url: string | null;
   data_dir: string;
   master_key_base64: string | null;
@@ -79,6 +86,19 @@ function slipVerifierOf(values: z.infer<typeof environmentSchema>): Config['slip
   return { url: values.SLIP_VERIFIER_URL.replace(/\/+$/, ''), key: values.SLIP_VERIFIER_KEY, timeout_ms: values.SLIP_VERIFIER_TIMEOUT_MS };
 }
 
+/**
+ * The checkout pages are served at the root of their origin (`/checkout/…`), so CHECKOUT_BASE_URL names
+ * an origin: a path, query or credentials in it would give addresses the service does not serve.
+ */
+function checkoutBaseUrlOf(text: string | undefined): string | null {
+  if (text === undefined) return null;
+  const url = new URL(text);
+  if (!['http:', 'https:'].includes(url.protocol) || url.username || url.password || url.search || url.hash || url.pathname !== '/') {
+    throw new Error('invalid configuration: CHECKOUT_BASE_URL must be an http(s) origin such as https://pay.example.com (no path, query or credentials)');
+  }
+  return url.origin;
+}
+
 export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config {
   const parsed = environmentSchema.safeParse(environment);
   if (!parsed.success) {
@@ -96,6 +116,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     public_base_url: values.PUBLIC_BASE_URL ? values.PUBLIC_BASE_URL.replace(/\/+$/, '') : null,
     metrics_token: values.METRICS_TOKEN ?? null,
     upload_base_url: values.UPLOAD_BASE_URL ? values.UPLOAD_BASE_URL.replace(/\/+$/, '') : null,
+    checkout_base_url: checkoutBaseUrlOf(values.CHECKOUT_BASE_URL),
     database_url: values.DATABASE_URL ?? null,
     data_dir: values.DATA_DIR,
     master_key_base64: values.MASTER_KEY ?? null,

@@ -256,6 +256,16 @@ const catalogue = {
     message: 'The webhook endpoint is disabled; enable it before resending or replaying deliveries.',
     message_th: 'ปลายทาง webhook ถูกปิดใช้งานอยู่ กรุณาเปิดใช้งานก่อนส่งซ้ำหรือเล่นซ้ำรายการ',
   },
+  test_clock_advancing: {
+    status: 409, type: 'invalid_request_error', retryable: true,
+    message: 'The sandbox test clock is advancing; retry once its status is ready again.',
+    message_th: 'นาฬิกาทดสอบของแซนด์บ็อกซ์กำลังเดินเวลา กรุณาลองใหม่เมื่อสถานะกลับเป็น ready',
+  },
+  test_clock_already_attached: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'Another test clock is attached to this sandbox; detach it first.',
+    message_th: 'มีนาฬิกาทดสอบอื่นผูกกับแซนด์บ็อกซ์นี้อยู่ กรุณายกเลิกการผูกก่อน',
+  },
   beneficiary_not_verified: {
     status: 409, type: 'invalid_request_error', retryable: true,
     message: 'The beneficiary account is not verified yet; no order was created.',

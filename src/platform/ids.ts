@@ -27,6 +27,7 @@ export const ID_PREFIXES = {
   deposit_evidence: 'evd_',
   dispute: 'dsp_',
   dispute_evidence: 'dse_',
+  test_clock: 'clock_',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

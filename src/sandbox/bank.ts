@@ -34,6 +34,10 @@ export interface SandboxTransferInput {
   /** When the bank executes it; by default now. */
   occurred_at?: Date | undefined;
   image_format?: 'png' | 'jpeg' | undefined;
+  /** 106.00 THB: the bank will answer that slip checking is off for this transfer (scenarios only). */
+  bank_checking_off?: boolean | undefined;
+  /** 110.00 THB: kept for a later step of the scenario, which uploads its slip (scenarios only). */
+  scenario?: boolean | undefined;
 }
 
 export interface SandboxTransferView {
@@ -124,30 +128,43 @@ export class SandboxBank implements BankVerifier {
       deposit_id: parties.order.deposit_id,
       leg_ref: leg?.leg_ref ?? null,
       created_at: now,
+      bank_checking_off: input.bank_checking_off === true,
+      kept_for_scenario: input.scenario === true,
     };
     await repository.insertTransfer(tx, row);
+    return ok(await this.transferView(row, input.image_format ?? 'png'));
+  }
+
+  /** The transfer a scenario's payer made earlier for this deposit, with its slip drawn again; null when none. */
+  async transferOfScenario(db: Queryable, white_label_id: string, deposit_id: string): Promise<SandboxTransferView | null> {
+    const row = await repository.findKeptTransfer(db, white_label_id, deposit_id);
+    return row ? this.transferView(row, 'png') : null;
+  }
+
+  private async transferView(row: repository.SandboxTransferRow, format: 'png' | 'jpeg'): Promise<SandboxTransferView> {
+    invariant(row.deposit_id !== null, 'a transfer of the sandbox API names its deposit');
     const slip = await renderSlipImage(
       {
         sending_bank_code: row.sending_bank_code,
         trans_ref: row.trans_ref,
-        amount_minor,
-        occurred_at,
-        sender: { bank_code: sender.bank_code, account_number: sender.account_number, name_th: sender.account_name_th, name_en: sender.account_name_en ?? null },
-        receiver: { bank_code: receiver.bank_code, account_number: receiver.account_number, name_th: receiver.account_name_th },
+        amount_minor: row.amount_minor,
+        occurred_at: row.occurred_at,
+        sender: { bank_code: row.sending_bank_code, account_number: row.sender_account_number, name_th: row.sender_name_th, name_en: row.sender_name_en },
+        receiver: { bank_code: row.receiver_bank_code, account_number: row.receiver_account_number, name_th: row.receiver_name_th },
       },
-      { format: input.image_format ?? 'png' },
+      { format },
     );
-    return ok({
+    return {
       object: 'sandbox_bank_transfer',
       trans_ref: row.trans_ref,
       sending_bank_code: row.sending_bank_code,
-      amount_minor,
-      occurred_at: formatTimestamp(occurred_at),
-      deposit_id: parties.order.deposit_id,
+      amount_minor: row.amount_minor,
+      occurred_at: formatTimestamp(row.occurred_at),
+      deposit_id: row.deposit_id,
       leg_ref: row.leg_ref,
       livemode: false,
       slip: { media_type: slip.media_type, image_base64: slip.bytes.toString('base64'), payload: slip.payload },
-    });
+    };
   }
 
   /**
@@ -158,6 +175,7 @@ export class SandboxBank implements BankVerifier {
     invariant(!query.livemode, 'the sandbox bank verifies test-mode slips only');
     const row = await repository.findTransfer(this.deps.database, query);
     if (!row) return { outcome: 'not_found' };
+    if (row.bank_checking_off) return { outcome: 'bank_disabled' };
     const masked = (account_number: string) => printedAccount(account_number).replaceAll('-', '');
     return {
       outcome: 'found',

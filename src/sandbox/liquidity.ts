@@ -1,4 +1,4 @@
-import type { Clock } from '../platform/clock.ts';
+import { outsideTestClock, type Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { SYSTEM_CAUSE } from '../events/service.ts';
@@ -26,6 +26,8 @@ export const STANDING_WITHDRAWAL_MINOR = 5_000_000;
 /** Sandbox scenario 105.00 THB: no destination for the first 25 seconds of the order. */
 export const LATE_LIQUIDITY_AMOUNT_MINOR = 10_500;
 export const LATE_LIQUIDITY_DELAY_MS = 25_000;
+/** Scenarios whose destinations the counterparty opens for the deposit alone: the amounts of their legs. */
+const DEDICATED_LEGS_MINOR: Readonly<Record<number, readonly number[]>> = { 10_400: [5_200, 5_200], 11_000: [11_000] };
 
 /** Seeded accounts of the sandbox bank (src/bank-directory/sandbox-adapter.ts) that the counterparty pays out to. */
 const COUNTERPARTY_PAYEES = [
@@ -61,6 +63,8 @@ export class SandboxLiquidity implements LiquidityProvider {
       const arrives = new Date(input.order_created_at.getTime() + LATE_LIQUIDITY_DELAY_MS);
       if (this.deps.clock.now().getTime() < arrives.getTime()) return { wait_until: arrives };
     }
+    const dedicated = DEDICATED_LEGS_MINOR[input.amount_minor];
+    if (dedicated) return this.dedicatedLegs(tx, input, dedicated);
     // The order found here is the one rule 2 would pick (same scope, oldest first) and this transaction
     // holds its row lock, so the matcher takes it as it is instead of searching the queue again.
     const scope = { white_label_id: input.white_label_id, livemode: false, amount_minor: input.amount_minor, exclude_merchant_id: input.exclude_merchant_id, limit: 1 };
@@ -75,14 +79,44 @@ export class SandboxLiquidity implements LiquidityProvider {
     // The standing order writes to the counterparty's feed and the deposit then to the depositor's:
     // both are locked now, in the one order every deposit uses (see MatchingService), before either is written.
     await this.deps.events.lockFeeds(tx, input.white_label_id, [input.exclude_merchant_id, counterparty.merchant_id], false);
-    const account = { white_label_id: input.white_label_id, merchant_id: counterparty.merchant_id, livemode: false };
-    const amount = Math.max(input.amount_minor, STANDING_WITHDRAWAL_MINOR);
+    // The standing order is the brand's, not this deposit's: it runs in real time even when the deposit is
+    // created under a merchant's test clock, so its deadlines never wait on that merchant's clock.
+    const withdrawal_id = await outsideTestClock(() => this.openWithdrawal(tx, counterparty, Math.max(input.amount_minor, STANDING_WITHDRAWAL_MINOR), 'standing'));
+    return { withdrawal_id, merchant_id: counterparty.merchant_id };
+  }
+
+  /**
+   * Scenarios 104.00 (a fallback route of two legs) and 110.00 (a destination that is gone when the late
+   * slip comes): the counterparty opens withdrawals of exactly these amounts for this deposit alone, so the
+   * scenario's later steps act on them without touching any other order's liquidity.
+   */
+  private async dedicatedLegs(
+    tx: Queryable,
+    input: { white_label_id: string; amount_minor: number; exclude_merchant_id: string },
+    amounts_minor: readonly number[],
+  ): Promise<LiquidityDecision> {
+    invariant(amounts_minor.reduce((sum, amount) => sum + amount, 0) === input.amount_minor, 'dedicated legs sum to the order amount');
+    await repository.lockBrandLiquidity(tx, input.white_label_id);
+    const counterparty = await this.counterparty(tx, input.white_label_id);
+    if (counterparty.merchant_id === input.exclude_merchant_id) return 'match';
+    await this.deps.events.lockFeeds(tx, input.white_label_id, [input.exclude_merchant_id, counterparty.merchant_id], false);
+    const legs = [];
+    for (const amount_minor of amounts_minor) {
+      const withdrawal_id = await this.openWithdrawal(tx, counterparty, amount_minor, 'scenario');
+      legs.push({ withdrawal_id, merchant_id: counterparty.merchant_id, amount_minor });
+    }
+    return { legs };
+  }
+
+  /** Opens one withdrawal of the counterparty, first funding its wallet with sandbox money when it is short. */
+  private async openWithdrawal(tx: Queryable, counterparty: repository.CounterpartyRow, amount_minor: number, purpose: 'standing' | 'scenario'): Promise<string> {
+    const account = { white_label_id: counterparty.white_label_id, merchant_id: counterparty.merchant_id, livemode: false };
     const balance = await this.deps.ledger.balance(tx, account);
-    const fee = await this.deps.fees.quote(tx, { ...account, channel: 'withdrawal' }, amount);
-    const needed = amount + fee.fee_total_minor - Math.max(balance.available_minor, 0);
-    // A fresh id per standing order: the clock may not move between two of them (a test clock, a busy second).
+    const fee = await this.deps.fees.quote(tx, { ...account, channel: 'withdrawal' }, amount_minor);
+    const needed = amount_minor + fee.fee_total_minor - Math.max(balance.available_minor, 0);
+    // A fresh id per order: the clock may not move between two of them (a test clock, a busy second).
     const standingId = newId('withdrawal').slice('wdr_'.length);
-    const key = `sandbox_liquidity:${input.white_label_id}:${standingId}`;
+    const key = `sandbox_liquidity:${counterparty.white_label_id}:${standingId}`;
     if (needed > 0) {
       const funded = await this.deps.ledger.post(tx, {
         account,
@@ -103,18 +137,23 @@ export class SandboxLiquidity implements LiquidityProvider {
     const created = await this.deps.withdrawals.create(
       tx,
       account,
-      { amount_minor: amount, merchant_reference: `standing-${standingId}`, end_user_ref: 'sandbox-counterparty', beneficiary_id },
+      { amount_minor, merchant_reference: `${purpose}-${standingId}`, end_user_ref: 'sandbox-counterparty', beneficiary_id },
       SYSTEM_CAUSE,
       { sandbox_liquidity: true },
     );
-    invariant(created.ok, 'a funded counterparty can always open its standing withdrawal');
-    return { withdrawal_id: created.value.id, merchant_id: counterparty.merchant_id };
+    invariant(created.ok, 'a funded counterparty can always open its withdrawal');
+    return created.value.id;
   }
 
   /** The brand's counterparty, created with its verified payees on first use. */
   private async counterparty(tx: Queryable, white_label_id: string): Promise<repository.CounterpartyRow> {
     const existing = await repository.findCounterparty(tx, white_label_id);
     if (existing) return existing;
+    return outsideTestClock(() => this.createCounterparty(tx, white_label_id));
+  }
+
+  /** The brand's counterparty is the brand's, in real time whatever clock the deposit that needs it runs on. */
+  private async createCounterparty(tx: Queryable, white_label_id: string): Promise<repository.CounterpartyRow> {
     const merchant = await this.deps.tenancy.createMerchantIn(tx, { actor_type: 'system', actor_id: 'sandbox', request_id: null }, { white_label_id, name: COUNTERPARTY_NAME, system_owned: true });
     invariant(merchant, 'the brand exists');
     const account = { white_label_id, merchant_id: merchant.id, livemode: false };

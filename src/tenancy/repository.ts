@@ -33,6 +33,19 @@ export async function setBrandStatus(db: Queryable, white_label_id: string, stat
   return rows[0] ?? null;
 }
 
+export async function setBrandCheckoutBaseUrl(db: Queryable, white_label_id: string, checkout_base_url: string | null, now: Date): Promise<BrandRow | null> {
+  const { rows } = await db.query<BrandRow>(
+    'UPDATE brands SET checkout_base_url = $2, updated_at = $3 WHERE white_label_id = $1 RETURNING *',
+    [white_label_id, checkout_base_url, now],
+  );
+  return rows[0] ?? null;
+}
+
+export async function findBrandCheckoutBaseUrl(db: Queryable, white_label_id: string): Promise<{ checkout_base_url: string | null } | null> {
+  const { rows } = await db.query<{ checkout_base_url: string | null }>('SELECT checkout_base_url FROM brands WHERE white_label_id = $1', [white_label_id]);
+  return rows[0] ?? null;
+}
+
 export async function insertMerchant(db: Queryable, merchant: MerchantRow): Promise<void> {
   await db.query(
     `INSERT INTO merchants (white_label_id, merchant_id, name, status, system_owned, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,

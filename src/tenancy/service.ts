@@ -32,6 +32,8 @@ export interface BrandView {
   id: string;
   name: string;
   status: AccountStatus;
+  /** Origin of the brand's hosted checkout pages; null: the deployment's default (CHECKOUT_BASE_URL). */
+  checkout_base_url: string | null;
   created_at: string;
 }
 
@@ -86,7 +88,14 @@ export interface ResolvedBackofficeCredential {
 }
 
 export function brandView(row: BrandRow): BrandView {
-  return { object: 'brand', id: row.white_label_id, name: row.name, status: row.status, created_at: formatTimestamp(row.created_at) };
+  return {
+    object: 'brand',
+    id: row.white_label_id,
+    name: row.name,
+    status: row.status,
+    checkout_base_url: row.checkout_base_url ?? null,
+    created_at: formatTimestamp(row.created_at),
+  };
 }
 
 export function merchantView(row: MerchantRow): MerchantView {
@@ -162,7 +171,7 @@ export class TenancyService {
 
   async createBrand(actor: Actor, input: { name: string }): Promise<BrandView> {
     const now = this.clock.now();
-    const row: BrandRow = { white_label_id: newId('brand'), name: input.name, status: 'active', created_at: now, updated_at: now };
+    const row: BrandRow = { white_label_id: newId('brand'), name: input.name, status: 'active', checkout_base_url: null, created_at: now, updated_at: now };
     await this.database.transaction(async (tx) => {
       await repository.insertBrand(tx, row);
       await this.audit(tx, actor, row.white_label_id, 'brand.created', 'brand', row.white_label_id, { name: row.name });
@@ -192,6 +201,31 @@ export class TenancyService {
     });
     if (!row) throw new ApiError('resource_not_found');
     return brandView(row);
+  }
+
+  /**
+   * Sets (or with null clears) the origin on which the brand's hosted checkout pages are served. The
+   * caller has checked the value's shape (src/checkout/links.ts); the audit row records old and new.
+   */
+  async setBrandCheckoutBaseUrl(actor: Actor, white_label_id: string, checkout_base_url: string | null): Promise<BrandView> {
+    const row = await this.database.transaction(async (tx) => {
+      const before = await repository.findBrand(tx, white_label_id);
+      if (!before) return null;
+      const updated = await repository.setBrandCheckoutBaseUrl(tx, white_label_id, checkout_base_url, this.clock.now());
+      if (!updated) return null;
+      await this.audit(tx, actor, white_label_id, 'brand.checkout_base_url_set', 'brand', white_label_id, {
+        from: before.checkout_base_url ?? null,
+        to: checkout_base_url,
+      });
+      return updated;
+    });
+    if (!row) throw new ApiError('resource_not_found');
+    return brandView(row);
+  }
+
+  /** The brand's checkout origin (null: the deployment default), read in the caller's transaction; null when no such brand. */
+  async brandCheckoutBaseUrl(db: Queryable, white_label_id: string): Promise<{ checkout_base_url: string | null } | null> {
+    return repository.findBrandCheckoutBaseUrl(db, white_label_id);
   }
 
   async createMerchant(actor: Actor, input: { white_label_id: string; name: string }): Promise<MerchantView> {
@@ -381,7 +415,7 @@ export class TenancyService {
     return this.database.transaction(async (tx) => {
       if (this.database.engine === 'postgres') await tx.query('SELECT pg_advisory_xact_lock(7413902002)');
       if ((await repository.countBrands(tx)) > 0) return null;
-      const brand: BrandRow = { white_label_id: newId('brand'), name: 'Sandbox Brand', status: 'active', created_at: now, updated_at: now };
+      const brand: BrandRow = { white_label_id: newId('brand'), name: 'Sandbox Brand', status: 'active', checkout_base_url: null, created_at: now, updated_at: now };
       const merchant: MerchantRow = {
         white_label_id: brand.white_label_id, merchant_id: newId('merchant'), name: 'Sandbox Merchant', status: 'active', system_owned: false,
         created_at: now, updated_at: now,

@@ -11,6 +11,8 @@ export interface BrandRow {
   white_label_id: string;
   name: string;
   status: AccountStatus;
+  /** Origin of the brand's hosted checkout pages (migration 0018); null: the deployment's CHECKOUT_BASE_URL. */
+  checkout_base_url: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -54,7 +56,8 @@ export interface BackofficeCredentialRow {
 
 /** Who performed an administrative change; written to the audit log with it. */
 export interface Actor {
-  actor_type: 'backoffice_credential' | 'cli' | 'system';
+  /** `api_key`: a merchant's own sandbox change (its test clocks), named by the key that signed it. */
+  actor_type: 'backoffice_credential' | 'cli' | 'system' | 'api_key';
   actor_id: string;
   request_id: string | null;
 }

@@ -52,7 +52,9 @@ export type TransferLookup =
   /** The bank has no such transfer: the slip names a transfer that did not happen (or not at this bank). */
   | { outcome: 'not_found' }
   /** No authoritative answer now. Never a business verdict: the slip waits and is asked about again. */
-  | { outcome: 'unavailable'; reason: UnavailableReason };
+  | { outcome: 'unavailable'; reason: UnavailableReason }
+  /** The bank has turned slip checking off: no answer will come soon, so a person checks the slip (BANK_DISABLED). */
+  | { outcome: 'bank_disabled' };
 
 export interface BankVerifier {
   /** Never throws for an expected outcome: a provider failure is `unavailable`, never an exception. */

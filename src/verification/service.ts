@@ -77,7 +77,7 @@ interface Reading {
   source: 'client_payload' | 'pixels' | 'reference_fields' | null;
   unreadable_reason: string | null;
   reference_only: boolean;
-  lookup: TransferLookup | { outcome: 'bank_disabled'; bank_code: string; cause: 'bank_unavailable' | 'verification_unavailable' } | null;
+  lookup: Exclude<TransferLookup, { outcome: 'bank_disabled' }> | { outcome: 'bank_disabled'; bank_code: string; cause: 'bank_unavailable' | 'verification_unavailable' } | null;
 }
 
 function transferRecord(transfer: VerifiedTransfer): Record<string, unknown> {
@@ -241,6 +241,10 @@ export class VerificationService {
       sending_bank_code: reading.reference.sending_bank_code,
       trans_ref: reading.reference.trans_ref,
     });
+    if (lookup.outcome === 'bank_disabled') {
+      reading.lookup = { outcome: 'bank_disabled', bank_code: reading.reference.sending_bank_code, cause: 'bank_unavailable' };
+      return reading;
+    }
     if (lookup.outcome === 'unavailable') {
       const waited = this.deps.clock.now().getTime() - receipt.received_at.getTime();
       if (waited < BANK_CHECK_WAIT_MS) throw new BankCheckPending(lookup.reason);

@@ -367,7 +367,9 @@ export class DeliveryDispatcher {
     let completion: AttemptCompletion;
     try {
       const body = Buffer.from(claim.body, 'utf8');
-      const signer = await signingKeys.signer();
+      // The delivery's environment picks the key set (live, or its brand's sandbox set): a sandbox
+      // event is never signed by a live key, nor the other way round.
+      const signer = await signingKeys.signer({ white_label_id: claim.white_label_id, livemode: claim.livemode });
       const t = Math.floor(clock.now().getTime() / 1000);
       const signature = signWebhookPayload({ private_key: signer.private_key, kid: signer.kid, t, event_id: claim.event_id, body });
       const response = await client.send({

@@ -21,7 +21,18 @@ const DELIVERY_COLUMNS = `white_label_id, merchant_id, livemode, delivery_id, en
 const ATTEMPT_COLUMNS = `white_label_id, delivery_id, attempt_sequence, endpoint_id, event_id, round, attempt, resend, kid, status,
   http_status, error, started_at, duration_ms, next_attempt_at, created_at`;
 
-/** The platform's signing keys are stored under this brand value (see the migration). */
+/**
+ * The instant a delivery row counts as "now": its sandbox test clock's frozen time when it has one
+ * (migration 0017), else the real instant of the parameter. A clock delivery's schedule is kept in its
+ * clock's time, so only advancing the clock makes its retries due. Reading `test_clocks` here is the
+ * second documented exception to the module boundary (after the outbox): the due check belongs in the
+ * one claim statement.
+ */
+function deliveryNow(alias: string, parameter: string): string {
+  return `coalesce((SELECT c.frozen_time FROM test_clocks c WHERE c.white_label_id = ${alias}.white_label_id AND c.test_clock_id = ${alias}.test_clock_id), ${parameter}::timestamptz)`;
+}
+
+/** The live key set is the platform's, stored under this brand value (migrations 0008 and 0020). */
 export const PLATFORM_KEY_SCOPE = '';
 
 // ---------------------------------------------------------------------------------------------
@@ -118,58 +129,195 @@ export async function failPendingDeliveries(
   return result.rowCount;
 }
 
-/** Feeds (merchant and environment) that have at least one endpoint that is not deleted. */
-export async function feedsWithEndpoints(tx: Queryable): Promise<{ white_label_id: string; merchant_id: string; livemode: boolean }[]> {
-  const { rows } = await tx.query<{ white_label_id: string; merchant_id: string; livemode: boolean }>(
-    `SELECT DISTINCT white_label_id, merchant_id, livemode FROM webhook_endpoints
-      WHERE status <> 'deleted'
-      ORDER BY white_label_id, merchant_id, livemode`,
-  );
-  return rows;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Signing keys
 
-export async function listSigningKeys(db: Queryable): Promise<SigningKeyRow[]> {
-  const { rows } = await db.query<SigningKeyRow>(
-    `SELECT white_label_id, kid, generation, alg, public_key_spki, raw_public_key, private_key_sealed, not_before, not_after, created_at
-       FROM webhook_signing_keys
-      WHERE white_label_id = $1
-      ORDER BY generation`,
-    [PLATFORM_KEY_SCOPE],
+/**
+ * A key set: the live set is the platform's (white_label_id '', livemode true); each brand has its own
+ * sandbox set (white_label_id the brand, livemode false). Generations count per set.
+ */
+export interface SigningKeySetKey {
+  white_label_id: string;
+  livemode: boolean;
+}
+
+const SIGNING_KEY_COLUMNS = 'white_label_id, livemode, kid, generation, alg, public_key_spki, raw_public_key, private_key_sealed, not_before, not_after, created_at';
+
+/**
+ * Feeds (merchant and environment) that have at least one endpoint that is not deleted, of one
+ * environment, and of one brand when `white_label_id` is given: the audience of a key rotation.
+ */
+export async function feedsWithEndpoints(
+  tx: Queryable,
+  filter: { livemode: boolean; white_label_id?: string },
+): Promise<{ white_label_id: string; merchant_id: string; livemode: boolean }[]> {
+  const { rows } = await tx.query<{ white_label_id: string; merchant_id: string; livemode: boolean }>(
+    `SELECT DISTINCT white_label_id, merchant_id, livemode FROM webhook_endpoints
+      WHERE status <> 'deleted' AND livemode = $1 AND ($2::text IS NULL OR white_label_id = $2)
+      ORDER BY white_label_id, merchant_id, livemode`,
+    [filter.livemode, filter.white_label_id ?? null],
   );
   return rows;
 }
 
 /**
- * Inserts a key unless its generation is taken (a concurrent first start or rotation won), and says
- * whether this insert won. The unique generation is what makes two rotations at once produce one key.
+ * Serialises rotations of one key set until the transaction ends. The rotation reads the set after
+ * taking it, so a second rotation sees the first one's key (committed) and answers it instead of
+ * making another; the unique generation stays as the backstop.
+ */
+export async function lockSigningKeySet(tx: Queryable, set: SigningKeySetKey): Promise<void> {
+  await tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`webhook_signing_keys:${set.livemode ? 'live' : 'test'}:${set.white_label_id}`]);
+}
+
+/**
+ * The keys of one set still trusted at `trusted_at` (no `not_after`, or a later one), oldest first.
+ * The newest key of a set never has a `not_after`, so the newest generation is always among them.
+ */
+export async function listSigningKeys(db: Queryable, set: SigningKeySetKey, trusted_at: Date): Promise<SigningKeyRow[]> {
+  const { rows } = await db.query<SigningKeyRow>(
+    `SELECT ${SIGNING_KEY_COLUMNS}
+       FROM webhook_signing_keys
+      WHERE white_label_id = $1 AND livemode = $2 AND (not_after IS NULL OR not_after > $3)
+      ORDER BY generation`,
+    [set.white_label_id, set.livemode, trusted_at],
+  );
+  return rows;
+}
+
+/** The keys of every set still trusted at `trusted_at`: the live set first, then each brand's sandbox set, oldest first within a set. */
+export async function listTrustedSigningKeys(db: Queryable, trusted_at: Date): Promise<SigningKeyRow[]> {
+  const { rows } = await db.query<SigningKeyRow>(
+    `SELECT ${SIGNING_KEY_COLUMNS}
+       FROM webhook_signing_keys
+      WHERE not_after IS NULL OR not_after > $1
+      ORDER BY livemode DESC, white_label_id, generation`,
+    [trusted_at],
+  );
+  return rows;
+}
+
+/** One key of a set, trusted or not. */
+export async function findSigningKey(db: Queryable, set: SigningKeySetKey, kid: string): Promise<SigningKeyRow | null> {
+  const { rows } = await db.query<SigningKeyRow>(
+    `SELECT ${SIGNING_KEY_COLUMNS} FROM webhook_signing_keys WHERE white_label_id = $1 AND livemode = $2 AND kid = $3`,
+    [set.white_label_id, set.livemode, kid],
+  );
+  return rows[0] ?? null;
+}
+
+/** The highest generation a set ever had (0 for a set with no key yet), retired keys included. */
+export async function highestSigningKeyGeneration(db: Queryable, set: SigningKeySetKey): Promise<number> {
+  const { rows } = await db.query<{ generation: number | null }>(
+    'SELECT max(generation) AS generation FROM webhook_signing_keys WHERE white_label_id = $1 AND livemode = $2',
+    [set.white_label_id, set.livemode],
+  );
+  return rows[0]?.generation ?? 0;
+}
+
+/**
+ * Inserts a key unless its generation is taken in its set (a concurrent first use or rotation won), and
+ * says whether this insert won. The unique generation is what makes two rotations at once produce one key.
  */
 export async function insertSigningKey(tx: Queryable, row: SigningKeyRow): Promise<boolean> {
   const { rows } = await tx.query<{ kid: string }>(
-    `INSERT INTO webhook_signing_keys (white_label_id, kid, generation, alg, public_key_spki, raw_public_key, private_key_sealed,
-       not_before, not_after, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-     ON CONFLICT (white_label_id, generation) DO NOTHING
+    `INSERT INTO webhook_signing_keys (${SIGNING_KEY_COLUMNS})
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+     ON CONFLICT (white_label_id, livemode, generation) DO NOTHING
      RETURNING kid`,
     [
-      row.white_label_id, row.kid, row.generation, row.alg, row.public_key_spki, row.raw_public_key, row.private_key_sealed,
+      row.white_label_id, row.livemode, row.kid, row.generation, row.alg, row.public_key_spki, row.raw_public_key, row.private_key_sealed,
       row.not_before, row.not_after, row.created_at,
     ],
   );
   return rows.length === 1;
 }
 
-/** Sets the end of trust of every platform key that has none yet, except `keep_kid`. */
-export async function retireSigningKeys(tx: Queryable, keep_kid: string, not_after: Date): Promise<string[]> {
+/**
+ * Sets the end of trust of every key of the set except `keep_kid` to `not_after`, unless it already
+ * ends earlier: a rotation never lengthens the trust of a key an earlier rotation retired.
+ */
+export async function retireSigningKeys(tx: Queryable, set: SigningKeySetKey, keep_kid: string, not_after: Date): Promise<string[]> {
   const { rows } = await tx.query<{ kid: string }>(
-    `UPDATE webhook_signing_keys SET not_after = $3
-      WHERE white_label_id = $1 AND kid <> $2 AND (not_after IS NULL OR not_after > $3)
+    `UPDATE webhook_signing_keys SET not_after = $4
+      WHERE white_label_id = $1 AND livemode = $2 AND kid <> $3 AND (not_after IS NULL OR not_after > $4)
      RETURNING kid`,
-    [PLATFORM_KEY_SCOPE, keep_kid, not_after],
+    [set.white_label_id, set.livemode, keep_kid, not_after],
   );
   return rows.map((row) => row.kid);
+}
+
+/** One row of webhook_key_announcements: a feed told about a new key. */
+export interface KeyAnnouncementRow {
+  white_label_id: string;
+  merchant_id: string;
+  livemode: boolean;
+  kid: string;
+  event_id: string;
+  created_at: Date;
+}
+
+export async function insertKeyAnnouncements(tx: Queryable, rows: readonly KeyAnnouncementRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  // One statement for the whole audience; instants travel as ISO text inside the array parameter.
+  await tx.query(
+    `INSERT INTO webhook_key_announcements (white_label_id, merchant_id, livemode, kid, event_id, created_at)
+     SELECT white_label_id, merchant_id, livemode, kid, event_id, created_at::timestamptz
+       FROM unnest($1::text[], $2::text[], $3::boolean[], $4::text[], $5::text[], $6::text[])
+         AS announced (white_label_id, merchant_id, livemode, kid, event_id, created_at)`,
+    [
+      rows.map((row) => row.white_label_id), rows.map((row) => row.merchant_id), rows.map((row) => row.livemode),
+      rows.map((row) => row.kid), rows.map((row) => row.event_id), rows.map((row) => row.created_at.toISOString()),
+    ],
+  );
+}
+
+/** Whether a feed was already told about this key. */
+export async function wasKeyAnnouncedTo(
+  db: Queryable,
+  feed: { white_label_id: string; merchant_id: string; livemode: boolean },
+  kid: string,
+): Promise<boolean> {
+  const { rows } = await db.query<{ told: boolean }>(
+    `SELECT true AS told FROM webhook_key_announcements
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND kid = $4`,
+    [feed.white_label_id, feed.merchant_id, feed.livemode, kid],
+  );
+  return rows.length > 0;
+}
+
+/** One row of webhook_sandbox_key_rotation_runs. */
+export interface SandboxRotationRunRow {
+  white_label_id: string;
+  merchant_id: string;
+  scenario_run_id: string;
+  request_id: string | null;
+  kid: string;
+  previous_kid: string | null;
+  rotated: boolean;
+  created_at: Date;
+}
+
+export async function findSandboxRotationRun(
+  db: Queryable,
+  white_label_id: string,
+  merchant_id: string,
+  scenario_run_id: string,
+): Promise<SandboxRotationRunRow | null> {
+  const { rows } = await db.query<SandboxRotationRunRow>(
+    `SELECT white_label_id, merchant_id, scenario_run_id, request_id, kid, previous_kid, rotated, created_at
+       FROM webhook_sandbox_key_rotation_runs
+      WHERE white_label_id = $1 AND merchant_id = $2 AND scenario_run_id = $3`,
+    [white_label_id, merchant_id, scenario_run_id],
+  );
+  return rows[0] ?? null;
+}
+
+export async function insertSandboxRotationRun(tx: Queryable, row: SandboxRotationRunRow): Promise<void> {
+  await tx.query(
+    `INSERT INTO webhook_sandbox_key_rotation_runs (white_label_id, merchant_id, scenario_run_id, request_id, kid, previous_kid, rotated, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [row.white_label_id, row.merchant_id, row.scenario_run_id, row.request_id, row.kid, row.previous_kid, row.rotated, row.created_at],
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -231,6 +379,8 @@ export interface FanoutPair {
   event_type: string;
   event_created_at: Date;
   endpoint_id: string;
+  /** The test clock the event was written under; its delivery is due by that clock's time. */
+  test_clock_id: string | null;
 }
 
 /**
@@ -240,7 +390,7 @@ export interface FanoutPair {
  */
 export async function fanoutPairs(tx: Queryable, feed: FeedKey, after: number, upto: number): Promise<FanoutPair[]> {
   const { rows } = await tx.query<FanoutPair>(
-    `SELECT e.event_id, e.type AS event_type, e.created_at AS event_created_at, w.endpoint_id
+    `SELECT e.event_id, e.type AS event_type, e.created_at AS event_created_at, w.endpoint_id, e.test_clock_id
        FROM events e
        JOIN webhook_endpoints w
          ON w.white_label_id = e.white_label_id AND w.merchant_id = e.merchant_id AND w.livemode = e.livemode
@@ -259,18 +409,26 @@ export interface NewDelivery extends FanoutPair {
 
 /**
  * Inserts pending deliveries due at `now`; a pair that already has its delivery is skipped, which
- * makes a repeated fan-out harmless. Returns how many were inserted.
+ * makes a repeated fan-out harmless. Returns how many were inserted. A test clock's event is due in
+ * its clock's time: at the event's own instant when fanned out, and at the clock's frozen time when a
+ * replay made after the clock moved on sends it again (a resend happens at the clock's now).
  */
 export async function insertDeliveries(tx: Queryable, feed: FeedKey, deliveries: readonly NewDelivery[], resend: boolean, now: Date): Promise<number> {
   if (deliveries.length === 0) return 0;
   const result = await tx.query(
     `INSERT INTO webhook_deliveries (white_label_id, merchant_id, livemode, delivery_id, endpoint_id, event_id, event_type, event_created_at,
        status, failure_reason, round, round_attempts, attempt_count, resend, resend_requested, next_attempt_at, leased_by, lease_expires_at,
-       last_attempt_at, last_http_status, last_error, created_at, updated_at, completed_at)
+       last_attempt_at, last_http_status, last_error, created_at, updated_at, completed_at, test_clock_id)
      SELECT $1, $2, $3, d.delivery_id, d.endpoint_id, d.event_id, d.event_type, d.event_created_at,
-            'pending', NULL, 1, 0, 0, $8, false, $9, NULL, NULL, NULL, NULL, NULL, $9, $9, NULL
-       FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $10::timestamptz[])
-            AS d(delivery_id, endpoint_id, event_id, event_type, event_created_at)
+            'pending', NULL, 1, 0, 0, $8,
+            false,
+            CASE WHEN d.test_clock_id IS NULL THEN $9::timestamptz
+                 WHEN NOT $8::boolean THEN d.event_created_at
+                 ELSE greatest(d.event_created_at, coalesce((SELECT c.frozen_time FROM test_clocks c
+                                                              WHERE c.white_label_id = $1 AND c.test_clock_id = d.test_clock_id), d.event_created_at)) END,
+            NULL, NULL, NULL, NULL, NULL, $9, $9, NULL, d.test_clock_id
+       FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $10::timestamptz[], $11::text[])
+            AS d(delivery_id, endpoint_id, event_id, event_type, event_created_at, test_clock_id)
      ON CONFLICT (white_label_id, endpoint_id, event_id) DO NOTHING`,
     [
       feed.white_label_id, feed.merchant_id, feed.livemode,
@@ -281,6 +439,7 @@ export async function insertDeliveries(tx: Queryable, feed: FeedKey, deliveries:
       resend,
       now,
       deliveries.map((item) => item.event_created_at.toISOString()),
+      deliveries.map((item) => item.test_clock_id),
     ],
   );
   return result.rowCount;
@@ -312,7 +471,7 @@ export async function recoverExpiredLeases(db: Queryable, now: Date, limit: numb
   const { rows } = await db.query<{ delivery_id: string }>(
     `WITH expired AS (
        SELECT white_label_id, delivery_id, endpoint_id, event_id, status, round, round_attempts, attempt_count, resend,
-              resend_requested, last_attempt_at
+              resend_requested, last_attempt_at, test_clock_id
          FROM webhook_deliveries
         WHERE leased_by IS NOT NULL AND lease_expires_at <= $1
         ORDER BY lease_expires_at
@@ -329,8 +488,11 @@ export async function recoverExpiredLeases(db: Queryable, now: Date, limit: numb
               completed_at = CASE WHEN e.status = 'pending' AND NOT e.resend_requested AND e.round_attempts >= $4
                                   THEN $1 ELSE d.completed_at END,
               next_attempt_at = CASE WHEN e.status <> 'pending' THEN NULL
-                                     WHEN e.resend_requested THEN $1
+                                     WHEN e.resend_requested THEN ${deliveryNow('e', '$1')}
                                      WHEN e.round_attempts >= $4 THEN NULL
+                                     -- A test clock's schedule stays in its clock's time (last_attempt_at is clock time).
+                                     WHEN e.test_clock_id IS NOT NULL
+                                     THEN e.last_attempt_at + ($3::double precision[])[e.round_attempts] * interval '1 millisecond'
                                      ELSE greatest($1, e.last_attempt_at
                                                        + ($3::double precision[])[e.round_attempts] * interval '1 millisecond') END,
               round = CASE WHEN e.status = 'pending' AND e.resend_requested THEN e.round + 1 ELSE e.round END,
@@ -372,7 +534,10 @@ export interface ClaimedDelivery {
   /** The stored envelope text: the exact body of every attempt. */
   body: string;
   api_version: string;
-  /** The claim instant (the attempt's start on the service clock). */
+  /**
+   * The claim instant (the attempt's start on the service clock); for a test clock's delivery, the
+   * instant it fell due on that clock, which the next attempt's wait counts from.
+   */
   last_attempt_at: Date;
 }
 
@@ -400,8 +565,18 @@ export interface ClaimInput {
  * second), so a slow endpoint's backlog cannot crowd out the others.
  * SKIP LOCKED plus the re-checked conditions make concurrent dispatchers claim disjoint rows, and a
  * leased row is never claimed again until its lease is cleared or recovered.
+ *
+ * A delivery of a sandbox test clock's event is due when its next_attempt_at is at or before its
+ * clock's frozen_time, not the real instant; its attempt counts as made at that due time (clock time),
+ * so that its retry schedule runs in the clock's time and an advance makes every retry due that would
+ * have happened by then. The lease is real time like every other. The two kinds are read by two
+ * ordered scans, each on its own partial index.
  */
 export async function claimDeliveries(db: Queryable, input: ClaimInput): Promise<ClaimedDelivery[]> {
+  const eligible = `d.leased_by IS NULL AND d.round_attempts < $7
+          AND NOT EXISTS (SELECT 1 FROM busy b WHERE b.endpoint_id = d.endpoint_id
+                             AND b.in_flight >= CASE WHEN d.endpoint_id = ANY ($8::text[]) THEN 1
+                                                     WHEN d.endpoint_id = ANY ($9::text[]) THEN $10 ELSE $4 END)`;
   const { rows } = await db.query<ClaimedDelivery>(
     `WITH busy AS (
        SELECT endpoint_id, count(*)::int AS in_flight
@@ -410,15 +585,20 @@ export async function claimDeliveries(db: Queryable, input: ClaimInput): Promise
         GROUP BY endpoint_id
      ),
      due AS (
-       SELECT d.white_label_id, d.delivery_id, d.endpoint_id, d.next_attempt_at
-         FROM webhook_deliveries d
-         JOIN webhook_endpoints w ON w.white_label_id = d.white_label_id AND w.endpoint_id = d.endpoint_id AND w.status = 'enabled'
-        WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND d.leased_by IS NULL AND d.round_attempts < $7
-          AND NOT EXISTS (SELECT 1 FROM busy b WHERE b.endpoint_id = d.endpoint_id
-                             AND b.in_flight >= CASE WHEN d.endpoint_id = ANY ($8::text[]) THEN 1
-                                                     WHEN d.endpoint_id = ANY ($9::text[]) THEN $10 ELSE $4 END)
-        ORDER BY d.next_attempt_at
-        LIMIT $3
+       (SELECT d.white_label_id, d.delivery_id, d.endpoint_id, d.next_attempt_at
+          FROM webhook_deliveries d
+          JOIN webhook_endpoints w ON w.white_label_id = d.white_label_id AND w.endpoint_id = d.endpoint_id AND w.status = 'enabled'
+         WHERE d.status = 'pending' AND d.test_clock_id IS NULL AND d.next_attempt_at <= $1 AND ${eligible}
+         ORDER BY d.next_attempt_at
+         LIMIT $3)
+       UNION ALL
+       (SELECT d.white_label_id, d.delivery_id, d.endpoint_id, d.next_attempt_at
+          FROM webhook_deliveries d
+          JOIN test_clocks c ON c.white_label_id = d.white_label_id AND c.test_clock_id = d.test_clock_id
+          JOIN webhook_endpoints w ON w.white_label_id = d.white_label_id AND w.endpoint_id = d.endpoint_id AND w.status = 'enabled'
+         WHERE d.status = 'pending' AND d.test_clock_id IS NOT NULL AND d.next_attempt_at <= c.frozen_time AND ${eligible}
+         ORDER BY d.next_attempt_at
+         LIMIT $3)
      ),
      ranked AS (
        SELECT due.*, row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.next_attempt_at, due.delivery_id) AS rank
@@ -436,13 +616,15 @@ export async function claimDeliveries(db: Queryable, input: ClaimInput): Promise
        SELECT d.white_label_id, d.delivery_id
          FROM webhook_deliveries d
         WHERE (d.white_label_id, d.delivery_id) IN (SELECT white_label_id, delivery_id FROM chosen)
-          AND d.status = 'pending' AND d.next_attempt_at <= $1 AND d.leased_by IS NULL AND d.round_attempts < $7
+          AND d.status = 'pending' AND d.next_attempt_at <= ${deliveryNow('d', '$1')} AND d.leased_by IS NULL AND d.round_attempts < $7
           FOR UPDATE SKIP LOCKED
      ),
      claimed AS (
        UPDATE webhook_deliveries d
           SET leased_by = $5, lease_expires_at = $1::timestamptz + $6::double precision * interval '1 millisecond',
-              attempt_count = d.attempt_count + 1, round_attempts = d.round_attempts + 1, last_attempt_at = $1, updated_at = $1
+              attempt_count = d.attempt_count + 1, round_attempts = d.round_attempts + 1,
+              last_attempt_at = CASE WHEN d.test_clock_id IS NULL THEN $1::timestamptz ELSE d.next_attempt_at END,
+              updated_at = $1
          FROM locked l
         WHERE d.white_label_id = l.white_label_id AND d.delivery_id = l.delivery_id
        RETURNING d.white_label_id, d.merchant_id, d.livemode, d.delivery_id, d.endpoint_id, d.event_id, d.event_type, d.round,
@@ -509,7 +691,7 @@ export async function completeAttempts(db: Queryable, worker_id: string, now: Da
               failure_reason = CASE WHEN d.status = 'pending' AND d.resend_requested THEN NULL
                                     WHEN d.status = 'pending' OR r.delivery_status = 'succeeded' THEN r.failure_reason
                                     ELSE d.failure_reason END,
-              next_attempt_at = CASE WHEN d.status = 'pending' AND d.resend_requested THEN $2
+              next_attempt_at = CASE WHEN d.status = 'pending' AND d.resend_requested THEN ${deliveryNow('d', '$2')}
                                      WHEN d.status = 'pending' OR r.delivery_status = 'succeeded' THEN r.next_attempt_at
                                      ELSE d.next_attempt_at END,
               completed_at = CASE WHEN d.status = 'pending' AND d.resend_requested THEN NULL
@@ -611,11 +793,11 @@ export async function listAttempts(db: Queryable, white_label_id: string, delive
  */
 export async function rearmDelivery(tx: Queryable, white_label_id: string, delivery_id: string, now: Date): Promise<DeliveryRow | null> {
   const { rows } = await tx.query<DeliveryRow>(
-    `UPDATE webhook_deliveries
+    `UPDATE webhook_deliveries d
         SET resend_requested = (leased_by IS NOT NULL),
             status = CASE WHEN leased_by IS NULL THEN 'pending' ELSE status END,
             failure_reason = CASE WHEN leased_by IS NULL THEN NULL ELSE failure_reason END,
-            next_attempt_at = CASE WHEN leased_by IS NULL THEN $3::timestamptz ELSE next_attempt_at END,
+            next_attempt_at = CASE WHEN leased_by IS NULL THEN ${deliveryNow('d', '$3')} ELSE next_attempt_at END,
             completed_at = CASE WHEN leased_by IS NULL THEN NULL ELSE completed_at END,
             round = CASE WHEN leased_by IS NULL THEN round + 1 ELSE round END,
             round_attempts = CASE WHEN leased_by IS NULL THEN 0 ELSE round_attempts END,
@@ -658,7 +840,7 @@ export async function rearmDeliveries(tx: Queryable, filter: ReplayFilter, now: 
           FOR UPDATE
      )
      UPDATE webhook_deliveries d
-        SET status = 'pending', failure_reason = NULL, next_attempt_at = $8, completed_at = NULL, round = d.round + 1,
+        SET status = 'pending', failure_reason = NULL, next_attempt_at = ${deliveryNow('d', '$8')}, completed_at = NULL, round = d.round + 1,
             round_attempts = 0, resend = true, resend_requested = false, updated_at = $8
        FROM chosen c
       WHERE d.white_label_id = c.white_label_id AND d.delivery_id = c.delivery_id

@@ -249,6 +249,8 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
     },
   });
 
+  // The live key set's door, with no environment selector: a brand's sandbox set is rotated only by the
+  // 114.00 THB sandbox scenario (SigningKeyService.rotateForSandboxScenario).
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/webhook-signing-keys/rotate',

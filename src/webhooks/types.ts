@@ -75,7 +75,10 @@ export interface EndpointRow {
 
 /** One row of webhook_signing_keys. */
 export interface SigningKeyRow {
+  /** '' for the live set (the platform's), the brand for a sandbox set. */
   white_label_id: string;
+  /** The environment whose events the key signs (migration 0020). */
+  livemode: boolean;
   kid: string;
   generation: number;
   alg: 'Ed25519';

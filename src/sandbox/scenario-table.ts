@@ -1,0 +1,126 @@
+import { SECOND_MS } from '../platform/time.ts';
+
+/**
+ * The spec's sandbox scenarios (Sandbox scenarios, by created amount), as data. A test-mode order whose
+ * created amount is one of these behaves as its row says; every other amount behaves like live. The
+ * descriptions are the spec's table, copied; the timings below are the spec's, or our choice where the
+ * table gives none (docs/decisions.md, "Sandbox scenarios").
+ *
+ * This file has no dependencies, so that the deposit and withdrawal services can ask it about an order
+ * (its lifetime, its late-slip window) without depending on the sandbox module, which depends on them.
+ */
+
+export type ScenarioAmount =
+  | 10_000 | 10_100 | 10_200 | 10_300 | 10_400 | 10_500 | 10_600 | 10_700 | 10_800
+  | 10_900 | 11_000 | 11_100 | 11_200 | 11_300 | 11_400 | 11_500 | 11_600;
+
+export interface SandboxScenario {
+  amount_minor: ScenarioAmount;
+  /** The spec's "Scenario" column. */
+  description: string;
+  /** Which kind of order the amount selects. */
+  applies_to: 'deposit' | 'withdrawal';
+}
+
+/** The spec's table, row by row. */
+export const SANDBOX_SCENARIOS: readonly SandboxScenario[] = [
+  { amount_minor: 10_000, applies_to: 'deposit', description: 'Matched, automatic slip check, settled in about 5 seconds' },
+  { amount_minor: 10_100, applies_to: 'deposit', description: '`under_review` with `SENDER_NAME_MISMATCH`, stays until approved or rejected' },
+  { amount_minor: 10_200, applies_to: 'deposit', description: 'Expired, automatic late slip at +60 seconds, `under_review` with `LATE_SLIP`, then settled' },
+  { amount_minor: 10_300, applies_to: 'deposit', description: 'Settled, then reversed at +60 seconds' },
+  { amount_minor: 10_400, applies_to: 'deposit', description: 'Fallback route with 2 legs, TTL about 4 minutes' },
+  { amount_minor: 10_500, applies_to: 'deposit', description: '25 seconds in `awaiting_liquidity` before a destination appears' },
+  { amount_minor: 10_600, applies_to: 'deposit', description: '`under_review` with `BANK_DISABLED`' },
+  { amount_minor: 10_700, applies_to: 'withdrawal', description: 'Counterparty withdrawal split into 3 chunks' },
+  { amount_minor: 10_800, applies_to: 'deposit', description: 'Duplicate transfer: settled, then `deposit.overpaid` at +45 seconds' },
+  { amount_minor: 10_900, applies_to: 'deposit', description: 'Canceled, transferred anyway: canceled (`is_terminal` false), late slip, `under_review` with `CANCELED_ORDER_SLIP`' },
+  { amount_minor: 11_000, applies_to: 'deposit', description: '`ALLOCATION_CONFLICT` late slip plus `withdrawal.disputed` on the counterparty' },
+  { amount_minor: 11_100, applies_to: 'deposit', description: 'Clean short-pay settled automatically (`partial` true, `settled_via` `auto`)' },
+  { amount_minor: 11_200, applies_to: 'deposit', description: 'Late-slip window closed: 410 with `claim_url`' },
+  { amount_minor: 11_300, applies_to: 'withdrawal', description: '402 `insufficient_balance` on withdrawal creation' },
+  { amount_minor: 11_400, applies_to: 'deposit', description: 'Key rotation: `webhook.key.rotating`, kid switches within 60 seconds' },
+  { amount_minor: 11_500, applies_to: 'deposit', description: 'Idempotency conflict (same key, different body)' },
+  { amount_minor: 11_600, applies_to: 'deposit', description: 'Same-slip overpayment: X=11600, V=12100; one `deposit.settled` with A=X and E=500' },
+];
+
+/** The scenario a test-mode order of this kind and amount follows; null for live and for any other amount. */
+export function sandboxScenarioOf(kind: SandboxScenario['applies_to'], livemode: boolean, amount_minor: number): SandboxScenario | null {
+  if (livemode) return null;
+  return SANDBOX_SCENARIOS.find((scenario) => scenario.amount_minor === amount_minor && scenario.applies_to === kind) ?? null;
+}
+
+/** When the sandbox payer acts after an order gets its destination: the "about 5 seconds" of 100.00 THB include verification. */
+export const SCENARIO_PAYMENT_DELAY_MS = 3 * SECOND_MS;
+/**
+ * 102.00 and 110.00: the late slip comes 60 seconds after the point from which a transfer counts as late.
+ * The slip checks tolerate two minutes of clock difference between banks and the service
+ * (TIME_SKEW_ALLOWANCE_MS in src/verification/checks.ts), so a transfer one minute after the deadline
+ * is still on time; the sandbox keeps that rule, as live does, and pays a minute after it.
+ */
+export const SCENARIO_LATE_SLIP_DELAY_MS = 180 * SECOND_MS;
+/** 102.00: the sandbox desk approves a late slip this long after it went to review. */
+export const SCENARIO_REVIEW_APPROVAL_DELAY_MS = 60 * SECOND_MS;
+/** 103.00: the reversal comes this long after settlement. */
+export const SCENARIO_REVERSAL_DELAY_MS = 60 * SECOND_MS;
+/** 108.00: the duplicate transfer's slip comes this long after settlement. */
+export const SCENARIO_DUPLICATE_DELAY_MS = 45 * SECOND_MS;
+/** 107.00: one chunk of the withdrawal is filled this often. */
+export const SCENARIO_CHUNK_INTERVAL_MS = 5 * SECOND_MS;
+/** 107.00: the withdrawal is filled in this many chunks. */
+export const SCENARIO_CHUNK_COUNT = 3;
+/** 116.00: what the payer transfers for the 116.00 THB order (V), so that E = V − X = 500. */
+export const SCENARIO_OVERPAID_TRANSFER_MINOR = 12_100;
+/** 111.00: what the payer transfers (V < X), a clean short-pay. */
+export const SCENARIO_SHORT_TRANSFER_MINOR = 10_000;
+
+/**
+ * The order lifetime a scenario fixes, in seconds: 104.00 has a TTL of about 4 minutes (spec), and the
+ * scenarios that start with an expiry (102.00, 110.00, 112.00) expire at the shortest lifetime the
+ * contract allows (60 s), so that trying them takes minutes, not the default quarter of an hour.
+ */
+export function scenarioExpiresInSeconds(livemode: boolean, amount_minor: number): number | null {
+  const scenario = sandboxScenarioOf('deposit', livemode, amount_minor);
+  if (!scenario) return null;
+  switch (scenario.amount_minor) {
+    case 10_400:
+      return 240;
+    case 10_200:
+    case 11_000:
+    case 11_200:
+      return 60;
+    default:
+      return null;
+  }
+}
+
+/** 112.00: the late-slip window is closed from the transfer deadline on (zero length). Null: the normal window. */
+export function scenarioLateSlipWindowMs(livemode: boolean, amount_minor: number): number | null {
+  return sandboxScenarioOf('deposit', livemode, amount_minor)?.amount_minor === 11_200 ? 0 : null;
+}
+
+/** The durable job that runs a scenario's next step (src/sandbox/scenarios.ts). */
+export const SCENARIO_STEP_TASK = 'sandbox.scenario_step';
+
+/** Steps of the scenarios; each runs as one `sandbox.scenario_step` job and may schedule the next. */
+export type ScenarioStep = 'start' | 'late_payment' | 'approve_late_slip' | 'reverse' | 'duplicate_transfer' | 'fill_chunk';
+
+/** The job of one step; `at` is when it runs, `order_id` the deposit or withdrawal it acts on. */
+export function scenarioStepJob(input: { white_label_id: string; order_id: string; step: ScenarioStep; at: Date; chunk?: number }) {
+  const suffix = input.chunk === undefined ? '' : `:${input.chunk}`;
+  return {
+    task: SCENARIO_STEP_TASK,
+    payload: { white_label_id: input.white_label_id, order_id: input.order_id, step: input.step, ...(input.chunk === undefined ? {} : { chunk: input.chunk }) },
+    run_at: input.at,
+    job_key: `${SCENARIO_STEP_TASK}:${input.order_id}:${input.step}${suffix}`,
+    white_label_id: input.white_label_id,
+  };
+}
+
+/** The first step of a test-mode deposit's scenario, enqueued with its creation; none for other orders. */
+export function scenarioStartJob(order: { white_label_id: string; deposit_id: string; livemode: boolean; amount_minor: number; created_at: Date }) {
+  const scenario = sandboxScenarioOf('deposit', order.livemode, order.amount_minor);
+  // 104.00 and 105.00 show what an order looks like (two legs, a liquidity wait) and 112.00 what the end
+  // user's upload is answered; 115.00 creates nothing. Nothing runs for them after creation.
+  if (!scenario || [10_400, 10_500, 11_200, 11_500].includes(scenario.amount_minor)) return [];
+  return [scenarioStepJob({ white_label_id: order.white_label_id, order_id: order.deposit_id, step: 'start', at: new Date(order.created_at.getTime() + SCENARIO_PAYMENT_DELAY_MS) })];
+}
