@@ -1,4 +1,4 @@
-import { outsideTestClock, type Clock } from '../platform/clock.ts';
+import type { Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { SYSTEM_CAUSE } from '../events/service.ts';
@@ -79,9 +79,7 @@ export class SandboxLiquidity implements LiquidityProvider {
     // The standing order writes to the counterparty's feed and the deposit then to the depositor's:
     // both are locked now, in the one order every deposit uses (see MatchingService), before either is written.
     await this.deps.events.lockFeeds(tx, input.white_label_id, [input.exclude_merchant_id, counterparty.merchant_id], false);
-    // The standing order is the brand's, not this deposit's: it runs in real time even when the deposit is
-    // created under a merchant's test clock, so its deadlines never wait on that merchant's clock.
-    const withdrawal_id = await outsideTestClock(() => this.openWithdrawal(tx, counterparty, Math.max(input.amount_minor, STANDING_WITHDRAWAL_MINOR), 'standing'));
+    const withdrawal_id = await this.openWithdrawal(tx, counterparty, Math.max(input.amount_minor, STANDING_WITHDRAWAL_MINOR), 'standing');
     return { withdrawal_id, merchant_id: counterparty.merchant_id };
   }
 
@@ -149,7 +147,7 @@ export class SandboxLiquidity implements LiquidityProvider {
   private async counterparty(tx: Queryable, white_label_id: string): Promise<repository.CounterpartyRow> {
     const existing = await repository.findCounterparty(tx, white_label_id);
     if (existing) return existing;
-    return outsideTestClock(() => this.createCounterparty(tx, white_label_id));
+    return this.createCounterparty(tx, white_label_id);
   }
 
   /** The brand's counterparty is the brand's, in real time whatever clock the deposit that needs it runs on. */
