@@ -64,10 +64,6 @@ export const SCENARIO_REVIEW_APPROVAL_DELAY_MS = 60 * SECOND_MS;
 export const SCENARIO_REVERSAL_DELAY_MS = 60 * SECOND_MS;
 /** 108.00: the duplicate transfer's slip comes this long after settlement. */
 export const SCENARIO_DUPLICATE_DELAY_MS = 45 * SECOND_MS;
-/** 107.00: one chunk of the withdrawal is filled this often. */
-export const SCENARIO_CHUNK_INTERVAL_MS = 5 * SECOND_MS;
-/** 107.00: the withdrawal is filled in this many chunks. */
-export const SCENARIO_CHUNK_COUNT = 3;
 /** 116.00: what the payer transfers for the 116.00 THB order (V), so that E = V − X = 500. */
 export const SCENARIO_OVERPAID_TRANSFER_MINOR = 12_100;
 /** 111.00: what the payer transfers (V < X), a clean short-pay. */
@@ -102,16 +98,15 @@ export function scenarioLateSlipWindowMs(livemode: boolean, amount_minor: number
 export const SCENARIO_STEP_TASK = 'sandbox.scenario_step';
 
 /** Steps of the scenarios; each runs as one `sandbox.scenario_step` job and may schedule the next. */
-export type ScenarioStep = 'start' | 'late_payment' | 'approve_late_slip' | 'reverse' | 'duplicate_transfer' | 'fill_chunk';
+export type ScenarioStep = 'start' | 'late_payment' | 'approve_late_slip' | 'reverse' | 'duplicate_transfer';
 
 /** The job of one step; `at` is when it runs, `order_id` the deposit or withdrawal it acts on. */
-export function scenarioStepJob(input: { white_label_id: string; order_id: string; step: ScenarioStep; at: Date; chunk?: number }) {
-  const suffix = input.chunk === undefined ? '' : `:${input.chunk}`;
+export function scenarioStepJob(input: { white_label_id: string; order_id: string; step: ScenarioStep; at: Date }) {
   return {
     task: SCENARIO_STEP_TASK,
-    payload: { white_label_id: input.white_label_id, order_id: input.order_id, step: input.step, ...(input.chunk === undefined ? {} : { chunk: input.chunk }) },
+    payload: { white_label_id: input.white_label_id, order_id: input.order_id, step: input.step },
     run_at: input.at,
-    job_key: `${SCENARIO_STEP_TASK}:${input.order_id}:${input.step}${suffix}`,
+    job_key: `${SCENARIO_STEP_TASK}:${input.order_id}:${input.step}`,
     white_label_id: input.white_label_id,
   };
 }

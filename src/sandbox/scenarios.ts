@@ -126,8 +126,6 @@ export class SandboxScenarios {
         return this.reverse(order);
       case 'duplicate_transfer':
         return this.duplicateTransfer(order);
-      case 'fill_chunk':
-        return 'stopped';
       default: {
         const unknown: never = step;
         throw new Error(`unknown scenario step ${String(unknown)}`);

@@ -10,6 +10,7 @@ import { cancelJobsByKey, enqueueJob, type JobHandler, type JobSpec } from '../j
 import type { LedgerService } from '../ledger/service.ts';
 import { recognizeFee, recognizeFill, type FeeService } from '../fees/service.ts';
 import type { BeneficiaryService, Payee } from '../beneficiaries/service.ts';
+import { sandboxScenarioOf } from '../sandbox/scenario-table.ts';
 import * as repository from './repository.ts';
 import type { WithdrawalPolicyService } from './policy.ts';
 import {
@@ -376,7 +377,7 @@ export class WithdrawalService {
    * at the beneficiary). Null for every other amount and in live mode.
    */
   async sandboxScenarioRefusal(tx: Queryable, account: WithdrawalAccount, amount_minor: number): Promise<Result<never> | null> {
-    if (account.livemode || amount_minor !== SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR) return null;
+    if (sandboxScenarioOf('withdrawal', account.livemode, amount_minor)?.amount_minor !== SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR) return null;
     const fee = await this.deps.fees.quote(tx, { ...account, channel: 'withdrawal' }, amount_minor);
     const balance = await this.deps.ledger.balance(tx, account);
     const pendingAt = await this.deps.ledger.nextClearingAt(tx, account);
