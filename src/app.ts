@@ -249,6 +249,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     slipTokens,
     review,
     sandboxBank,
+    liquidity: sandboxLiquidity,
     // 114.00 THB: the webhooks module is built on first use (webhooksOf), long after this wiring.
     rotateSandboxSigningKey: async (input) => {
       await webhooksOf(services).signingKeys.rotateForSandboxScenario(input);

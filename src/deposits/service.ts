@@ -589,10 +589,27 @@ export class DepositService {
    * `awaiting_payment` with legs (201). Nothing to match: `awaiting_liquidity` with a durable retry
    * every 10 seconds (202). Refusals throw the spec's error; nothing is written then.
    */
-  async create(tx: Queryable, account: DepositAccount, input: CreateDepositInput, cause: EventCause): Promise<CreatedDeposit> {
+  async create(
+    tx: Queryable,
+    account: DepositAccount,
+    input: CreateDepositInput,
+    cause: EventCause,
+    options: {
+      /**
+       * Sandbox scenario 107.00 THB: a deposit of the sandbox counterparty that pays a chunk of this one
+       * withdrawal. It is matched to that order alone (refused with `withdrawal_state_conflict` when the
+       * order cannot take it, never left waiting for other liquidity), and a chunk may be smaller than the
+       * brand's minimum amount. Test mode only.
+       */
+      fill_withdrawal_id?: string;
+    } = {},
+  ): Promise<CreatedDeposit> {
     const now = this.now();
     const policy = await this.deps.policies.policyFor(tx, account.white_label_id, account.livemode);
-    if (input.amount_minor % 100 !== 0 || input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor) {
+    const chunk = options.fill_withdrawal_id !== undefined;
+    invariant(!chunk || !account.livemode, 'only sandbox scenario deposits name the withdrawal they fill');
+    const withinPolicy = chunk ? input.amount_minor > 0 : input.amount_minor >= policy.min_amount_minor && input.amount_minor <= policy.max_amount_minor;
+    if (input.amount_minor % 100 !== 0 || !withinPolicy) {
       throw new ApiError('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
     }
     if (!input.sender && !input.sender_id) throw new ApiError('sender_required');
@@ -716,11 +733,12 @@ export class DepositService {
       updated_at: now,
     };
 
-    const reservation = await this.reserve(tx, row, policy, cause);
+    const reservation = await this.reserve(tx, row, policy, cause, options.fill_withdrawal_id);
+    if (chunk && !('legs' in reservation)) throw new ApiError('withdrawal_state_conflict', { details: { reason: 'not_matchable' } });
     if ('legs' in reservation) {
       const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
       const legs = reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at }));
-      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.expireJob(matched), ...scenarioStartJob(matched)] });
+      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.expireJob(matched), ...(chunk ? [] : scenarioStartJob(matched))] });
       const withInstructions = await this.withPaymentInstructions(tx, view, account.white_label_id, { rows: legs, payees: reservation.payees });
       return {
         deposit: await this.withCheckoutUrl(tx, withInstructions, account.white_label_id),
@@ -774,6 +792,7 @@ export class DepositService {
     row: DepositRow,
     policy: DepositPolicy,
     cause: EventCause,
+    fill_withdrawal_id?: string,
   ): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway'; payees: Map<string, Payee> } | NoMatch> {
     const match = await this.deps.matching.match(
       tx,
@@ -785,6 +804,7 @@ export class DepositService {
         amount_minor: row.amount_minor,
         fill_preference: row.fill_preference,
         order_created_at: row.created_at,
+        fill_withdrawal_id,
       },
       { max_legs: policy.max_legs, gateway: policy.gateway },
       cause,

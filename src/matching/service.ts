@@ -53,6 +53,11 @@ export interface MatchRequest {
   amount_minor: number;
   fill_preference: 'any' | 'internal_only';
   order_created_at: Date;
+  /**
+   * Sandbox scenario 107.00 THB: the one withdrawal this deposit of the sandbox counterparty fills (a
+   * chunk of it); no other order is considered, and no liquidity is provided. Absent for every other order.
+   */
+  fill_withdrawal_id?: string | undefined;
 }
 
 export interface GatewayDestination {
@@ -96,7 +101,8 @@ export class MatchingService {
   /** Matches and reserves, or answers NoMatch when the amount cannot be covered now (nothing reserved then). */
   async match(tx: Queryable, request: MatchRequest, policy: { max_legs: number; gateway: GatewayDestination | null }, cause: EventCause): Promise<Match | NoMatch> {
     const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
-    const decision = this.deps.liquidity ? await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at }) : 'match';
+    const decision = request.fill_withdrawal_id !== undefined ? await this.targetOf(tx, request, request.fill_withdrawal_id) : this.deps.liquidity ? await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at }) : 'match';
+    if (decision === null) return { wait_until: null };
     if (typeof decision === 'object' && 'wait_until' in decision) return { wait_until: decision.wait_until };
     const plan =
       typeof decision !== 'object' ? await this.plan(tx, request, policy.max_legs) : 'legs' in decision ? decision.legs : [{ ...decision, amount_minor: request.amount_minor }];
@@ -135,7 +141,9 @@ export class MatchingService {
         amount_minor: planned.amount_minor,
         cause,
       });
-      // The candidate was locked by this transaction, so it cannot have changed since it was read.
+      // A named target is locked only now: it may have closed, or have too little left, since it was read.
+      if (!reserved.ok && request.fill_withdrawal_id !== undefined) return { wait_until: null };
+      // A candidate was locked by this transaction, so it cannot have changed since it was read.
       invariant(reserved.ok, 'a locked candidate accepts its leg');
       const payee = await this.deps.withdrawals.payeeOfReservation(tx, request, reserved.value);
       invariant(payee, 'a reserved leg has a payee');
@@ -152,6 +160,13 @@ export class MatchingService {
       });
     }
     return { legs, source: 'internal' };
+  }
+
+  /** The withdrawal a sandbox chunk deposit names, with its merchant; null when it is not of the brand and environment. */
+  private async targetOf(tx: Queryable, request: MatchRequest, withdrawal_id: string): Promise<{ withdrawal_id: string; merchant_id: string } | null> {
+    invariant(!request.livemode, 'only sandbox scenario deposits name the withdrawal they fill');
+    const [merchant_id] = await this.deps.withdrawals.merchantsOf(tx, request.white_label_id, [withdrawal_id]);
+    return merchant_id === undefined || merchant_id === request.merchant_id ? null : { withdrawal_id, merchant_id };
   }
 
   /** Rules 2 and 3: the parts to reserve, or none. */

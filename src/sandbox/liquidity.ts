@@ -143,6 +143,12 @@ export class SandboxLiquidity implements LiquidityProvider {
     return created.value.id;
   }
 
+  /** The account of the brand's counterparty (107.00 THB: the depositor of a withdrawal's chunks), created on first use. */
+  async counterpartyAccount(tx: Queryable, white_label_id: string): Promise<{ white_label_id: string; merchant_id: string; livemode: false }> {
+    const counterparty = await this.counterparty(tx, white_label_id);
+    return { white_label_id, merchant_id: counterparty.merchant_id, livemode: false };
+  }
+
   /** The brand's counterparty, created with its verified payees on first use. */
   private async counterparty(tx: Queryable, white_label_id: string): Promise<repository.CounterpartyRow> {
     const existing = await repository.findCounterparty(tx, white_label_id);

@@ -64,6 +64,10 @@ export const SCENARIO_REVIEW_APPROVAL_DELAY_MS = 60 * SECOND_MS;
 export const SCENARIO_REVERSAL_DELAY_MS = 60 * SECOND_MS;
 /** 108.00: the duplicate transfer's slip comes this long after settlement. */
 export const SCENARIO_DUPLICATE_DELAY_MS = 45 * SECOND_MS;
+/** 107.00: how many chunks the sandbox counterparty's deposits fill a withdrawal of this amount in. */
+export const SCENARIO_FILL_CHUNKS = 3;
+/** 107.00: the first chunk comes this long after the withdrawal opens, and each next one this long after the previous fill. */
+export const SCENARIO_FILL_CHUNK_DELAY_MS = 5 * SECOND_MS;
 /** 116.00: what the payer transfers for the 116.00 THB order (V), so that E = V − X = 500. */
 export const SCENARIO_OVERPAID_TRANSFER_MINOR = 12_100;
 /** 111.00: what the payer transfers (V < X), a clean short-pay. */
@@ -98,7 +102,7 @@ export function scenarioLateSlipWindowMs(livemode: boolean, amount_minor: number
 export const SCENARIO_STEP_TASK = 'sandbox.scenario_step';
 
 /** Steps of the scenarios; each runs as one `sandbox.scenario_step` job and may schedule the next. */
-export type ScenarioStep = 'start' | 'late_payment' | 'approve_late_slip' | 'reverse' | 'duplicate_transfer';
+export type ScenarioStep = 'start' | 'late_payment' | 'approve_late_slip' | 'reverse' | 'duplicate_transfer' | 'fill_chunk';
 
 /** The job of one step; `at` is when it runs, `order_id` the deposit or withdrawal it acts on. */
 export function scenarioStepJob(input: { white_label_id: string; order_id: string; step: ScenarioStep; at: Date }) {
@@ -118,4 +122,25 @@ export function scenarioStartJob(order: { white_label_id: string; deposit_id: st
   // user's upload is answered; 115.00 creates nothing. Nothing runs for them after creation.
   if (!scenario || [10_400, 10_500, 11_200, 11_500].includes(scenario.amount_minor)) return [];
   return [scenarioStepJob({ white_label_id: order.white_label_id, order_id: order.deposit_id, step: 'start', at: new Date(order.created_at.getTime() + SCENARIO_PAYMENT_DELAY_MS) })];
+}
+
+/**
+ * The first chunk of a test-mode withdrawal of 107.00 THB, enqueued with its creation (the step waits
+ * while the order waits for approval); none for other orders.
+ */
+export function scenarioWithdrawalStartJob(order: { white_label_id: string; withdrawal_id: string; livemode: boolean; amount_total_minor: number; created_at: Date }) {
+  if (sandboxScenarioOf('withdrawal', order.livemode, order.amount_total_minor)?.amount_minor !== 10_700) return [];
+  return [scenarioStepJob({ white_label_id: order.white_label_id, order_id: order.withdrawal_id, step: 'fill_chunk', at: new Date(order.created_at.getTime() + SCENARIO_FILL_CHUNK_DELAY_MS) })];
+}
+
+/**
+ * 107.00: the amount of the next chunk, given what is left of the order and how many of its fills have
+ * settled: whole baht (a deposit's amount), the last chunk takes the rest (10,700 satang: 3,500, then
+ * 3,600, then 3,600). Zero when less than a baht is left, which no deposit can pay.
+ */
+export function scenarioChunkAmount(remaining_minor: number, settled_splits: number): number {
+  const wholeBaht = (amount_minor: number) => amount_minor - (amount_minor % 100);
+  const chunksLeft = Math.max(1, SCENARIO_FILL_CHUNKS - settled_splits);
+  const share = wholeBaht(Math.floor(remaining_minor / chunksLeft));
+  return chunksLeft === 1 || share === 0 ? wholeBaht(remaining_minor) : share;
 }

@@ -1,5 +1,6 @@
+import crypto from 'node:crypto';
 import type { Clock } from '../platform/clock.ts';
-import type { Database } from '../platform/db.ts';
+import type { Database, Queryable } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import { invariant } from '../platform/assert.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -9,14 +10,16 @@ import { SYSTEM_CAUSE } from '../events/service.ts';
 import { enqueueJob, type JobHandler } from '../jobs/index.ts';
 import type { DepositService } from '../deposits/service.ts';
 import type { DepositRow } from '../deposits/types.ts';
-import type { WithdrawalService } from '../withdrawals/service.ts';
+import type { WithdrawalService, WithdrawalView } from '../withdrawals/service.ts';
 import type { SlipsService } from '../slips/service.ts';
 import type { SlipTokenSigner } from '../slips/capability.ts';
 import { parseEvidence } from '../slips/evidence-body.ts';
 import type { ReviewService, Reviewer } from '../review/service.ts';
 import type { SandboxBank, SandboxTransferInput } from './bank.ts';
+import type { SandboxLiquidity } from './liquidity.ts';
 import {
   SCENARIO_DUPLICATE_DELAY_MS,
+  SCENARIO_FILL_CHUNK_DELAY_MS,
   SCENARIO_LATE_SLIP_DELAY_MS,
   SCENARIO_OVERPAID_TRANSFER_MINOR,
   SCENARIO_PAYMENT_DELAY_MS,
@@ -25,6 +28,7 @@ import {
   SCENARIO_SHORT_TRANSFER_MINOR,
   SCENARIO_STEP_TASK,
   sandboxScenarioOf,
+  scenarioChunkAmount,
   scenarioStepJob,
   type ScenarioStep,
 } from './scenario-table.ts';
@@ -64,6 +68,8 @@ export interface ScenarioStepPayload {
   step: ScenarioStep;
   /** Times the step has already looked and found the order not ready. */
   waited?: number;
+  /** 107.00: the counterparty's deposit that pays the chunk in flight, made by the previous step. */
+  chunk_deposit_id?: string;
 }
 
 export interface SandboxScenarioDependencies {
@@ -76,11 +82,24 @@ export interface SandboxScenarioDependencies {
   slipTokens: SlipTokenSigner;
   review: ReviewService;
   sandboxBank: SandboxBank;
+  /** 107.00 THB: the brand's sandbox counterparty, whose deposits fill the merchant's withdrawal. */
+  liquidity: SandboxLiquidity;
   /** 114.00 THB: rotates the sandbox signing keys and tells the merchant (the webhooks module; wired late). */
   rotateSandboxSigningKey?: (input: { white_label_id: string; merchant_id: string; request_id: string; scenario_run_id: string }) => Promise<void>;
 }
 
 type StepOutcome = 'done' | 'wait' | 'stopped';
+
+/**
+ * 107.00 THB: who pays the counterparty's chunk deposits, an account of the sandbox bank. Its number is
+ * drawn from the withdrawal and the chunk, so that two chunks in flight at once (two merchants' orders)
+ * are never the same open order of the counterparty (`duplicate_open_deposit`).
+ */
+function chunkPayer(withdrawal_id: string, chunk_number: number) {
+  const digest = crypto.createHash('sha256').update(`${withdrawal_id}:${chunk_number}`).digest();
+  const account_number = (digest.readBigUInt64BE(0) % 10_000_000_000n).toString().padStart(10, '0');
+  return { bank_code: '002', account_number, account_name_th: 'กนกพร ศรีสุข', account_name_en: 'Kanokporn Srisuk' };
+}
 
 export class SandboxScenarios {
   constructor(private readonly deps: SandboxScenarioDependencies) {}
@@ -96,6 +115,7 @@ export class SandboxScenarios {
 
   /** Runs one step; a step that must wait is enqueued again, bounded by STEP_WAIT_LIMIT. */
   async runStep(payload: ScenarioStepPayload): Promise<StepOutcome> {
+    if (payload.step === 'fill_chunk') return this.runFillStep(payload);
     const found = await this.deps.deposits.viewInBrand(this.deps.database, payload.white_label_id, payload.order_id);
     if (!found) return 'stopped';
     const order = found.row;
@@ -126,6 +146,9 @@ export class SandboxScenarios {
         return this.reverse(order);
       case 'duplicate_transfer':
         return this.duplicateTransfer(order);
+      case 'fill_chunk':
+        // A withdrawal's step, run by runFillStep; never reached with a deposit.
+        return 'stopped';
       default: {
         const unknown: never = step;
         throw new Error(`unknown scenario step ${String(unknown)}`);
@@ -263,6 +286,96 @@ export class SandboxScenarios {
       return 'done';
     }
     return this.pay(order, 'duplicate_transfer', {});
+  }
+
+  /**
+   * 107.00 THB, a step of a merchant's withdrawal: the sandbox counterparty deposits the next chunk into
+   * it (a deposit matched to this order alone), pays it through the sandbox bank and uploads the slip
+   * through the ordinary intake; verification then settles the deposit and records the fill, and the next
+   * step, 5 s later, waits for that fill before it makes the next chunk. Three chunks in all; whatever
+   * other depositors fill meanwhile counts towards them.
+   *
+   * The chunk's deposit, its transfer and the next step are one transaction, so a crash after it leaves
+   * the next step to upload the kept slip; a second run of a step finds the chunk's reference taken
+   * (`merchant_reference_in_use`) and stops, so an order never gets a chunk twice.
+   */
+  private async runFillStep(payload: ScenarioStepPayload): Promise<StepOutcome> {
+    const { database } = this.deps;
+    const order = await this.deps.withdrawals.getInBrand(database, payload.white_label_id, payload.order_id);
+    if (!order || order.livemode) return 'stopped';
+    const outcome = await this.fillStep(payload.white_label_id, order, payload);
+    if (outcome === 'wait') {
+      // Waiting for an approval is bounded by the approval's own deadline (the order is canceled then),
+      // not by the step's count; waiting for a chunk's verification is bounded by STEP_WAIT_LIMIT.
+      const approving = order.status === 'pending_approval';
+      const waited = approving ? 0 : (payload.waited ?? 0) + 1;
+      if (waited > STEP_WAIT_LIMIT) {
+        this.deps.logger.warn({ withdrawal_id: order.id, step: payload.step, status: order.status }, 'sandbox scenario gave up waiting for the order');
+        return 'stopped';
+      }
+      const at = new Date(this.deps.clock.now().getTime() + (approving ? 6 * STEP_WAIT_MS : STEP_WAIT_MS));
+      await this.enqueueFillStep(database, payload.white_label_id, order.id, at, { waited, chunk_deposit_id: payload.chunk_deposit_id, tag: `wait:${at.getTime()}:${waited}` });
+    }
+    if (outcome === 'stopped') this.deps.logger.info({ withdrawal_id: order.id, step: payload.step, status: order.status }, 'sandbox scenario stopped: the order moved on its own');
+    return outcome;
+  }
+
+  private async fillStep(white_label_id: string, order: WithdrawalView, payload: ScenarioStepPayload): Promise<StepOutcome> {
+    if (order.status === 'pending_approval') return 'wait';
+    if (order.status !== 'open' && order.status !== 'partially_filled') return order.status === 'settled' ? 'done' : 'stopped';
+    if (payload.chunk_deposit_id !== undefined) {
+      const chunk = await this.deps.deposits.viewInBrand(this.deps.database, white_label_id, payload.chunk_deposit_id);
+      invariant(chunk, 'a chunk step names the deposit the previous step made');
+      const row = chunk.row;
+      if (row.status === 'awaiting_payment' && row.slip_attempts === 0 && row.slip_received_at === null) {
+        // The step that made the chunk stopped before its upload (a crash): the kept slip goes in now.
+        const kept = await this.deps.sandboxBank.transferOfScenario(this.deps.database, row.white_label_id, row.deposit_id);
+        invariant(kept, 'a chunk deposit was paid in the transaction that made it');
+        await this.upload(row, 'fill_chunk', kept.slip);
+        return 'wait';
+      }
+      if (row.status === 'awaiting_payment' || row.status === 'slip_processing') return 'wait';
+      if (row.status !== 'settled') return 'stopped';
+    }
+    // Another depositor's leg is in transfer: its fill (or release) comes first.
+    if (order.reserved_minor > 0) return 'wait';
+    const amount_minor = scenarioChunkAmount(order.remaining_minor, order.settled_splits);
+    if (amount_minor === 0) return 'done';
+    const chunk_number = order.settled_splits + 1;
+    let made: { deposit: DepositRow; slip: { media_type: string; image_base64: string; payload: string } };
+    try {
+      made = await this.deps.database.transaction(async (tx) => {
+        const counterparty = await this.deps.liquidity.counterpartyAccount(tx, white_label_id);
+        const created = await this.deps.deposits.create(
+          tx,
+          counterparty,
+          { amount_minor, merchant_reference: `fill-${order.id}-${chunk_number}`, end_user_ref: `fill-${order.id}`, sender: chunkPayer(order.id, chunk_number) },
+          SYSTEM_CAUSE,
+          { fill_withdrawal_id: order.id },
+        );
+        const transfer = await this.deps.sandboxBank.transfer(tx, counterparty, { deposit_id: created.deposit.id, scenario: true });
+        invariant(transfer?.ok, 'a matched chunk deposit can be paid');
+        const deposit = await this.deps.deposits.viewInBrand(tx, white_label_id, created.deposit.id);
+        invariant(deposit, 'the chunk deposit exists');
+        const next = new Date(this.deps.clock.now().getTime() + SCENARIO_FILL_CHUNK_DELAY_MS);
+        await this.enqueueFillStep(tx, white_label_id, order.id, next, { waited: 0, chunk_deposit_id: created.deposit.id, tag: created.deposit.id });
+        return { deposit: deposit.row, slip: transfer.value.slip };
+      });
+    } catch (error) {
+      // Another run of this scenario made this chunk (its reference is taken), or the order stopped
+      // taking deposits between the read above and the lock: either way this run has nothing to do.
+      if (error instanceof ApiError && error.code === 'merchant_reference_in_use') return 'stopped';
+      if (error instanceof ApiError && error.code === 'withdrawal_state_conflict') return 'wait';
+      throw error;
+    }
+    await this.upload(made.deposit, 'fill_chunk', made.slip);
+    return 'done';
+  }
+
+  private async enqueueFillStep(db: Queryable, white_label_id: string, withdrawal_id: string, at: Date, next: { waited: number; chunk_deposit_id: string | undefined; tag: string }): Promise<void> {
+    const job = scenarioStepJob({ white_label_id, order_id: withdrawal_id, step: 'fill_chunk', at });
+    const payload: ScenarioStepPayload = { ...job.payload, waited: next.waited, ...(next.chunk_deposit_id === undefined ? {} : { chunk_deposit_id: next.chunk_deposit_id }) };
+    await enqueueJob(db, this.deps.clock, { ...job, payload: { ...payload }, job_key: `${job.job_key}:${next.tag}` });
   }
 
   /** The order's declared sender in full, as the sandbox bank's default payer uses it. */

@@ -10,7 +10,7 @@ import { cancelJobsByKey, enqueueJob, type JobHandler, type JobSpec } from '../j
 import type { LedgerService } from '../ledger/service.ts';
 import { recognizeFee, recognizeFill, type FeeService } from '../fees/service.ts';
 import type { BeneficiaryService, Payee } from '../beneficiaries/service.ts';
-import { sandboxScenarioOf } from '../sandbox/scenario-table.ts';
+import { sandboxScenarioOf, scenarioWithdrawalStartJob } from '../sandbox/scenario-table.ts';
 import * as repository from './repository.ts';
 import type { WithdrawalPolicyService } from './policy.ts';
 import {
@@ -493,7 +493,8 @@ export class WithdrawalService {
       after: row,
       trigger: 'create',
       cause,
-      jobs: [needsApproval ? approvalTtlJob(row) : expireJob(row)],
+      // Sandbox scenario 107.00 THB: the counterparty's deposits fill a merchant's order in three chunks.
+      jobs: [needsApproval ? approvalTtlJob(row) : expireJob(row), ...(internal ? [] : scenarioWithdrawalStartJob(row))],
     });
     // The reference was free a moment ago; a concurrent creation with the same reference took it.
     // Thrown, not returned: the reservation above is already posted and must roll back with it.
