@@ -11,6 +11,7 @@ import { migrate } from './platform/migrate.ts';
 import { MINUTE_MS } from './platform/time.ts';
 import { createMetrics } from './ops/metrics.ts';
 import { registerOperationsRoutes } from './ops/routes.ts';
+import { LoadShedder } from './ops/load-shedding.ts';
 import { EventsService } from './events/service.ts';
 import { registerEventRoutes } from './events/routes.ts';
 import { TenancyService } from './tenancy/service.ts';
@@ -35,6 +36,7 @@ import { createDepositJobHandlers, DepositService } from './deposits/service.ts'
 import { SandboxLiquidity } from './sandbox/liquidity.ts';
 import { MatchingService } from './matching/service.ts';
 import { registerReplayOutOfOrderRoute } from './webhooks/replay-out-of-order.ts';
+import { registerLocalForwardingRoutes } from './webhooks/local-forwarding.ts';
 import { purgeWebhookDeliveries, registerWebhookRoutes, startWebhookDispatcher, stopWebhookDispatcher, webhooksOf } from './webhooks/index.ts';
 import { SlipTokenSigner } from './slips/capability.ts';
 import { EvidenceCipher, FilesystemBlobStore, PostgresBlobStore, type BlobStore } from './slips/evidence-store.ts';
@@ -56,7 +58,8 @@ import { CheckoutLinks } from './checkout/links.ts';
 import { CheckoutService } from './checkout/service.ts';
 import { checkoutAdminRoutes, registerCheckoutPages } from './checkout/routes.ts';
 import { IdempotencyService } from './http/idempotency.ts';
-import { buildServer, type RouteModule } from './http/server.ts';
+import { apiRoutesOf, buildServer, type RouteModule } from './http/server.ts';
+import { openApiRoutes, registerApiReference } from './openapi/routes.ts';
 import type { Services } from './http/context.ts';
 import { Worker, purgeFinishedJobs, type JobHandler } from './jobs/index.ts';
 import { TestClockService, type TestClockLimits } from './test-clocks/service.ts';
@@ -79,6 +82,7 @@ export const ROUTE_MODULES: readonly RouteModule[] = [
   registerDepositRoutes,
   registerWebhookRoutes,
   registerReplayOutOfOrderRoute,
+  registerLocalForwardingRoutes,
   registerSlipRoutes,
   registerSandboxRoutes,
   registerReviewRoutes,
@@ -200,8 +204,14 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   const disputes = new DisputeService({ database, clock, withdrawals, deposits, ledger, tenancy, public_base_url: () => services.publicBaseUrl() });
   deposits.useLegCover(disputes.legCover());
   verification.useAllocationConflict((tx, input) => disputes.openForAllocationConflict(tx, input));
+  // Load shedding reads the event loop's delay and this database's connection waits (src/ops/load-shedding.ts).
+  const loadShedder = new LoadShedder(options.config.load_shedding, () => database.acquire_wait?.takeLongestMs() ?? 0, (reading, previous) => {
+    metrics.load_shedding_level.set(reading.level);
+    logger.warn({ level: reading.level, previous_level: previous, event_loop_delay_ms: Math.round(reading.event_loop_delay_ms), database_wait_ms: Math.round(reading.database_wait_ms) }, 'load shedding level changed');
+  });
   const services: Services = {
     config: options.config,
+    loadShedder,
     database,
     clock,
     logger,
@@ -271,9 +281,11 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   });
   deposits.useCheckoutLinks((db, order) => checkout.checkoutUrl(db, order));
   const state = { ready: false, stopping: false };
-  const app = buildServer(services, [...ROUTE_MODULES, checkoutAdminRoutes(checkout), ...(options.extra_modules ?? [])]);
+  // The OpenAPI document reads the catalogue of this very server on its first request, once every route is registered.
+  const app: FastifyInstance = buildServer(services, [...ROUTE_MODULES, checkoutAdminRoutes(checkout), openApiRoutes(() => apiRoutesOf(app)), ...(options.extra_modules ?? [])]);
   registerOperationsRoutes(app, services, () => state.ready && !state.stopping);
   registerCheckoutPages(app, services, checkout);
+  registerApiReference(app);
   const worker = new Worker({
     database,
     clock,
@@ -333,6 +345,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     housekeep,
     async listen() {
       if (options.config.api_enabled) {
+        loadShedder.start();
         boundAddress = await app.listen({ port: options.config.port, host: options.config.host });
         const port = (app.server.address() as { port: number }).port;
         boundAddress = `http://localhost:${port}`;
@@ -357,6 +370,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       state.stopping = true;
       (app as FastifyInstance & { markShuttingDown?: () => void }).markShuttingDown?.();
       if (housekeepingTimer) clearInterval(housekeepingTimer);
+      loadShedder.stop();
       await app.close();
       await worker.stop();
       await stopWebhookDispatcher(services);

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from './platform/config.ts';
+import { loadWebhookSettings } from './webhooks/settings.ts';
 import { createLogger } from './platform/logger.ts';
 import { DataDirectoryLocked } from './platform/db.ts';
 import { createServiceInstance, openConfiguredDatabase, resolveMasterKey } from './app.ts';
@@ -11,6 +12,9 @@ import { createServiceInstance, openConfiguredDatabase, resolveMasterKey } from 
  */
 async function main(): Promise<void> {
   const config = loadConfig();
+  // The webhook settings are read when the module is first used; reading them here too makes a wrong one
+  // stop every process at start (an api-only process would otherwise start and fail its webhook routes).
+  loadWebhookSettings(process.env, { embedded_database: config.database_url === null });
   const logger = createLogger(config.log_level);
   const masterKey = resolveMasterKey(config, logger);
   let database;

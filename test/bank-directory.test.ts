@@ -32,8 +32,8 @@ function readAccount(bank_code: string, account_number: string, credentials?: Me
   });
 }
 
-function lookup(bank_code: string, account_number: string, white_label_id = app.sandbox.white_label_id) {
-  return directory.lookupAccount({ white_label_id, livemode: false, bank_code, account_number });
+function lookup(bank_code: string, account_number: string, white_label_id = app.sandbox.white_label_id, merchant_id = app.sandbox.merchant_id) {
+  return directory.lookupAccount({ white_label_id, merchant_id, livemode: false, bank_code, account_number });
 }
 
 let keySequence = 0;
@@ -82,15 +82,41 @@ describe('bank directory port (sandbox adapter): lookups', () => {
     const other = await app.createMerchant();
     const created = await createAccount({ bank_code: '004', account_number: '5550001111', holder_name_th: 'ลับเฉพาะ แบรนด์อื่น' }, { credentials: other });
     expect(created.statusCode).toBe(201);
-    expect(await lookup('004', '5550001111', other.white_label_id)).toMatchObject({ outcome: 'found' });
+    expect(await lookup('004', '5550001111', other.white_label_id, other.merchant_id)).toMatchObject({ outcome: 'found' });
     expect(await lookup('004', '5550001111')).toEqual({ outcome: 'not_found' });
     const seen = await readAccount('004', '5550001111');
     expect(seen.statusCode).toBe(404);
   });
 
+  it("never answers with another merchant's account of the same brand, nor lets it change the shared baseline", async () => {
+    const neighbour = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+    // The neighbour adds an account of its own and freezes a seeded one, for itself.
+    expect((await createAccount({ bank_code: '069', account_number: '7770001111', holder_name_th: 'เฉพาะ ร้านข้างเคียง' }, { credentials: neighbour })).statusCode).toBe(201);
+    const frozen = await createAccount({ bank_code: '025', account_number: '9990001112', holder_name_th: 'สุภาพร เจริญผล', status: 'frozen' }, { credentials: neighbour });
+    expect(frozen.statusCode).toBe(200);
+    expect(await lookup('025', '9990001112', neighbour.white_label_id, neighbour.merchant_id)).toMatchObject({ account_status: 'frozen' });
+    expect(await lookup('069', '7770001111', neighbour.white_label_id, neighbour.merchant_id)).toMatchObject({ outcome: 'found' });
+    // The sandbox merchant sees neither: the baseline account is still open, the neighbour's is unknown.
+    expect(await lookup('025', '9990001112')).toMatchObject({ outcome: 'found', account_status: 'open' });
+    expect(await lookup('069', '7770001111')).toEqual({ outcome: 'not_found' });
+    expect((await readAccount('069', '7770001111')).statusCode).toBe(404);
+    expect((await readAccount('025', '9990001112')).json()).toMatchObject({ status: 'open' });
+    // A beneficiary of the sandbox merchant at the account the neighbour froze for itself still verifies.
+    const beneficiary = await app.signed({
+      method: 'POST',
+      url: '/v1/pay/beneficiaries',
+      idempotency_key: `ben-${Math.random()}`,
+      body: { bank_code: '025', account_number: '9990001112', account_name_th: 'สุภาพร เจริญผล' },
+    });
+    expect(beneficiary.statusCode, beneficiary.body).toBeLessThan(300);
+    await app.instance.worker.runDueJobs();
+    const read = await app.signed({ url: `/v1/pay/beneficiaries/${beneficiary.json<{ id: string }>().id}` });
+    expect(read.json()).toMatchObject({ status: 'verified' });
+  });
+
   it('refuses live lookups with an invariant violation (wiring picks the adapter per mode)', async () => {
     await expect(
-      directory.lookupAccount({ white_label_id: app.sandbox.white_label_id, livemode: true, bank_code: '002', account_number: '1234567890' }),
+      directory.lookupAccount({ white_label_id: app.sandbox.white_label_id, merchant_id: app.sandbox.merchant_id, livemode: true, bank_code: '002', account_number: '1234567890' }),
     ).rejects.toBeInstanceOf(InvariantViolation);
   });
 });

@@ -386,3 +386,36 @@ describe('lock order (issue 13, cycle B)', () => {
     expect((await ledger.verify(app.testDatabase.database, target)).consistent).toBe(true);
   });
 });
+
+describe('balance.* events name what the movement is', () => {
+  it('balance.credited only for money arriving in pending_clearing; a released reservation is balance.released, an adjustment balance.adjusted', async () => {
+    const merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+    const target: WalletAccount = { white_label_id: merchant.white_label_id, merchant_id: merchant.merchant_id, livemode: false };
+    const funded = await tx((db) =>
+      ledger.post(db, { account: target, type: 'adjustment', amount_minor: 50_000, bucket_from: null, bucket_to: 'available', movement_key: `funding:${merchant.merchant_id}`, source: { type: 'test_funding', id: merchant.merchant_id }, reason_code: 'test_funding', cause: SYSTEM_CAUSE }),
+    );
+    expect(funded.ok).toBe(true);
+    await credit(target, 10_000);
+    // A withdrawal opened and canceled over HTTP: its reservation leaves available and comes back.
+    const { beneficiary } = await tx((db) => app.instance.services.beneficiaries.create(db, target, { bank_code: '002', account_number: '1234567890', account_name_th: 'สมชาย ใจดี' }, SYSTEM_CAUSE));
+    await app.instance.worker.runDueJobs();
+    const created = await app.signed({
+      method: 'POST', url: '/v1/pay/withdrawals', idempotency_key: `w-${merchant.merchant_id}`, credentials: merchant,
+      body: { amount_minor: 20_000, currency: 'THB', merchant_reference: `events-${merchant.merchant_id}`, end_user_ref: 'user-events', beneficiary_id: beneficiary.id },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const canceled = await app.signed({ method: 'POST', url: `/v1/pay/withdrawals/${created.json<{ id: string }>().id}/cancel`, idempotency_key: `c-${merchant.merchant_id}`, credentials: merchant });
+    expect(canceled.statusCode, canceled.body).toBe(200);
+
+    const events = (await balanceEvents(target)).map((event) => {
+      const object = event.envelope.data.object as { type: string; bucket_from: string | null; bucket_to: string | null };
+      return [event.type, object.type, object.bucket_from, object.bucket_to];
+    });
+    expect(events).toEqual([
+      ['balance.adjusted', 'adjustment', null, 'available'],
+      ['balance.credited', 'deposit_settled', null, 'pending_clearing'],
+      ['balance.debited', 'withdrawal_reserved', 'available', 'reserved'],
+      ['balance.released', 'withdrawal_released', 'reserved', 'available'],
+    ]);
+  });
+});

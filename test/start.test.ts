@@ -90,6 +90,13 @@ describe('first start, the openssl signer, the data directory lock and SIGTERM',
     expect(second.output()).toContain('the data directory is in use by another process');
   });
 
+  it('refuses to start an api-only process with a webhook setting production forbids, before opening anything', async () => {
+    const refused = startService({ ...environment, NODE_ENV: 'production', MASTER_KEY: Buffer.alloc(32, 9).toString('base64'), WEBHOOK_SANDBOX_LOOPBACK: 'true', WORKER_ENABLED: 'false' });
+    expect(await refused.exited).toBe(1);
+    expect(refused.output()).toContain('WEBHOOK_SANDBOX_LOOPBACK cannot be true with NODE_ENV=production');
+    expect(refused.output()).not.toContain('listening at');
+  }, 60_000);
+
   it('stops on SIGTERM with exit code 0 and releases the directory lock', async () => {
     service.child.kill('SIGTERM');
     expect(await service.exited).toBe(0);

@@ -185,6 +185,7 @@ describe('scoping and roles', () => {
       'GET /v1/bo/webhooks/:endpoint_id backoffice',
       'GET /v1/bo/webhooks/:endpoint_id/deliveries backoffice',
       'GET /v1/bo/webhooks/:endpoint_id/deliveries/:delivery_id backoffice',
+      'GET /v1/test/webhooks/events/:event_id/signed-delivery merchant',
       'GET /v1/webhooks/signing-keys public',
       'GET /v1/webhooks/test-vectors public',
       'PATCH /v1/bo/webhooks/:endpoint_id backoffice',

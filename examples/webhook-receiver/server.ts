@@ -8,7 +8,8 @@ import { fetchKeysFrom, ReferenceReceiver, SigningKeyCache, startReceiverServer 
  *   TLS_KEY=key.pem TLS_CERT=cert.pem npx tsx examples/webhook-receiver/server.ts
  *
  * Without TLS_KEY and TLS_CERT it serves plain HTTP, which the service sends to only for a sandbox
- * endpoint on loopback when its operator set WEBHOOK_SANDBOX_LOOPBACK=true.
+ * endpoint on loopback: in the embedded development mode (PGlite, NODE_ENV not production), or when its
+ * operator set WEBHOOK_SANDBOX_LOOPBACK=true. `npm run cli -- listen --forward-to …` reaches it too.
  */
 const signingKeysUrl = process.env.SIGNING_KEYS_URL ?? 'http://localhost:8080/v1/webhooks/signing-keys';
 const livemode = process.env.LIVEMODE === 'true';

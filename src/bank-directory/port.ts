@@ -11,6 +11,8 @@ export type BankSide = 'sender' | 'receiver';
 
 export interface AccountLookup {
   white_label_id: string;
+  /** Whose lookup it is: the sandbox directory answers each merchant from its own accounts and the brand's baseline. */
+  merchant_id: string;
   livemode: boolean;
   bank_code: string;
   account_number: string;

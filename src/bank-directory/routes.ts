@@ -6,6 +6,7 @@ import { formatTimestamp } from '../platform/time.ts';
 import * as repository from './repository.ts';
 import { findBank } from '../banks/service.ts';
 import { ensureSandboxDirectory } from './sandbox-adapter.ts';
+import { sandboxBankAccountSchema } from './resources.ts';
 
 export { seedSandboxDirectory } from './sandbox-adapter.ts';
 
@@ -60,6 +61,10 @@ export function registerSandboxBankRoutes(registrar: RouteRegistrar, services: S
   registrar.merchant({
     method: 'POST',
     url: '/v1/test/bank/accounts',
+    summary: 'Add or update a sandbox bank account',
+    responses: { 201: { description: 'The new account.', schema: sandboxBankAccountSchema }, 200: { description: 'The existing account, updated.', schema: sandboxBankAccountSchema } },
+    errors: ['resource_not_found'],
+    documented_body: createAccountSchema,
     scope: 'pay:write',
     // Parsed in the handler, after the live-mode check: a live key learns nothing from validation.
     body: z.unknown(),
@@ -78,6 +83,7 @@ export function registerSandboxBankRoutes(registrar: RouteRegistrar, services: S
         db,
         {
           white_label_id: context.white_label_id,
+          merchant_id: context.merchant_id,
           bank_code: input.bank_code,
           account_number: input.account_number,
           holder_name_th: input.holder_name_th,
@@ -98,6 +104,10 @@ export function registerSandboxBankRoutes(registrar: RouteRegistrar, services: S
   registrar.merchant({
     method: 'POST',
     url: '/v1/test/bank/accounts/lookup',
+    summary: 'Look up a sandbox bank account',
+    responses: { 200: { description: 'The account.', schema: sandboxBankAccountSchema } },
+    errors: ['resource_not_found'],
+    documented_body: lookupSchema,
     scope: 'pay:read',
     body: z.unknown(),
     async handler({ context, db, body }) {
@@ -106,7 +116,7 @@ export function registerSandboxBankRoutes(registrar: RouteRegistrar, services: S
       // A malformed code or number names no account.
       if (!BANK_CODE.test(bank_code) || !ACCOUNT_NUMBER.test(account_number)) throw new ApiError('resource_not_found');
       await ensureSandboxDirectory(db, context.white_label_id, services.clock.now());
-      const row = await repository.findAccount(db, { white_label_id: context.white_label_id, bank_code, account_number });
+      const row = await repository.findAccount(db, { white_label_id: context.white_label_id, merchant_id: context.merchant_id, bank_code, account_number });
       if (!row) throw new ApiError('resource_not_found');
       return { status: 200, body: sandboxAccountView(row) };
     },

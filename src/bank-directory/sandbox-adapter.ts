@@ -7,15 +7,16 @@ import { findBank } from '../banks/service.ts';
 
 /**
  * The sandbox bank's directory: the `BankDirectory` port over our own tables, for test mode only.
- * Each brand has its own directory, seeded with realistic Thai accounts on first use and extended by
- * merchants through `POST /v1/test/bank/accounts`. Bank availability reads the shared `banks` table.
+ * Each brand has its own directory, seeded with realistic Thai accounts on first use (a baseline every
+ * merchant of the brand reads); each merchant adds or changes accounts for itself alone through
+ * `POST /v1/test/bank/accounts`. Bank availability reads the shared `banks` table.
  *
  * A live adapter is not in scope here: live mode will use an HTTP directory provider, behind this same
  * port. Wiring decides which adapter serves which mode, so a live lookup reaching this adapter is a
  * programming error (InvariantViolation), never a business answer.
  */
 
-type SeedAccount = Omit<repository.NewSandboxAccount, 'white_label_id'>;
+type SeedAccount = Omit<repository.NewSandboxAccount, 'white_label_id' | 'merchant_id'>;
 
 function personal(bank_code: string, account_number: string, holder_name_th: string, holder_name_en: string | null, status: repository.NewSandboxAccount['status'] = 'open'): SeedAccount {
   return { bank_code, account_number, holder_name_th, holder_name_en, account_type: 'personal', status };
@@ -60,7 +61,7 @@ export const SANDBOX_SEED_ACCOUNTS: readonly SeedAccount[] = [
 export async function seedSandboxDirectory(db: Queryable, white_label_id: string, now: Date = new Date()): Promise<number> {
   return repository.insertMissingAccounts(
     db,
-    SANDBOX_SEED_ACCOUNTS.map((account) => ({ white_label_id, ...account })),
+    SANDBOX_SEED_ACCOUNTS.map((account) => ({ white_label_id, merchant_id: repository.BASELINE_MERCHANT_ID, ...account })),
     now,
   );
 }

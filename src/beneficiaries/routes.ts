@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
 import { ApiError } from '../platform/errors.ts';
 import { ACCOUNT_NUMBER_PATTERN, BANK_CODE_PATTERN, PROMPTPAY_ID_PATTERN, startsWithHonorific } from './service.ts';
+import { beneficiarySchema } from './resources.ts';
 
 /**
  * POST /v1/pay/beneficiaries (pay:write): 201 with a new beneficiary, pending verification; 200 with
@@ -44,6 +45,8 @@ export function registerBeneficiaryRoutes(registrar: RouteRegistrar, services: S
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/beneficiaries',
+    summary: 'Create a beneficiary',
+    responses: { 201: { description: 'A new beneficiary, pending verification.', schema: beneficiarySchema }, 200: { description: 'The existing beneficiary of this account.', schema: beneficiarySchema } },
     scope: 'pay:write',
     body: createBeneficiarySchema,
     async handler({ context, db, body }) {
@@ -56,6 +59,8 @@ export function registerBeneficiaryRoutes(registrar: RouteRegistrar, services: S
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/beneficiaries/:id',
+    summary: 'Read a beneficiary',
+    responses: { 200: { description: 'The beneficiary.', schema: beneficiarySchema } },
     scope: 'pay:read',
     async handler({ context, db, params }) {
       const account = accountOfContext(context);

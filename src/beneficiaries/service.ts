@@ -314,7 +314,7 @@ export class BeneficiaryService {
     invariant(!account.livemode, 'only test mode verifies against the sandbox bank in-line');
     const { beneficiary } = await this.create(tx, account, input, SYSTEM_CAUSE);
     if (beneficiary.status !== 'pending_verification') return beneficiary;
-    const result = await new SandboxBankDirectory(tx, this.deps.clock).lookupAccount({ ...input, white_label_id: account.white_label_id, livemode: false });
+    const result = await new SandboxBankDirectory(tx, this.deps.clock).lookupAccount({ ...input, white_label_id: account.white_label_id, merchant_id: account.merchant_id, livemode: false });
     invariant(result.outcome !== 'bank_unavailable', 'a sandbox counterparty account is at an available bank');
     const decision = decideVerification({ account_name_th: input.account_name_th, account_name_en: input.account_name_en ?? null }, result);
     await applyVerificationDecision(tx, this.deps.clock, this.deps.events, account, { beneficiary_id: beneficiary.id, version: beneficiary.version }, decision);
@@ -404,6 +404,7 @@ export async function verifyBeneficiary(database: Database, clock: Clock, deps: 
   const result: AccountLookupResult = directory
     ? await directory.lookupAccount({
         white_label_id: account.white_label_id,
+        merchant_id: account.merchant_id,
         livemode: account.livemode,
         bank_code: row.bank_code,
         account_number: deps.secretBox.open(row.account_number_sealed, ACCOUNT_NUMBER_PURPOSE),

@@ -11,6 +11,7 @@ import { checkoutOrigin, cookieValues, isCheckoutPath, SESSION_COOKIE, type Chec
 import { checkoutAssets, renderCheckoutShell, renderMessagePage } from './page.ts';
 import { checkoutLanguage, checkoutTexts } from './texts.ts';
 import type { CheckoutService } from './service.ts';
+import { brandSchema } from '../tenancy/resources.ts';
 
 /**
  * The hosted checkout's HTTP side (docs/drafts/checkout.md). Under /checkout, on the brand's checkout
@@ -217,6 +218,8 @@ export function checkoutAdminRoutes(checkout: CheckoutService): RouteModule {
     registrar.backoffice({
       method: 'POST',
       url: '/v1/bo/brands/:brand_id/checkout-base-url',
+      summary: "Set a brand's checkout origin",
+      responses: { 200: { description: 'The brand with its checkout origin.', schema: brandSchema } },
       roles: ['platform_admin'],
       body: brandCheckoutSchema,
       async handler({ context, params, body }) {

@@ -10,6 +10,8 @@ import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { GATEWAY_ACCOUNT_PURPOSE, maskAccount } from './service.ts';
 import { DEFAULT_DEPOSIT_POLICY, type DepositPolicy } from './policy.ts';
+import { createdDepositSchema, depositListSchema, depositOrderSchema, depositPolicySchema as depositPolicyResponseSchema, senderListSchema, waitingDepositSchema } from './resources.ts';
+import { slipUploadSchema } from '../slips/resources.ts';
 
 /**
  * POST /v1/pay/deposits (201 matched, 202 waiting for liquidity), GET /v1/pay/deposits/:id and
@@ -132,6 +134,9 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/deposit-policy',
+    summary: 'Read the deposit policy',
+    responses: { 200: { description: "The brand's deposit policy.", schema: depositPolicyResponseSchema } },
+    errors: ['resource_not_found'],
     roles: ['platform_admin', 'operator', 'reviewer'],
     query: z.object({ mode: modeSchema, white_label_id: idText.optional() }).strict(),
     async handler({ context, query }) {
@@ -145,6 +150,9 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/deposit-policy',
+    summary: 'Set the deposit policy',
+    responses: { 200: { description: 'The policy as stored.', schema: depositPolicyResponseSchema } },
+    errors: ['resource_not_found'],
     roles: ['platform_admin', 'operator'],
     body: depositPolicySchema,
     async handler({ context, body }) {
@@ -178,6 +186,9 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/deposits',
+    summary: 'List deposits',
+    responses: { 200: { description: 'A page of deposit orders.', schema: depositListSchema } },
+    errors: ['cursor_filter_mismatch'],
     scope: 'pay:read',
     query: listQuerySchema,
     async handler({ context, db, query }) {
@@ -218,6 +229,11 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/deposits',
+    summary: 'Create a deposit',
+    responses: { 201: { description: 'Matched at once: `awaiting_payment` with `legs[]` and `slip_upload`.', schema: createdDepositSchema, cache_control: 'no-store' }, 202: { description: 'Waiting for liquidity: `awaiting_liquidity`, empty `legs`, `liquidity{}` and `retry_after_seconds`.', schema: waitingDepositSchema } },
+    errors: ['amount_not_supported', 'sender_required', 'duplicate_open_deposit', 'too_many_open_deposits', 'sender_bank_unavailable', 'merchant_reference_in_use', 'resource_not_found', 'deposit_state_conflict', 'withdrawal_state_conflict', 'alloc_state_conflict', 'route_unavailable'],
+    // Shed first when the service is overloaded (spec, Errors, rule 2): 503 route_unavailable.
+    load_class: 'new_deposit',
     scope: 'pay:write',
     body: createDepositSchema,
     extraBuckets: (body, context) => creationBuckets(body, context),
@@ -233,6 +249,8 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
   registrar.public({
     method: 'GET',
     url: '/v1/pay/deposits/:id/legs/:leg_ref/qr.png',
+    summary: "A leg's QR image (signed link)",
+    responses: { 200: { description: "The leg's PromptPay QR image.", binary: ['image/png'], cache_control: 'private, no-store' } },
     query: z
       .object({
         wl: z.string().min(1).max(100),
@@ -240,6 +258,10 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
         signature: z.string().min(1).max(100),
       })
       .strict(),
+    link_subject: ({ query, params }) =>
+      deposits.verifyQrLink({ white_label_id: query.wl, deposit_id: params.id ?? '', leg_ref: params.leg_ref ?? '', expires: Number(query.expires), signature: query.signature })
+        ? { white_label_id: query.wl, subject: `${params.id}:${params.leg_ref}` }
+        : null,
     async handler({ query, params }) {
       const png = await deposits.qrImage(services.database, {
         white_label_id: query.wl,
@@ -256,6 +278,8 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/senders',
+    summary: 'List registered senders',
+    responses: { 200: { description: "The end user's verified sender accounts.", schema: senderListSchema } },
     scope: 'pay:read',
     query: z.object({ end_user_ref: z.string().min(1).max(64) }).strict(),
     async handler({ context, db, query }) {
@@ -267,6 +291,8 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/deposits/:id',
+    summary: 'Read a deposit',
+    responses: { 200: { description: 'The current deposit order.', schema: depositOrderSchema, cache_control: 'no-store' } },
     scope: 'pay:read',
     async handler({ context, db, params }) {
       const account = accountOfContext(context);
@@ -280,6 +306,9 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/deposits/:id/slip-token',
+    summary: 'Issue a slip upload capability',
+    responses: { 200: { description: 'A slip upload capability.', schema: slipUploadSchema, cache_control: 'no-store' } },
+    errors: ['deposit_not_payable'],
     scope: 'pay:write',
     async handler({ context, db, params }) {
       const account = accountOfContext(context);
@@ -293,6 +322,9 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/deposits/:id/cancel',
+    summary: 'Cancel a deposit',
+    responses: { 200: { description: 'The canceled order.', schema: depositOrderSchema } },
+    errors: ['deposit_not_cancelable', 'deposit_state_conflict'],
     scope: 'pay:write',
     async handler({ context, db, params }) {
       const account = accountOfContext(context);

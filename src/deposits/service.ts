@@ -998,20 +998,22 @@ export class DepositService {
   }
 
   /**
-   * Locks the order, then the event feeds of its merchant and of every merchant whose withdrawal its
-   * legs pay, in one fixed order: a change to the legs writes events (and moves wallets) for all of
-   * them, and two deposits crossing the same merchants must queue rather than deadlock.
+   * Locks the order, then every withdrawal its legs name, then the event feeds of its merchant and of
+   * those withdrawals' owners, in the one lock order (src/platform/lock-order.ts): a change to the legs
+   * releases, fills or reverses those withdrawals and writes events (and moves wallets) for all of them.
+   * Taking the withdrawals before the feeds is what the withdrawal side and the matcher do too; taking
+   * them after (as this did) closed a cycle with matching (issue 13, cycle A).
    */
   private async lockForChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
     const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
-    if (row) await this.lockFeedsOf(tx, row);
+    if (row) await this.lockWithdrawalsAndFeedsOf(tx, row);
     return row;
   }
 
-  private async lockFeedsOf(tx: Queryable, row: DepositRow): Promise<void> {
+  private async lockWithdrawalsAndFeedsOf(tx: Queryable, row: DepositRow): Promise<void> {
     const legs = await repository.listLegs(tx, row.white_label_id, row.deposit_id);
     const withdrawals = legs.flatMap((leg) => (leg.withdrawal_id ? [leg.withdrawal_id] : []));
-    const owners = await this.deps.withdrawals.merchantsOf(tx, row.white_label_id, withdrawals);
+    const owners = await this.deps.withdrawals.lockOrdersOf(tx, row.white_label_id, withdrawals);
     await this.deps.events.lockFeeds(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode);
   }
 
@@ -1170,8 +1172,8 @@ export class DepositService {
 
   /**
    * The first locks another module takes before it changes an order through this service (a review
-   * decision, a claim, a dispute on a fill the order paid): the order row, then the feeds of every
-   * merchant involved, before any withdrawal row or wallet (docs/decisions.md, "Locks").
+   * decision, a claim, a dispute on a fill the order paid): the order row, the withdrawals its legs name,
+   * then the feeds of every merchant involved, before any dispute row or wallet (src/platform/lock-order.ts).
    */
   lockOrder(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
     return this.lockForChange(tx, white_label_id, deposit_id);
@@ -1511,8 +1513,8 @@ export class DepositService {
       const reversed = await this.deps.withdrawals.reverseFill(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code: 'deposit_reversed', cause: input.cause });
       invariant(reversed.ok, 'a fill of a settled deposit can be reversed');
     }
-    // The depositor's wallet is debited after the withdrawal rows were locked by the fill reversals above:
-    // the documented lock order is order row, feeds, withdrawal rows, then wallets.
+    // The depositor's wallet is debited after the fill reversals above: wallets come last in the lock
+    // order (order row, withdrawal rows, feeds, wallets; src/platform/lock-order.ts).
     let debitId: string | null = null;
     if (row.balance_transaction_id) {
       const debit = await this.deps.ledger.reverseDepositCredit(tx, {
@@ -1694,9 +1696,14 @@ export class DepositService {
    * The PNG of a leg's QR for a signed `qr_image_url`: only while the order awaits payment and the leg
    * is reserved; null (404) for anything else, a bad signature or an expired link.
    */
-  async qrImage(db: Queryable, input: { white_label_id: string; deposit_id: string; leg_ref: string; expires: number; signature: string }): Promise<Buffer | null> {
+  /** True when a QR image link is this service's, for exactly these ids, and not expired (no I/O). */
+  verifyQrLink(input: { white_label_id: string; deposit_id: string; leg_ref: string; expires: number; signature: string }): boolean {
     const target = { white_label_id: input.white_label_id, deposit_id: input.deposit_id, leg_ref: input.leg_ref, expires: input.expires };
-    if (!this.deps.qr_links.verify(target, input.signature, this.now())) return null;
+    return this.deps.qr_links.verify(target, input.signature, this.now());
+  }
+
+  async qrImage(db: Queryable, input: { white_label_id: string; deposit_id: string; leg_ref: string; expires: number; signature: string }): Promise<Buffer | null> {
+    if (!this.verifyQrLink(input)) return null;
     const row = await repository.findOrderInBrand(db, input.white_label_id, input.deposit_id);
     if (!row || row.status !== 'awaiting_payment') return null;
     const leg = (await repository.listLegs(db, input.white_label_id, input.deposit_id)).find((candidate) => candidate.leg_ref === input.leg_ref);

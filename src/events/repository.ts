@@ -108,6 +108,27 @@ export async function listEvents(db: Queryable, filter: EventListFilter): Promis
   return rows;
 }
 
+/** One stored event of a feed, with its envelope exactly as stored (the bytes every delivery sends). */
+export interface StoredEventText {
+  event_id: string;
+  sequence: number;
+  type: string;
+  livemode: boolean;
+  api_version: string;
+  text: string;
+}
+
+/** An event of one feed by id, its envelope as text; null when the feed has no such event. */
+export async function findEventText(db: Queryable, feed: { white_label_id: string; merchant_id: string; livemode: boolean }, event_id: string): Promise<StoredEventText | null> {
+  const { rows } = await db.query<StoredEventText>(
+    `SELECT event_id, sequence, type, livemode, envelope->>'api_version' AS api_version, envelope::text AS text
+       FROM events
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND event_id = $4`,
+    [feed.white_label_id, feed.merchant_id, feed.livemode, event_id],
+  );
+  return rows[0] ?? null;
+}
+
 /**
  * The test clock an object was created under: the clock of its `*.created` event (else of its first
  * event in feed order), or null when that event was written in real time or the object has none in this

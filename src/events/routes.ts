@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
 import { parseTimestamp } from '../platform/time.ts';
 import type { RouteRegistrar, Services } from '../http/context.ts';
+import { eventListSchema } from './resources.ts';
 
 /**
  * GET /v1/pay/events: the reconcile feed. Events of the caller's merchant and environment with
@@ -78,6 +79,9 @@ export function registerEventRoutes(registrar: RouteRegistrar, services: Service
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/events',
+    summary: 'List events (the reconcile feed)',
+    responses: { 200: { description: 'A page of events in sequence order.', schema: eventListSchema } },
+    errors: ['cursor_filter_mismatch'],
     scope: 'events:read',
     query: querySchema,
     async handler({ context, db, query }) {

@@ -123,6 +123,14 @@ export class EventsService {
     return repository.testClockOfObject(db, white_label_id, object_id);
   }
 
+  /**
+   * One event of a feed with its envelope text exactly as stored, which is the body every webhook
+   * delivery of it sends byte for byte; null when the feed has no such event.
+   */
+  findEventText(db: Queryable, feed: { white_label_id: string; merchant_id: string; livemode: boolean }, event_id: string): Promise<repository.StoredEventText | null> {
+    return repository.findEventText(db, feed, event_id);
+  }
+
   async listEvents(db: Queryable, filter: repository.EventListFilter): Promise<EventEnvelope[]> {
     const rows = await repository.listEvents(db, filter);
     return rows.map((row) => row.envelope as unknown as EventEnvelope);

@@ -3,6 +3,7 @@ import { ApiError, validationError } from '../platform/errors.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import type { RouteRegistrar, Services } from '../http/context.ts';
 import { FeeService, MAX_FEE_BASE_MINOR } from './service.ts';
+import { feeQuoteSchema } from './resources.ts';
 
 /**
  * GET /v1/pay/quote?channel=deposit|withdrawal&amount_minor=N (scope `pay:read`): the fee the
@@ -44,6 +45,9 @@ export function registerFeeRoutes(registrar: RouteRegistrar, services: Services)
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/quote',
+    summary: 'Quote a fee',
+    responses: { 200: { description: 'The fee the merchant would pay now.', schema: feeQuoteSchema } },
+    errors: ['amount_not_supported'],
     scope: 'pay:read',
     query: querySchema,
     async handler({ context, db, query }) {

@@ -1,3 +1,4 @@
+import type { LoadClass, LoadShedder } from '../ops/load-shedding.ts';
 import type { z } from 'zod';
 import type { Clock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
@@ -25,6 +26,7 @@ import type { ClaimService } from '../review/claims.ts';
 import type { SandboxBank } from '../sandbox/bank.ts';
 import type { TestClockService } from '../test-clocks/service.ts';
 import type { BucketPolicy } from './rate-limit.ts';
+import type { ErrorCode } from '../platform/errors.ts';
 
 /** Everything a route can reach. Built once per service instance by `createServices`. */
 export interface Services {
@@ -63,6 +65,8 @@ export interface Services {
   sandboxBank: SandboxBank;
   /** Sandbox test clocks: a merchant's frozen time for its test-mode requests, advanced on demand. */
   testClocks: TestClockService;
+  /** Load shedding of this process: refuses the least protected requests when it is overloaded. */
+  loadShedder: LoadShedder;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
   publicBaseUrl(): string;
   /** The base of slip upload addresses (UPLOAD_BASE_URL, else the public base). */
@@ -110,17 +114,50 @@ export interface RouteOutcome {
   binary?: { content_type: string; bytes: Buffer };
 }
 
+/**
+ * A success answer as the OpenAPI document describes it (src/openapi/). Documentation only: the pipeline
+ * never reads it, and the contract check of the test harness validates every answer against it.
+ */
+export interface ResponseDocumentation {
+  description: string;
+  /** The JSON body: the resource's zod schema, declared in the module that owns the resource. */
+  schema?: z.ZodType;
+  /** A binary body's possible media types (images), instead of `schema`. */
+  binary?: readonly string[];
+  /** The Cache-Control value the route always sends with this answer. */
+  cache_control?: string;
+}
+
+/** Every success status a route answers with, and what it carries. */
+export type RouteResponses = Partial<Record<SuccessStatus, ResponseDocumentation>>;
+
+/**
+ * What the OpenAPI document says about a route beyond its request schemas. `errors` lists the catalogue
+ * codes the route's own handler (and the services it calls) can answer with; the codes of the shared
+ * pipeline (authentication, rate limits, body parsing, idempotency) are added by the generator.
+ */
+export interface RouteDocumentationFields {
+  summary?: string;
+  responses?: RouteResponses;
+  errors?: readonly ErrorCode[];
+}
+
 export interface ExtraBucket {
   policy: BucketPolicy;
   subject: string;
 }
 
-export interface MerchantRouteSpec<BodySchema extends z.ZodType | undefined, QuerySchema extends z.ZodType | undefined> {
+export interface MerchantRouteSpec<BodySchema extends z.ZodType | undefined, QuerySchema extends z.ZodType | undefined> extends RouteDocumentationFields {
   method: 'GET' | 'POST';
   url: string;
   scope: ApiKeyScope;
+  /** What load shedding counts the route as; by default a GET is a `read`, a POST a `write` (src/ops/load-shedding.ts). */
+  load_class?: LoadClass;
   body?: BodySchema;
   query?: QuerySchema;
+  /** The body and query as documented, for a route that takes them unparsed and validates them after a check that must come first. */
+  documented_body?: z.ZodType;
+  documented_query?: z.ZodType;
   /**
    * Runs in real time even when the merchant's sandbox has a test clock attached, and is not refused while
    * that clock advances: the test clock routes themselves, which manage the clock rather than live in it.
@@ -138,7 +175,7 @@ export interface MerchantRouteSpec<BodySchema extends z.ZodType | undefined, Que
   }) => Promise<RouteOutcome>;
 }
 
-export interface BackofficeRouteSpec<BodySchema extends z.ZodType | undefined, QuerySchema extends z.ZodType | undefined> {
+export interface BackofficeRouteSpec<BodySchema extends z.ZodType | undefined, QuerySchema extends z.ZodType | undefined> extends RouteDocumentationFields {
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
   url: string;
   roles: readonly BackofficeRole[];
@@ -152,10 +189,16 @@ export interface BackofficeRouteSpec<BodySchema extends z.ZodType | undefined, Q
   }) => Promise<RouteOutcome>;
 }
 
-export interface PublicRouteSpec<QuerySchema extends z.ZodType | undefined> {
+export interface PublicRouteSpec<QuerySchema extends z.ZodType | undefined> extends RouteDocumentationFields {
   method: 'GET';
   url: string;
   query?: QuerySchema;
+  /**
+   * For a signed link: the link's own rate subject when its signature verifies (a cheap check, no I/O),
+   * else null. A verified link counts in the `public_link` bucket of that subject, anything else in the
+   * caller's address's `public` bucket.
+   */
+  link_subject?: (input: { query: QuerySchema extends z.ZodType ? z.infer<QuerySchema> : Record<string, never>; params: Record<string, string> }) => { white_label_id: string; subject: string } | null;
   handler: (input: {
     request_id: string;
     query: QuerySchema extends z.ZodType ? z.infer<QuerySchema> : Record<string, never>;
@@ -172,9 +215,11 @@ export interface CapabilityContext {
   path: string;
 }
 
-export interface CapabilityRouteSpec {
+export interface CapabilityRouteSpec extends RouteDocumentationFields {
   method: 'POST';
   url: string;
+  /** The request bodies as documented, by media type: the route parses its raw bytes itself. */
+  documented_content?: Readonly<Record<string, z.ZodType>>;
   /** The largest body the route takes, in bytes, instead of the service-wide 1 MiB. */
   body_limit_bytes: number;
   /**

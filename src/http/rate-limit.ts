@@ -11,7 +11,7 @@ export interface BucketPolicy {
   limit: number;
   window_seconds: number;
   /** What one counter stands for; reported in X-RateLimit-Scope. */
-  scope: 'api_key' | 'user' | 'merchant' | 'ip' | 'credential';
+  scope: 'api_key' | 'user' | 'merchant' | 'ip' | 'credential' | 'link';
 }
 
 export const BUCKETS = {
@@ -21,6 +21,11 @@ export const BUCKETS = {
   pay_create_shared: { name: 'pay_create_shared', limit: 60, window_seconds: 60, scope: 'merchant' },
   backoffice: { name: 'backoffice', limit: 600, window_seconds: 60, scope: 'credential' },
   public: { name: 'public', limit: 300, window_seconds: 60, scope: 'ip' },
+  /**
+   * A signed public link (a leg's QR image), counted per link once its signature verifies: unauthenticated
+   * junk from the same address (or from every client behind one proxy) never uses up an end user's QR.
+   */
+  public_link: { name: 'public_link', limit: 60, window_seconds: 60, scope: 'link' },
   /** Slip uploads (spec, Limits): 20 per minute per end user, by the capability's rate_subject plus client IP. */
   slip_upload: { name: 'slip_upload', limit: 20, window_seconds: 60, scope: 'user' },
 } as const satisfies Record<string, BucketPolicy>;

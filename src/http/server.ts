@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ApiError, renderError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { runInTestClock, type TestClockScope } from '../platform/clock.ts';
-import type { Queryable } from '../platform/db.ts';
+import { isDatabaseUnavailable, type Queryable } from '../platform/db.ts';
 import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
 import {
   accountOfContext,
@@ -12,6 +12,7 @@ import {
   type CapabilityRouteSpec,
   type MerchantRouteSpec,
   type PublicRouteSpec,
+  type RouteDocumentationFields,
   type RouteOutcome,
   type RouteRegistrar,
   type Services,
@@ -31,6 +32,8 @@ import {
 } from './rate-limit.ts';
 import { isStorableText, parseOrThrow, unstorableTextPaths } from './validation.ts';
 import { SLIP_TOKEN_MAX_LENGTH } from '../slips/capability.ts';
+import { createClientErrorHandler } from './client-errors.ts';
+import type { LoadClass } from '../ops/load-shedding.ts';
 
 /**
  * Assembles the HTTP server. Routes are thin: a module registers specs through the registrar, and the
@@ -167,12 +170,29 @@ function sendJson(reply: FastifyReply, status: number, bodyText: string): Fastif
   return reply.code(status).header('content-type', 'application/json; charset=utf-8').send(bodyText);
 }
 
-/** One registered API route and its guard: the merchant scope or the back-office roles. */
+/**
+ * What the OpenAPI generator (src/openapi/) reads of a route: its request schemas as the pipeline
+ * validates them (or as documented, for a route that parses its body itself) and its documentation fields.
+ */
+export interface RouteDocumentation extends RouteDocumentationFields {
+  body?: z.ZodType;
+  query?: z.ZodType;
+  /** Request bodies by media type, for a route that reads raw bytes (slip intake). */
+  content?: Readonly<Record<string, z.ZodType>>;
+  /** Merchant routes that a sandbox test clock never holds back (no `test_clock_advancing`). */
+  outside_test_clock?: boolean;
+}
+
+/** One registered API route, its guard (the merchant scope or the back-office roles) and its documentation. */
 export type ApiRoute =
-  | { kind: 'merchant'; method: string; url: string; scope: ApiKeyScope }
-  | { kind: 'capability'; method: string; url: string }
-  | { kind: 'backoffice'; method: string; url: string; roles: readonly BackofficeRole[] }
-  | { kind: 'public'; method: string; url: string };
+  | { kind: 'merchant'; method: string; url: string; scope: ApiKeyScope; documentation: RouteDocumentation }
+  | { kind: 'capability'; method: string; url: string; documentation: RouteDocumentation }
+  | { kind: 'backoffice'; method: string; url: string; roles: readonly BackofficeRole[]; documentation: RouteDocumentation }
+  | { kind: 'public'; method: string; url: string; documentation: RouteDocumentation };
+
+function documentationFields(spec: RouteDocumentationFields): RouteDocumentationFields {
+  return { summary: spec.summary, responses: spec.responses, errors: spec.errors };
+}
 
 /** The API routes `buildServer` registered, in registration order. */
 export function apiRoutesOf(app: FastifyInstance): readonly ApiRoute[] {
@@ -185,9 +205,13 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     // One line per request is written by the onResponse hook below, with the fields we choose.
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => newId('request'),
+    // request.ip is the socket's address, or behind a configured proxy the client it names (TRUSTED_PROXIES).
+    ...(services.config.trusted_proxies.length > 0 ? { trustProxy: services.config.trusted_proxies } : {}),
     bodyLimit: JSON_BODY_LIMIT_BYTES,
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+    // Requests the HTTP parser refuses get the catalogue's error body too (src/http/client-errors.ts).
+    clientErrorHandler: createClientErrorHandler(services.logger),
     // A path that cannot be decoded, or an id longer than any id, names no resource.
     frameworkErrors: (_error, request, reply) => {
       void sendError(request, reply, new ApiError('resource_not_found'));
@@ -249,6 +273,14 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     return { policy, count: counted.request_count, window_started_at: counted.window_started_at, now };
   }
 
+  /** Load shedding (src/ops/load-shedding.ts): a 503 for a request of a class the current load sheds. */
+  function shedIfOverloaded(load_class: LoadClass): void {
+    const refusal = services.loadShedder.refusal(load_class);
+    if (!refusal) return;
+    services.metrics.http_requests_shed_total.inc({ load_class });
+    throw refusal;
+  }
+
   function countPublic(request: FastifyRequest): Promise<BucketState> {
     return countBucket(BUCKETS.public, '', request.ip);
   }
@@ -300,6 +332,12 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     if (error instanceof ApiError) return sendError(request, reply, error);
     const mapped = frameworkError(error as { code?: string; statusCode?: number }, request);
     if (mapped) return sendError(request, reply, mapped);
+    if (isDatabaseUnavailable(error)) {
+      // A restart or failover of PostgreSQL: the service cannot serve for a moment, which is a 503 the
+      // client retries (with the same Idempotency-Key), not a fault of the service's own (500).
+      request.log.warn({ err: error, request_id: request.id }, 'database unavailable');
+      return sendError(request, reply, new ApiError('service_unavailable', { retry_after_seconds: 1, details: { reason: 'database_unavailable' } }));
+    }
     request.log.error({ err: error, request_id: request.id }, 'unhandled error');
     return sendError(request, reply, new ApiError('internal_error'));
   });
@@ -334,17 +372,28 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
   const registrar: RouteRegistrar = {
     merchant(spec) {
-      catalogue.push({ kind: 'merchant', method: spec.method, url: spec.url, scope: spec.scope });
+      catalogue.push({
+        kind: 'merchant',
+        method: spec.method,
+        url: spec.url,
+        scope: spec.scope,
+        documentation: {
+          ...documentationFields(spec),
+          body: spec.documented_body ?? spec.body,
+          query: spec.documented_query ?? spec.query,
+          outside_test_clock: spec.outside_test_clock === true,
+        },
+      });
       remember(spec.method, spec.url);
       app.route({ method: spec.method, url: spec.url, handler: (request, reply) => runMerchant(spec, request, reply) });
     },
     backoffice(spec) {
-      catalogue.push({ kind: 'backoffice', method: spec.method, url: spec.url, roles: spec.roles });
+      catalogue.push({ kind: 'backoffice', method: spec.method, url: spec.url, roles: spec.roles, documentation: { ...documentationFields(spec), body: spec.body, query: spec.query } });
       remember(spec.method, spec.url);
       app.route({ method: spec.method, url: spec.url, handler: (request, reply) => runBackoffice(spec, request, reply) });
     },
     capability(spec) {
-      catalogue.push({ kind: 'capability', method: spec.method, url: spec.url });
+      catalogue.push({ kind: 'capability', method: spec.method, url: spec.url, documentation: { ...documentationFields(spec), content: spec.documented_content } });
       remember(spec.method, spec.url);
       app.route({
         method: spec.method,
@@ -374,7 +423,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
       });
     },
     public(spec) {
-      catalogue.push({ kind: 'public', method: spec.method, url: spec.url });
+      catalogue.push({ kind: 'public', method: spec.method, url: spec.url, documentation: { ...documentationFields(spec), query: spec.query } });
       remember(spec.method, spec.url);
       app.route({ method: spec.method, url: spec.url, handler: (request, reply) => runPublic(spec, request, reply) });
     },
@@ -385,6 +434,8 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     request: RateAwareRequest,
     reply: FastifyReply,
   ): Promise<FastifyReply> {
+    // Shed before anything else is spent on the request, authentication included.
+    shedIfOverloaded(spec.load_class ?? (spec.method === 'GET' ? 'read' : 'write'));
     refuseGetBody(request);
     refuseRepeatedHeaders(request);
     const params = checkedParams(request);
@@ -553,12 +604,22 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
   }
 
   async function runPublic<Q extends z.ZodType | undefined>(spec: PublicRouteSpec<Q>, request: RateAwareRequest, reply: FastifyReply) {
+    // Public routes are reads (a QR image of an order being paid, signing keys): shed last.
+    shedIfOverloaded('read');
     refuseGetBody(request);
     refuseRepeatedHeaders(request);
     const params = checkedParams(request);
-    request.rateState = await countPublic(request);
+    // A query that does not parse is no valid link: it counts in the caller's address's bucket.
+    let query: never;
+    try {
+      query = parseOrThrow(spec.query ?? noQuerySchema, parseQuery(request.raw.url ?? '')) as never;
+    } catch (error) {
+      request.rateState = await countPublic(request);
+      throw error;
+    }
+    const link = spec.link_subject?.({ query, params }) ?? null;
+    request.rateState = link ? await countBucket(BUCKETS.public_link, link.white_label_id, link.subject) : await countPublic(request);
     if (isExceeded(request.rateState)) throw rateLimitedError(request.rateState);
-    const query = parseOrThrow(spec.query ?? noQuerySchema, parseQuery(request.raw.url ?? '')) as never;
     const outcome = await spec.handler({ request_id: request.id, query, params });
     return sendOutcome(request, reply, outcome);
   }

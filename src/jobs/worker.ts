@@ -344,6 +344,9 @@ export class Worker {
     const started_at_ms = performance.now();
     let handler_error: { error: unknown } | null = null;
     const stopHeartbeat = this.heartbeat(row, lease);
+    // Debug lines around every handler run: the chaos run (scripts/chaos) reads them from every worker
+    // process to prove that no job's handler ever ran twice at the same time.
+    this.logger.debug({ ...log_fields, worker_id: this.worker_id }, 'job handler started');
     try {
       await handler(job, { database: this.database, clock: this.clock });
     } catch (error) {
@@ -351,6 +354,7 @@ export class Worker {
     } finally {
       stopHeartbeat();
     }
+    this.logger.debug({ ...log_fields, worker_id: this.worker_id, failed: handler_error !== null }, 'job handler ended');
     this.metrics?.job_duration_seconds.observe({ task: row.task }, (performance.now() - started_at_ms) / 1000);
     if (handler_error === null) {
       await this.succeed(row, lease);

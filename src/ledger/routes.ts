@@ -3,6 +3,7 @@ import { ApiError } from '../platform/errors.ts';
 import { formatNullableTimestamp } from '../platform/time.ts';
 import type { RouteRegistrar, Services } from '../http/context.ts';
 import { idText } from '../tenancy/schemas.ts';
+import { balanceSchema, walletSchema } from './resources.ts';
 
 /**
  * GET /v1/pay/balance: the caller's wallet in its environment (spec, Wallet balance).
@@ -13,6 +14,8 @@ export function registerLedgerRoutes(registrar: RouteRegistrar, services: Servic
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/balance',
+    summary: 'Read the wallet balance',
+    responses: { 200: { description: "The wallet balance in the key's environment.", schema: balanceSchema } },
     scope: 'pay:read',
     async handler({ context, db }) {
       const balance = await services.ledger.balance(db, {
@@ -27,6 +30,9 @@ export function registerLedgerRoutes(registrar: RouteRegistrar, services: Servic
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/wallet',
+    summary: "Read a merchant's wallet",
+    responses: { 200: { description: "A merchant's wallet and its ledger check.", schema: walletSchema } },
+    errors: ['resource_not_found'],
     roles: ['platform_admin', 'operator', 'reviewer'],
     query: z.object({ merchant_id: idText, mode: z.enum(['test', 'live']) }).strict(),
     async handler({ context, query }) {

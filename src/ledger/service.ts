@@ -100,10 +100,20 @@ export function balanceTransactionView(row: BalanceTransactionRow): BalanceTrans
   return view;
 }
 
-/** Which event a movement writes: one per movement, so that a merchant can fold them all. */
-function eventTypeOf(type: BalanceTransactionType, direction: 'credit' | 'debit'): string {
-  if (type === 'clearing_released') return 'balance.cleared';
-  return direction === 'credit' ? 'balance.credited' : 'balance.debited';
+/**
+ * Which event a movement writes: one per movement, so that a merchant can fold them all. The spec's
+ * three names keep their exact meanings: `balance.credited` is money arriving into pending clearing,
+ * `balance.cleared` the move from pending clearing to available, `balance.debited` a debit from the
+ * bucket named in `bucket_from`. The two other credits get names of their own (docs/decisions.md,
+ * "balance.* events"): `balance.released` for a withdrawal's reservation returning to available, and
+ * `balance.adjusted` for an operator's or the sandbox's adjustment into available.
+ */
+export function eventTypeOf(movement: { type: BalanceTransactionType; direction: 'credit' | 'debit'; bucket_to: Bucket | null }): string {
+  if (movement.type === 'clearing_released') return 'balance.cleared';
+  if (movement.direction === 'debit') return 'balance.debited';
+  if (movement.bucket_to === 'pending_clearing') return 'balance.credited';
+  if (movement.type === 'withdrawal_released') return 'balance.released';
+  return 'balance.adjusted';
 }
 
 function applyMovement(balances: Balances, bucket: Bucket | null, delta: number): Balances {
@@ -199,7 +209,7 @@ export class LedgerService {
     const view = balanceTransactionView(row);
     await this.events.emitEvent(tx, {
       ...input.account,
-      type: eventTypeOf(row.type, row.direction),
+      type: eventTypeOf(row),
       object: view as unknown as Record<string, unknown>,
       previous_attributes: undefined,
       cause: input.cause,

@@ -19,7 +19,9 @@ import type { EventsService } from '../events/service.ts';
  *    `internal_only`.
  *
  * Candidates are locked `FOR UPDATE SKIP LOCKED`, and `reserveLeg` re-checks under the row lock, so two
- * deposits never reserve the same satang.
+ * deposits never reserve the same satang. Taking them never waits, and it happens before any event feed
+ * is locked, which is the lock order of every path (src/platform/lock-order.ts): a change to a deposit
+ * locks the withdrawals its legs name before the feeds too.
  */
 
 /**
@@ -127,7 +129,8 @@ export class MatchingService {
     }
     invariant(plan.reduce((sum, leg) => sum + leg.amount_minor, 0) === request.amount_minor, 'legs sum to the order amount');
     // Reserving writes events to the withdrawing merchants' feeds and creating the deposit to the
-    // depositor's: all of them are locked first, in one order, so that crossing deposits queue, not deadlock.
+    // depositor's: all of them are locked in one statement, after the candidates (withdrawal rows come
+    // before feeds in the lock order, src/platform/lock-order.ts), so that crossing deposits queue.
     await this.deps.events.lockFeeds(tx, request.white_label_id, [request.merchant_id, ...plan.map((leg) => leg.merchant_id)], request.livemode);
     const legs: MatchedLeg[] = [];
     for (const [index, planned] of plan.entries()) {

@@ -13,6 +13,8 @@ export interface Metrics {
   events_written_total: client.Counter<'type'>;
   slips_processed_total: client.Counter<'outcome' | 'source'>;
   slip_processing_delay_seconds: client.Histogram;
+  http_requests_shed_total: client.Counter<'load_class'>;
+  load_shedding_level: client.Gauge;
 }
 
 export function createMetrics(): Metrics {
@@ -62,6 +64,17 @@ export function createMetrics(): Metrics {
       name: 'slip_processing_delay_seconds',
       help: 'From the 202 of a slip upload to the end of its processing (the outcome written)',
       buckets: [0.1, 0.25, 0.5, 1, 2, 5, 15, 60, 300, 900],
+      registers: [registry],
+    }),
+    http_requests_shed_total: new client.Counter({
+      name: 'http_requests_shed_total',
+      help: 'Requests refused with 503 by load shedding, by load class (new_deposit, write, read)',
+      labelNames: ['load_class'],
+      registers: [registry],
+    }),
+    load_shedding_level: new client.Gauge({
+      name: 'load_shedding_level',
+      help: 'Load shedding level of this process: 0 none, 1 new deposits, 2 and other writes, 3 and reads',
       registers: [registry],
     }),
   };

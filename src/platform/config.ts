@@ -1,3 +1,5 @@
+import net from 'node:net';
+import { DEFAULT_LOAD_SHEDDING, type LoadSheddingSettings } from '../ops/load-shedding.ts';
 import { z } from 'zod';
 
 /**
@@ -45,6 +47,11 @@ const environmentSchema = z.object({
    * metrics are not served: they show every tenant's traffic by route.
    */
   METRICS_TOKEN: z.string().min(32).max(512).optional(),
+  TRUSTED_PROXIES: z.string().max(4000).optional(),
+  /** Load shedding (src/ops/load-shedding.ts): on by default; the two thresholds are full pressure. */
+  LOAD_SHEDDING: booleanText.default(true),
+  LOAD_SHED_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(10).max(60_000).default(200),
+  LOAD_SHED_DATABASE_WAIT_MS: z.coerce.number().int().min(10).max(60_000).default(250),
 });
 
 export interface Config {
@@ -54,6 +61,13 @@ export interface Config {
   public_base_url: string | null;
   /** The scraper's bearer credential for `/metrics`; null: metrics are not served. */
   metrics_token: string | null;
+  /**
+   * Addresses and CIDR ranges of the reverse proxies in front of the service. A request arriving from one
+   * of them is attributed to the address it names in X-Forwarded-For (the nearest untrusted hop); without
+   * this list, X-Forwarded-For is ignored, so no client can choose the address its rate bucket is keyed by.
+   */
+  trusted_proxies: string[];
+  load_shedding: LoadSheddingSettings;
   /** The base of `slip_upload.upload_url`; null means the service's own address. No trailing slash. */
   upload_base_url: string | null;
   /** The origin of `checkout_url` for brands without their own; null means the service's own address. */
@@ -75,6 +89,19 @@ export interface Config {
   slip_evidence_dir: string;
   /** The live verification provider; null when live bank checking is off. No trailing slash. */
   slip_verifier: { url: string; key: string; timeout_ms: number } | null;
+}
+
+/** TRUSTED_PROXIES: a comma-separated list of IP addresses or CIDR ranges (`10.0.0.0/8`, `::1`). */
+function trustedProxiesOf(text: string | undefined): string[] {
+  if (text === undefined || text.trim() === '') return [];
+  return text.split(',').map((entry) => {
+    const item = entry.trim();
+    const [address = '', prefix, extra] = item.split('/');
+    const family = net.isIP(address);
+    const prefixValid = prefix === undefined || (/^[0-9]{1,3}$/.test(prefix) && Number(prefix) <= (family === 6 ? 128 : 32));
+    if (family === 0 || !prefixValid || extra !== undefined) throw new Error(`invalid configuration: TRUSTED_PROXIES entry "${item}" is not an IP address or CIDR range`);
+    return item;
+  });
 }
 
 /** A URL without its key, or a key without its URL, is a configuration error rather than a silent "off". */
@@ -115,6 +142,13 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     host: values.HOST,
     public_base_url: values.PUBLIC_BASE_URL ? values.PUBLIC_BASE_URL.replace(/\/+$/, '') : null,
     metrics_token: values.METRICS_TOKEN ?? null,
+    trusted_proxies: trustedProxiesOf(values.TRUSTED_PROXIES),
+    load_shedding: {
+      ...DEFAULT_LOAD_SHEDDING,
+      enabled: values.LOAD_SHEDDING,
+      event_loop_delay_ms: values.LOAD_SHED_EVENT_LOOP_DELAY_MS,
+      database_wait_ms: values.LOAD_SHED_DATABASE_WAIT_MS,
+    },
     upload_base_url: values.UPLOAD_BASE_URL ? values.UPLOAD_BASE_URL.replace(/\/+$/, '') : null,
     checkout_base_url: checkoutBaseUrlOf(values.CHECKOUT_BASE_URL),
     database_url: values.DATABASE_URL ?? null,

@@ -19,11 +19,51 @@ export interface Queryable {
   exec(sql: string): Promise<void>;
 }
 
+/**
+ * How long transactions waited for a connection (the pool's checkout on PostgreSQL, PGlite's own queue of
+ * one connection): the longest wait since the last reading. A measured signal of database saturation for
+ * load shedding (src/ops/load-shedding.ts), kept as one number so that recording it costs nothing.
+ */
+export class AcquireWaitMeter {
+  private longest_ms = 0;
+
+  record(wait_ms: number): void {
+    if (wait_ms > this.longest_ms) this.longest_ms = wait_ms;
+  }
+
+  /** The longest wait since the previous call, and a fresh start for the next reading. */
+  takeLongestMs(): number {
+    const longest = this.longest_ms;
+    this.longest_ms = 0;
+    return longest;
+  }
+}
+
 export interface Database extends Queryable {
   readonly engine: 'pglite' | 'postgres';
+  /** Connection waits of this database's transactions (absent on test doubles). */
+  readonly acquire_wait?: AcquireWaitMeter;
   /** Runs `work` in one transaction; a thrown error rolls it back and is rethrown. */
   transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+}
+
+/**
+ * SQLSTATE classes and codes that mean the database cannot serve now (a restart, a failover, a shutdown,
+ * a lost connection), as opposed to a fault in the statement: 08 connection exception, 57P01–57P03
+ * admin, crash and cannot-connect-now shutdowns, 53300 too many connections.
+ */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND']);
+
+/** True when `error` says the database is out of reach for now, so that a retry later may succeed. */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && (code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code) || UNAVAILABLE_NODE_CODES.has(code))) return true;
+  // node-postgres reports a client whose connection broke, or a connection that ended mid-query, without a code.
+  const message = (error as { message?: unknown }).message;
+  return typeof message === 'string' && /^(Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect)/.test(message);
 }
 
 /** Thrown by `transaction` callers that want to roll back without treating it as a failure. */
@@ -79,9 +119,21 @@ class PostgresDatabase implements Database {
     await this.pool.query(sql);
   }
 
+  readonly acquire_wait = new AcquireWaitMeter();
+
   async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
+    const asked = performance.now();
     const client = await this.pool.connect();
+    this.acquire_wait.record(performance.now() - asked);
     let broken = false;
+    // A checked-out client has no 'error' listener of the pool's. When the server ends the session
+    // between two statements (a restart with a fast shutdown, pg_terminate_backend), the client emits
+    // 'error'; unheard, that event would end the process. Heard, the next statement fails, the work
+    // throws, and the client is discarded instead of going back to the pool.
+    const onConnectionError = () => {
+      broken = true;
+    };
+    client.on('error', onConnectionError);
     try {
       await client.query('BEGIN');
       const tx: Queryable = {
@@ -105,6 +157,7 @@ class PostgresDatabase implements Database {
       }
       throw error;
     } finally {
+      client.removeListener('error', onConnectionError);
       client.release(broken);
     }
   }
@@ -130,8 +183,12 @@ class PgliteDatabase implements Database {
     await this.pglite.exec(sql);
   }
 
+  readonly acquire_wait = new AcquireWaitMeter();
+
   async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
+    const asked = performance.now();
     return this.pglite.transaction(async (transaction) => {
+      this.acquire_wait.record(performance.now() - asked);
       const tx: Queryable = {
         async query<Row>(sql: string, params: readonly unknown[] = []) {
           const result = await transaction.query<Row>(sql, params as unknown[]);

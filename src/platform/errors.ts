@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /**
  * The closed catalogue of error codes. Every non-2xx response of every route is rendered from here by
  * `renderError`, and `codeToStatus` is the one place that maps a code to its HTTP status. Codes named
@@ -291,6 +293,21 @@ const catalogue = {
     message: 'The 24-hour late-slip window has closed; open a claim instead.',
     message_th: 'หมดเวลารับสลิปล่าช้า 24 ชั่วโมงแล้ว กรุณาเปิดคำร้องแทน',
   },
+  malformed_request: {
+    status: 400, type: 'invalid_request_error', retryable: false,
+    message: 'The request is not valid HTTP/1.1 (request line, target or framing headers).',
+    message_th: 'คำขอไม่เป็นไปตามรูปแบบ HTTP/1.1 (บรรทัดคำขอ ที่อยู่ หรือส่วนหัวกำหนดขนาดเนื้อหา)',
+  },
+  request_timeout: {
+    status: 408, type: 'invalid_request_error', retryable: true,
+    message: 'The request was not received in full in time.',
+    message_th: 'ได้รับคำขอไม่ครบภายในเวลาที่กำหนด',
+  },
+  request_headers_too_large: {
+    status: 431, type: 'invalid_request_error', retryable: false,
+    message: 'The request headers are larger than the service accepts.',
+    message_th: 'ส่วนหัวของคำขอมีขนาดใหญ่เกินกว่าที่ระบบรับได้',
+  },
   request_too_large: {
     status: 413, type: 'invalid_request_error', retryable: false,
     message: 'The request body is larger than this endpoint accepts.',
@@ -413,6 +430,44 @@ export function renderError(error: ApiError, request_id: string): ErrorBody {
     },
   };
 }
+
+const ERROR_TYPES = [
+  'invalid_request_error',
+  'authentication_error',
+  'permission_error',
+  'idempotency_error',
+  'rate_limit_error',
+  'api_error',
+] as const satisfies readonly ErrorType[];
+
+/**
+ * The error body as a zod schema, for the OpenAPI document (src/openapi/): `code` is the closed catalogue
+ * above, and the document narrows it per HTTP status and route.
+ */
+export const errorBodySchema = z
+  .object({
+    error: z
+      .object({
+        code: z.enum(ERROR_CODES as [ErrorCode, ...ErrorCode[]]).meta({ description: 'Branch on this only. New codes may appear in a later version: keep a default branch that honours `retryable`.' }),
+        type: z.enum(ERROR_TYPES),
+        message: z.string().meta({ description: 'English text.' }),
+        message_th: z.string().meta({ description: "Thai text for the merchant's staff, not for end users." }),
+        retryable: z.boolean(),
+        retry_after_seconds: z.number().int().nullable().meta({ description: 'Set when the wait is known (429, 503, some 409s).' }),
+        request_id: z.string().meta({ description: 'The Request-Id header of this answer: log it always.' }),
+        details: z
+          .record(z.string(), z.unknown())
+          .meta({ description: 'Shape varies by code; `validation_error` has `fields[]` items with `path`, `reason` and an optional `hint`.' }),
+      })
+      .strict(),
+  })
+  .strict()
+  .meta({ id: 'error', description: 'The body of every non-2xx answer.' });
+
+/** The error body type and its schema stay one: a change to either without the other fails the type check. */
+type SameShape<Left, Right> = [Left] extends [Right] ? ([Right] extends [Left] ? true : false) : false;
+const errorBodySchemaMatches: SameShape<z.output<typeof errorBodySchema>, ErrorBody> = true;
+void errorBodySchemaMatches;
 
 /** A business outcome: either a value or a catalogue error, returned rather than thrown. */
 export type Result<T> = { ok: true; value: T } | { ok: false; error: ApiError };

@@ -10,6 +10,7 @@ import type { ClaimDecision, ClaimStaff } from './claims.ts';
 import { decodeCursor, encodeCursor, limitParameter } from '../http/paging.ts';
 import { transferReportFields } from '../slips/routes.ts';
 import { requireStaffNote, staffNoteSchema } from '../http/staff-note.ts';
+import { backofficeClaimListSchema, backofficeClaimSchema, claimSchema } from './resources.ts';
 
 /**
  * Claims over HTTP. Back office: open a claim for a transfer a payer reports (POST /v1/bo/claims), the
@@ -107,6 +108,9 @@ export function registerClaimRoutes(registrar: RouteRegistrar, services: Service
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/claims',
+    summary: 'Open a claim',
+    responses: { 201: { description: 'The new claim.', schema: backofficeClaimSchema }, 200: { description: 'The claim the same transfer (or request) opened before.', schema: backofficeClaimSchema } },
+    errors: ['resource_not_found', 'deposit_state_conflict', 'late_slip_window_open'],
     roles: READ_ROLES,
     body: openSchema,
     async handler({ context, body }) {
@@ -122,6 +126,9 @@ export function registerClaimRoutes(registrar: RouteRegistrar, services: Service
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/claims',
+    summary: 'List claims',
+    responses: { 200: { description: "A page of the brand's claims.", schema: backofficeClaimListSchema, cache_control: 'no-store' } },
+    errors: ['cursor_filter_mismatch', 'resource_not_found'],
     roles: READ_ROLES,
     query: listQuerySchema,
     async handler({ context, query }) {
@@ -155,6 +162,8 @@ export function registerClaimRoutes(registrar: RouteRegistrar, services: Service
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/claims/:id',
+    summary: 'Read a claim',
+    responses: { 200: { description: 'The claim.', schema: backofficeClaimSchema, cache_control: 'no-store' } },
     roles: READ_ROLES,
     query: brandQuerySchema,
     async handler({ context, query, params }) {
@@ -169,6 +178,9 @@ export function registerClaimRoutes(registrar: RouteRegistrar, services: Service
     registrar.backoffice({
       method: 'POST',
       url: `/v1/bo/claims/:id/${action}`,
+      summary: 'Investigate, resolve or reject a claim',
+      responses: { 200: { description: 'The claim after the decision.', schema: backofficeClaimSchema } },
+      errors: ['claim_state_conflict', 'review_note_required'],
       roles: DECIDE_ROLES,
       body: schema,
       async handler({ context, body, params }) {
@@ -188,6 +200,8 @@ export function registerClaimRoutes(registrar: RouteRegistrar, services: Service
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/claims/:id',
+    summary: 'Read a claim',
+    responses: { 200: { description: 'The claim.', schema: claimSchema } },
     scope: 'pay:read',
     async handler({ context, db, params }) {
       const claim = await claims.getForMerchant(db, accountOfContext(context), params.id ?? '');

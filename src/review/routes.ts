@@ -8,6 +8,8 @@ import { requireStaffNote, STAFF_NOTE_MAX_CHARS, STAFF_NOTE_MIN_CHARS, staffNote
 import { idText } from '../tenancy/schemas.ts';
 import { REJECTION_CODES, REVERSAL_REASON_CODES } from './catalogue.ts';
 import type { Decision, Reviewer } from './service.ts';
+import { depositOrderSchema } from '../deposits/resources.ts';
+import { reviewDecisionSchema, reviewDetailSchema, reviewQueueSchema } from './resources.ts';
 
 /**
  * The review desk over HTTP. Back office: the queue (GET /v1/bo/reviews), one order with its slips,
@@ -74,6 +76,9 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/reviews',
+    summary: 'The review queue',
+    responses: { 200: { description: 'A page of the review queue.', schema: reviewQueueSchema } },
+    errors: ['cursor_filter_mismatch', 'resource_not_found'],
     roles: READ_ROLES,
     query: queueQuerySchema,
     async handler({ context, query }) {
@@ -106,6 +111,8 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/reviews/:deposit_id',
+    summary: 'Read a review',
+    responses: { 200: { description: 'Everything a reviewer reads about the order.', schema: reviewDetailSchema, cache_control: 'no-store' } },
     roles: READ_ROLES,
     query: z.object({ white_label_id: idText.optional() }).strict(),
     async handler({ context, query, params }) {
@@ -117,6 +124,8 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/reviews/:deposit_id/slips/:receipt_id/image',
+    summary: 'Read a slip image (back office)',
+    responses: { 200: { description: 'The slip image.', binary: ['image/jpeg', 'image/png', 'image/webp'], cache_control: 'private, no-store' } },
     roles: READ_ROLES,
     query: z.object({ white_label_id: idText.optional() }).strict(),
     async handler({ context, query, params }) {
@@ -136,6 +145,9 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
     registrar.backoffice({
       method: 'POST',
       url: `/v1/bo/reviews/:deposit_id/${action}`,
+      summary: 'Approve, reject or escalate a review',
+      responses: { 200: { description: 'The decision and the review after it.', schema: reviewDecisionSchema } },
+      errors: ['review_already_decided', 'four_eyes_same_reviewer', 'deposit_state_conflict', 'review_note_required', 'idempotency_key_reused', 'alloc_state_conflict', 'withdrawal_state_conflict'],
       // Decisions are the reviewers' (operators administer the brand and reverse settled orders).
       roles: ['reviewer'],
       body: schema,
@@ -163,6 +175,9 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/deposits/:id/reverse',
+    summary: 'Reverse a settled deposit',
+    responses: { 200: { description: 'The reversed order.', schema: depositOrderSchema } },
+    errors: ['deposit_state_conflict', 'review_note_required'],
     roles: ['platform_admin', 'operator'],
     body: reverseSchema,
     async handler({ context, body, params }) {
@@ -176,6 +191,9 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/deposits/:id/evidence',
+    summary: 'Attach evidence to a deposit in review',
+    responses: { 202: { description: 'The order in review with the evidence attached.', schema: depositOrderSchema } },
+    errors: ['deposit_not_reviewable', 'deposit_state_conflict', 'evidence_limit_reached'],
     scope: 'pay:write',
     body: merchantEvidenceSchema,
     async handler({ context, db, body, params }) {
@@ -188,6 +206,9 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/deposits/:id/force-complete',
+    summary: 'Ask a reviewer to accept a short payment',
+    responses: { 202: { description: 'The order in review; a reviewer decides.', schema: depositOrderSchema } },
+    errors: ['deposit_not_reviewable', 'deposit_state_conflict', 'evidence_limit_reached'],
     scope: 'pay:write',
     body: forceCompleteSchema,
     async handler({ context, db, body, params }) {

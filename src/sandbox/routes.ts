@@ -5,6 +5,7 @@ import { accountOfContext, type RouteRegistrar, type Services } from '../http/co
 import { parseOrThrow } from '../http/validation.ts';
 import { amountMinorSchema } from '../http/order-fields.ts';
 import { beneficiaryAccountFields } from '../beneficiaries/routes.ts';
+import { sandboxTransferSchema } from './resources.ts';
 
 /**
  * POST /v1/test/bank/transfers (test keys only; a live key gets 404 as for an unknown path): a sandbox
@@ -48,6 +49,10 @@ export function registerSandboxRoutes(registrar: RouteRegistrar, services: Servi
   registrar.merchant({
     method: 'POST',
     url: '/v1/test/bank/transfers',
+    summary: 'Make a sandbox bank transfer',
+    responses: { 201: { description: 'The transfer and its slip.', schema: sandboxTransferSchema } },
+    errors: ['resource_not_found', 'deposit_not_payable'],
+    documented_body: transferSchema,
     scope: 'pay:write',
     // Parsed in the handler, after the live-mode check: a live key learns nothing from validation.
     body: z.unknown(),

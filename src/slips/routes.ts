@@ -8,6 +8,8 @@ import { parseOrThrow, unstorableTextPaths } from '../http/validation.ts';
 import { amountMinorSchema } from '../http/order-fields.ts';
 import { parseEvidence, SLIP_BODY_LIMIT_BYTES } from './evidence-body.ts';
 import { findBank } from '../banks/service.ts';
+import { slipJsonSchema, slipMultipartSchema, slipReceiptSchema } from './resources.ts';
+import { openedClaimSchema } from '../review/resources.ts';
 
 /**
  * Slip intake at `slip_upload.upload_url` (POST /v1/pay/deposits/{id}/slip, the order's capability),
@@ -45,6 +47,10 @@ export function registerSlipRoutes(registrar: RouteRegistrar, services: Services
   registrar.capability({
     method: 'POST',
     url: '/v1/pay/deposits/:id/slip',
+    summary: 'Upload a slip',
+    responses: { 202: { description: 'The evidence is durably stored; the outcome comes later.', schema: slipReceiptSchema, cache_control: 'no-store' } },
+    errors: ['late_slip_window_closed', 'slip_limit_reached', 'slip_intake_unavailable', 'idempotency_key_reused', 'idempotency_in_flight', 'unsupported_media_type', 'malformed_json', 'deposit_state_conflict'],
+    documented_content: { 'multipart/form-data': slipMultipartSchema, 'application/json': slipJsonSchema },
     body_limit_bytes: SLIP_BODY_LIMIT_BYTES,
     capability_address: (address) => address,
     async handler({ context, raw_body, content_type }) {
@@ -70,6 +76,10 @@ export function registerSlipRoutes(registrar: RouteRegistrar, services: Services
   registrar.capability({
     method: 'POST',
     url: '/v1/pay/deposits/:id/claims',
+    summary: 'Report a transfer after the late-slip window',
+    responses: { 201: { description: 'The claim opened for the late transfer.', schema: openedClaimSchema } },
+    errors: ['late_slip_window_open', 'idempotency_key_reused', 'idempotency_in_flight', 'unsupported_media_type', 'malformed_json', 'deposit_state_conflict'],
+    documented_content: { 'application/json': lateSlipClaimSchema },
     body_limit_bytes: 16 * 1024,
     capability_address: uploadAddressOf,
     async handler({ context, raw_body, content_type }) {
@@ -93,6 +103,8 @@ export function registerSlipRoutes(registrar: RouteRegistrar, services: Services
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/deposits/:id/slip',
+    summary: "Read a deposit's slip image",
+    responses: { 200: { description: 'The stored slip image.', binary: ['image/jpeg', 'image/png', 'image/webp'], cache_control: 'no-store' } },
     scope: 'pay:read',
     query: z.object({ receipt_id: z.string().min(1).max(100).optional() }).strict(),
     async handler({ context, db, params, query }) {

@@ -4,6 +4,8 @@ import type { RouteRegistrar, Services } from '../http/context.ts';
 import { API_KEY_SCOPES } from './types.ts';
 import { idText, nameSchema } from './schemas.ts';
 import { actorOf, brandToActOn, requireOwnBrand, scopeOf } from '../http/backoffice-scope.ts';
+import { listSchema } from '../http/response-fields.ts';
+import { apiKeySchema, backofficeCredentialSchema, brandSchema, createdApiKeySchema, createdBackofficeCredentialSchema, merchantSchema } from './resources.ts';
 
 /**
  * Back-office administration of tenants and credentials (`/v1/bo/*`). The platform administrator
@@ -18,6 +20,8 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/brands',
+    summary: 'Create a brand',
+    responses: { 201: { description: 'The new brand.', schema: brandSchema } },
     roles: ['platform_admin'],
     body: z.object({ name: nameSchema }).strict(),
     async handler({ context, body }) {
@@ -28,6 +32,8 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/brands',
+    summary: 'List brands',
+    responses: { 200: { description: 'Every brand.', schema: listSchema(brandSchema) } },
     roles: ['platform_admin'],
     async handler() {
       return { status: 200, body: { object: 'list', data: await tenancy.listBrands() } };
@@ -37,6 +43,8 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/brands/:brand_id',
+    summary: 'Read a brand',
+    responses: { 200: { description: 'The brand.', schema: brandSchema } },
     roles: ['platform_admin', 'operator'],
     async handler({ context, params }) {
       requireOwnBrand(context, params.brand_id ?? '');
@@ -50,6 +58,8 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
     registrar.backoffice({
       method: 'POST',
       url: `/v1/bo/brands/:brand_id/${action}`,
+      summary: 'Suspend or resume a brand',
+      responses: { 200: { description: 'The brand after the change.', schema: brandSchema } },
       roles: ['platform_admin'],
       async handler({ context, params }) {
         return { status: 200, body: await tenancy.setBrandStatus(actorOf(context), params.brand_id ?? '', status) };
@@ -58,6 +68,8 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
     registrar.backoffice({
       method: 'POST',
       url: `/v1/bo/merchants/:merchant_id/${action}`,
+      summary: 'Suspend or resume a merchant',
+      responses: { 200: { description: 'The merchant after the change.', schema: merchantSchema } },
       roles: ['platform_admin', 'operator'],
       async handler({ context, params }) {
         return { status: 200, body: await tenancy.setMerchantStatus(actorOf(context), params.merchant_id ?? '', scopeOf(context), status) };
@@ -66,6 +78,9 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
     registrar.backoffice({
       method: 'POST',
       url: `/v1/bo/api-keys/:api_key_id/${action}`,
+      summary: 'Suspend or resume an API key',
+      responses: { 200: { description: 'The key after the change.', schema: apiKeySchema } },
+      errors: ['api_key_already_revoked'],
       roles: ['platform_admin', 'operator'],
       async handler({ context, params }) {
         return {
@@ -79,6 +94,8 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/api-keys/:api_key_id/revoke',
+    summary: 'Revoke an API key',
+    responses: { 200: { description: 'The revoked key.', schema: apiKeySchema } },
     roles: ['platform_admin', 'operator'],
     async handler({ context, params }) {
       return { status: 200, body: await tenancy.setApiKeyStatus(actorOf(context), params.api_key_id ?? '', scopeOf(context), 'revoked') };
@@ -88,6 +105,9 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/merchants',
+    summary: 'Create a merchant',
+    responses: { 201: { description: 'The new merchant.', schema: merchantSchema } },
+    errors: ['resource_not_found'],
     roles: ['platform_admin', 'operator'],
     body: z.object({ name: nameSchema, white_label_id: idText.optional() }).strict(),
     async handler({ context, body }) {
@@ -99,6 +119,9 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/merchants',
+    summary: 'List merchants',
+    responses: { 200: { description: "The brand's merchants.", schema: listSchema(merchantSchema) } },
+    errors: ['resource_not_found'],
     roles: ['platform_admin', 'operator'],
     query: z.object({ white_label_id: idText.optional() }).strict(),
     async handler({ context, query }) {
@@ -110,6 +133,8 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/merchants/:merchant_id',
+    summary: 'Read a merchant',
+    responses: { 200: { description: 'The merchant.', schema: merchantSchema } },
     roles: ['platform_admin', 'operator', 'reviewer'],
     async handler({ context, params }) {
       const merchant = await tenancy.getMerchant(params.merchant_id ?? '', scopeOf(context));
@@ -121,6 +146,8 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/merchants/:merchant_id/api-keys',
+    summary: 'Create an API key',
+    responses: { 201: { description: 'The new key with its secrets, shown this once.', schema: createdApiKeySchema, cache_control: 'no-store' } },
     roles: ['platform_admin', 'operator'],
     body: z
       .object({
@@ -143,6 +170,8 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/merchants/:merchant_id/api-keys',
+    summary: 'List API keys',
+    responses: { 200: { description: "The merchant's keys, without secrets.", schema: listSchema(apiKeySchema) } },
     roles: ['platform_admin', 'operator'],
     async handler({ context, params }) {
       return { status: 200, body: { object: 'list', data: await tenancy.listApiKeys(params.merchant_id ?? '', scopeOf(context)) } };
@@ -152,6 +181,9 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/credentials',
+    summary: 'Create a back-office credential',
+    responses: { 201: { description: 'The new credential with its token, shown this once.', schema: createdBackofficeCredentialSchema, cache_control: 'no-store' } },
+    errors: ['resource_not_found'],
     roles: ['platform_admin', 'operator'],
     body: z
       .object({ name: nameSchema, role: z.enum(['operator', 'reviewer']), white_label_id: idText.optional() })
@@ -166,6 +198,8 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/credentials/:credential_id/revoke',
+    summary: 'Revoke a back-office credential',
+    responses: { 200: { description: 'The revoked credential.', schema: backofficeCredentialSchema } },
     roles: ['platform_admin', 'operator'],
     async handler({ context, params }) {
       return {

@@ -9,6 +9,7 @@ import { limitParameter } from '../http/paging.ts';
 import { parseOrThrow } from '../http/validation.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { backofficeTestClockView, testClockView, type ClockChanger } from './service.ts';
+import { backofficeTestClockListSchema, backofficeTestClockSchema, testClockListSchema, testClockSchema } from './resources.ts';
 
 /**
  * Test clocks over HTTP. Merchant, test keys only (a live key gets 404 `resource_not_found` before its
@@ -75,6 +76,10 @@ export function registerTestClockRoutes(registrar: RouteRegistrar, services: Ser
   registrar.merchant({
     method: 'POST',
     url: '/v1/test/clocks',
+    summary: 'Create a test clock',
+    responses: { 201: { description: 'The new test clock.', schema: testClockSchema } },
+    errors: ['resource_not_found'],
+    documented_body: createSchema,
     scope: 'pay:write',
     outside_test_clock: true,
     // Parsed in the handler, after the live-mode check: a live key learns nothing from validation.
@@ -93,6 +98,10 @@ export function registerTestClockRoutes(registrar: RouteRegistrar, services: Ser
   registrar.merchant({
     method: 'GET',
     url: '/v1/test/clocks',
+    summary: 'List test clocks',
+    responses: { 200: { description: "The merchant's test clocks.", schema: testClockListSchema } },
+    errors: ['resource_not_found'],
+    documented_query: merchantListSchema,
     scope: 'pay:read',
     outside_test_clock: true,
     query: z.unknown(),
@@ -108,6 +117,8 @@ export function registerTestClockRoutes(registrar: RouteRegistrar, services: Ser
   registrar.merchant({
     method: 'GET',
     url: '/v1/test/clocks/:id',
+    summary: 'Read a test clock',
+    responses: { 200: { description: 'The test clock.', schema: testClockSchema } },
     scope: 'pay:read',
     outside_test_clock: true,
     async handler({ context, db, params }) {
@@ -122,6 +133,10 @@ export function registerTestClockRoutes(registrar: RouteRegistrar, services: Ser
     registrar.merchant({
       method: 'POST',
       url: `/v1/test/clocks/:id/${action}`,
+      summary: 'Attach or detach a test clock',
+      responses: { 200: { description: 'The test clock after the change.', schema: testClockSchema } },
+      errors: ['test_clock_already_attached', 'test_clock_advancing'],
+      documented_body: z.object({}).strict(),
       scope: 'pay:write',
       outside_test_clock: true,
       body: z.unknown(),
@@ -139,6 +154,10 @@ export function registerTestClockRoutes(registrar: RouteRegistrar, services: Ser
   registrar.merchant({
     method: 'POST',
     url: '/v1/test/clocks/:id/advance',
+    summary: 'Advance a test clock',
+    responses: { 202: { description: 'The advance has started; the clock is `ready` again when it is done.', schema: testClockSchema } },
+    errors: ['test_clock_advancing'],
+    documented_body: advanceSchema,
     scope: 'pay:write',
     outside_test_clock: true,
     body: z.unknown(),
@@ -157,6 +176,9 @@ export function registerTestClockRoutes(registrar: RouteRegistrar, services: Ser
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/test-clocks',
+    summary: 'List test clocks (back office)',
+    responses: { 200: { description: "The brand's test clocks.", schema: backofficeTestClockListSchema, cache_control: 'no-store' } },
+    errors: ['resource_not_found'],
     roles: READ_ROLES,
     query: backofficeListSchema,
     async handler({ context, query }) {
@@ -170,6 +192,8 @@ export function registerTestClockRoutes(registrar: RouteRegistrar, services: Ser
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/test-clocks/:id',
+    summary: 'Read a test clock (back office)',
+    responses: { 200: { description: 'The test clock.', schema: backofficeTestClockSchema, cache_control: 'no-store' } },
     roles: READ_ROLES,
     query: backofficeReadSchema,
     async handler({ context, query, params }) {
@@ -183,6 +207,9 @@ export function registerTestClockRoutes(registrar: RouteRegistrar, services: Ser
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/test-clocks/:id/advance',
+    summary: 'Advance a test clock (back office)',
+    responses: { 202: { description: 'The advance has started.', schema: backofficeTestClockSchema }, 200: { description: 'The clock already advanced to this target.', schema: backofficeTestClockSchema } },
+    errors: ['test_clock_advancing'],
     roles: ADVANCE_ROLES,
     body: backofficeAdvanceSchema,
     async handler({ context, body, params }) {

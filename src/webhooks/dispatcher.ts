@@ -81,21 +81,42 @@ function defaultWorkerId(): string {
   return `webhooks:${os.hostname()}:${process.pid}:${crypto.randomBytes(4).toString('hex')}`;
 }
 
-/** The headers of one attempt (spec, "Webhooks sent to the merchant", rule 7, plus the signature). */
-export function attemptHeaders(claim: ClaimedDelivery, signature_header: string): Record<string, string> {
+/** What the headers of one delivery attempt name, besides its signature. */
+export interface DeliveryHeaderFacts {
+  event_id: string;
+  delivery_id: string;
+  endpoint_id: string;
+  /** 1 to 11 within a round. */
+  attempt: number;
+  resend: boolean;
+  api_version: string;
+  livemode: boolean;
+  event_type: string;
+}
+
+/**
+ * The headers of one delivery attempt (spec, "Webhooks sent to the merchant", rule 7, plus the
+ * signature): the one place they are built, for the dispatcher and for local forwarding (local-forwarding.ts).
+ */
+export function deliveryHeaders(facts: DeliveryHeaderFacts, signature_header: string): Record<string, string> {
   return {
     'content-type': 'application/json',
     'user-agent': 'payment-service-webhooks/1',
     'x-pg-signature': signature_header,
-    'x-pg-event-id': claim.event_id,
-    'x-pg-delivery-id': claim.delivery_id,
-    'x-pg-endpoint-id': claim.endpoint_id,
-    'x-pg-attempt': String(claim.round_attempts),
-    'x-pg-resend': claim.resend ? 'true' : 'false',
-    'x-pg-api-version': claim.api_version,
-    'x-pg-livemode': claim.livemode ? 'true' : 'false',
-    'x-pg-event-type': claim.event_type,
+    'x-pg-event-id': facts.event_id,
+    'x-pg-delivery-id': facts.delivery_id,
+    'x-pg-endpoint-id': facts.endpoint_id,
+    'x-pg-attempt': String(facts.attempt),
+    'x-pg-resend': facts.resend ? 'true' : 'false',
+    'x-pg-api-version': facts.api_version,
+    'x-pg-livemode': facts.livemode ? 'true' : 'false',
+    'x-pg-event-type': facts.event_type,
   };
+}
+
+/** The headers of one attempt of a claimed delivery. */
+export function attemptHeaders(claim: ClaimedDelivery, signature_header: string): Record<string, string> {
+  return deliveryHeaders({ ...claim, attempt: claim.round_attempts }, signature_header);
 }
 
 /** What an answer means for the attempt and its delivery (spec, Events, "Delivery rules"). */

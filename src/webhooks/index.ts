@@ -89,7 +89,10 @@ function dispatcherMetrics(metrics: Metrics | undefined): DispatcherMetrics | un
 }
 
 export function createWebhooks(dependencies: WebhookDependencies, options: WebhookOptions = {}): Webhooks {
-  const settings: WebhookSettings = { ...loadWebhookSettings(options.environment), ...options.settings };
+  const settings: WebhookSettings = {
+    ...loadWebhookSettings(options.environment, { embedded_database: dependencies.database.engine === 'pglite' }),
+    ...options.settings,
+  };
   const policy = options.policy ?? defaultAddressPolicy({ sandbox_loopback: settings.sandbox_loopback });
   const signingKeys = new SigningKeyService(dependencies);
   const service = new WebhookService({
@@ -100,6 +103,7 @@ export function createWebhooks(dependencies: WebhookDependencies, options: Webho
     policy,
     resolve: options.resolve ?? systemResolver,
     sandbox_loopback: settings.sandbox_loopback,
+    logger: dependencies.logger,
   });
   const deliveryClient = new DeliveryClient({
     timeout_ms: settings.timeout_ms,

@@ -5,6 +5,7 @@ import { computePreviousAttributes } from '../events/envelope.ts';
 import type { EventCause } from '../events/service.ts';
 import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
 import type { Queryable } from '../platform/db.ts';
+import { replayOutOfOrderSchema } from './resources.ts';
 
 /**
  * POST /v1/test/webhooks/replay-out-of-order (sandbox only): writes the events of three test orders in
@@ -133,6 +134,9 @@ export function registerReplayOutOfOrderRoute(registrar: RouteRegistrar, service
   registrar.merchant({
     method: 'POST',
     url: '/v1/test/webhooks/replay-out-of-order',
+    summary: 'Deliver events out of order (sandbox)',
+    responses: { 202: { description: 'The three cases, their events and the state a receiver must end in.', schema: replayOutOfOrderSchema } },
+    errors: ['resource_not_found'],
     scope: 'pay:write',
     async handler({ context, db }) {
       // Like every sandbox-only route, it does not exist for a live key.

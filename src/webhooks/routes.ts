@@ -8,6 +8,7 @@ import type { TenancyService } from '../tenancy/service.ts';
 import type { WebhookService } from './service.ts';
 import type { SigningKeyService } from './signing-keys.ts';
 import { isWebhookId } from './types.ts';
+import { deletedWebhookEndpointSchema, keyRotationSchema, signingKeyListSchema, webhookDeliveryListSchema, webhookDeliverySchema, webhookEndpointListSchema, webhookEndpointSchema, webhookReplaySchema } from './resources.ts';
 
 /**
  * Routes of the webhooks module, thin over WebhookService and SigningKeyService.
@@ -118,6 +119,8 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.public({
     method: 'GET',
     url: '/v1/webhooks/signing-keys',
+    summary: 'Webhook signing keys',
+    responses: { 200: { description: 'The published webhook signing keys.', schema: signingKeyListSchema, cache_control: 'public, max-age=10' } },
     async handler() {
       // A short shared cache: a rotation publishes the new key 30 seconds before it signs, so a copy
       // at most 10 seconds old always holds the key of any signature a receiver can see.
@@ -128,6 +131,9 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/webhooks',
+    summary: 'Create a webhook endpoint',
+    responses: { 201: { description: 'The new endpoint.', schema: webhookEndpointSchema } },
+    errors: ['resource_not_found'],
     roles: EDITORS,
     body: createEndpointBody,
     async handler({ context, body }) {
@@ -146,6 +152,9 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/webhooks',
+    summary: 'List webhook endpoints',
+    responses: { 200: { description: 'A page of endpoints.', schema: webhookEndpointListSchema } },
+    errors: ['resource_not_found'],
     roles: READERS,
     query: listQuery,
     async handler({ context, query }) {
@@ -172,6 +181,8 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/webhooks/:endpoint_id',
+    summary: 'Read a webhook endpoint',
+    responses: { 200: { description: 'The endpoint.', schema: webhookEndpointSchema } },
     roles: READERS,
     async handler({ context, params }) {
       return { status: 200, body: await webhookService().getEndpoint(scopeOf(context), endpointIdOf(params)) };
@@ -181,6 +192,8 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.backoffice({
     method: 'PATCH',
     url: '/v1/bo/webhooks/:endpoint_id',
+    summary: 'Update a webhook endpoint',
+    responses: { 200: { description: 'The endpoint after the change.', schema: webhookEndpointSchema } },
     roles: EDITORS,
     body: updateEndpointBody,
     async handler({ context, params, body }) {
@@ -191,6 +204,8 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.backoffice({
     method: 'DELETE',
     url: '/v1/bo/webhooks/:endpoint_id',
+    summary: 'Delete a webhook endpoint',
+    responses: { 200: { description: 'The endpoint is deleted.', schema: deletedWebhookEndpointSchema } },
     roles: EDITORS,
     async handler({ context, params }) {
       return { status: 200, body: await webhookService().deleteEndpoint(actorOf(context), scopeOf(context), endpointIdOf(params)) };
@@ -200,6 +215,8 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/webhooks/:endpoint_id/deliveries',
+    summary: 'List deliveries',
+    responses: { 200: { description: 'A page of deliveries.', schema: webhookDeliveryListSchema } },
     roles: READERS,
     query: deliveriesQuery,
     async handler({ context, params, query }) {
@@ -216,6 +233,8 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/webhooks/:endpoint_id/deliveries/:delivery_id',
+    summary: 'Read a delivery',
+    responses: { 200: { description: 'The delivery with its attempts.', schema: webhookDeliverySchema } },
     roles: READERS,
     async handler({ context, params }) {
       return { status: 200, body: await webhookService().getDelivery(scopeOf(context), endpointIdOf(params), deliveryIdOf(params)) };
@@ -225,6 +244,9 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/webhooks/:endpoint_id/deliveries/:delivery_id/resend',
+    summary: 'Resend a delivery',
+    responses: { 202: { description: 'The delivery, armed to be sent again.', schema: webhookDeliverySchema } },
+    errors: ['webhook_endpoint_disabled'],
     roles: READERS,
     async handler({ context, params }) {
       const endpoint_id = endpointIdOf(params);
@@ -236,6 +258,9 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/webhooks/:endpoint_id/replay',
+    summary: 'Replay deliveries',
+    responses: { 202: { description: 'What the replay armed and created.', schema: webhookReplaySchema } },
+    errors: ['webhook_endpoint_disabled'],
     roles: READERS,
     body: replayBody,
     async handler({ context, params, body }) {
@@ -254,6 +279,8 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/webhook-signing-keys/rotate',
+    summary: 'Rotate the live webhook signing key',
+    responses: { 200: { description: 'The rotation.', schema: keyRotationSchema } },
     roles: ['platform_admin'],
     body: rotateBody,
     async handler({ context, body }) {

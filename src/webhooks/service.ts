@@ -6,6 +6,7 @@ import { computePreviousAttributes } from '../events/envelope.ts';
 import { SYSTEM_CAUSE, type EventsService } from '../events/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { Actor } from '../tenancy/types.ts';
+import type { Logger } from '../platform/logger.ts';
 import * as repository from './repository.ts';
 import { checkEndpointUrl, type AddressPolicy, type HostResolver } from './url-policy.ts';
 import {
@@ -200,6 +201,8 @@ export interface WebhookServiceDependencies {
   policy: AddressPolicy;
   resolve: HostResolver;
   sandbox_loopback: boolean;
+  /** Where the warning about a sandbox endpoint on loopback goes. */
+  logger?: Logger;
 }
 
 /** What the audit log keeps of a URL: its origin, never a path or query that might carry a secret. */
@@ -233,6 +236,14 @@ export class WebhookService {
       resolve: this.dependencies.resolve,
     });
     if (!checked.ok) throw validationError([{ path: 'url', reason: checked.reason, hint: checked.hint }]);
+    if (checked.loopback) {
+      // Allowed only because this is a development set-up; said in the log so that nobody mistakes it
+      // for a deployment's behaviour. The origin only: the path may carry a merchant's secret.
+      this.dependencies.logger?.warn(
+        { url_origin: urlOrigin(checked.url) },
+        'a sandbox webhook endpoint targets loopback: allowed only in the embedded development mode (PGlite, NODE_ENV not production) or with WEBHOOK_SANDBOX_LOOPBACK=true; production refuses it',
+      );
+    }
     return checked.url;
   }
 

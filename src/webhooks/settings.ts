@@ -16,7 +16,11 @@ export interface WebhookSettings {
   max_in_flight: number;
   /** Pause between polls of an idle dispatcher. */
   poll_interval_ms: number;
-  /** The operator's explicit switch: sandbox endpoints may use this machine's loopback (HTTP or HTTPS). */
+  /**
+   * Sandbox endpoints may use this machine's loopback (HTTP or HTTPS): on by default in the embedded
+   * development mode (PGlite and NODE_ENV not production), off by default elsewhere, and never in
+   * production; WEBHOOK_SANDBOX_LOOPBACK sets it explicitly (see `sandboxLoopbackOf`).
+   */
   sandbox_loopback: boolean;
   /** Extra trusted certificate authorities (PEM), on top of Node's bundled roots. */
   extra_ca_pem: string[];
@@ -43,7 +47,27 @@ const environmentSchema = z.object({
   WEBHOOK_CA_FILE: z.string().min(1).optional(),
 });
 
-export function loadWebhookSettings(environment: NodeJS.ProcessEnv = process.env): WebhookSettings {
+/** Where the service runs, as far as the loopback rule cares. */
+export interface DeploymentMode {
+  /** The database is the embedded PGlite (no DATABASE_URL). */
+  embedded_database: boolean;
+}
+
+/**
+ * Whether sandbox endpoints may target loopback. The embedded development mode (PGlite, NODE_ENV not
+ * production) allows it without a flag, since the service and the developer's receiver share a
+ * laptop; anything else needs the operator's WEBHOOK_SANDBOX_LOOPBACK=true, and production refuses to
+ * start with it rather than send a tenant's events to its own host. `false` turns it off everywhere.
+ */
+export function sandboxLoopbackOf(explicit: boolean | undefined, production: boolean, mode: DeploymentMode): boolean {
+  if (production && explicit === true) {
+    throw new Error('invalid configuration: WEBHOOK_SANDBOX_LOOPBACK cannot be true with NODE_ENV=production (webhooks never go to loopback in production)');
+  }
+  if (explicit !== undefined) return explicit;
+  return mode.embedded_database && !production;
+}
+
+export function loadWebhookSettings(environment: NodeJS.ProcessEnv = process.env, mode: DeploymentMode = { embedded_database: false }): WebhookSettings {
   const parsed = environmentSchema.safeParse(environment);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
@@ -63,7 +87,7 @@ export function loadWebhookSettings(environment: NodeJS.ProcessEnv = process.env
     endpoint_concurrency: values.WEBHOOK_ENDPOINT_CONCURRENCY ?? DEFAULT_WEBHOOK_SETTINGS.endpoint_concurrency,
     max_in_flight: values.WEBHOOK_MAX_IN_FLIGHT ?? DEFAULT_WEBHOOK_SETTINGS.max_in_flight,
     poll_interval_ms: values.WEBHOOK_POLL_INTERVAL_MS ?? DEFAULT_WEBHOOK_SETTINGS.poll_interval_ms,
-    sandbox_loopback: values.WEBHOOK_SANDBOX_LOOPBACK ?? DEFAULT_WEBHOOK_SETTINGS.sandbox_loopback,
+    sandbox_loopback: sandboxLoopbackOf(values.WEBHOOK_SANDBOX_LOOPBACK, environment.NODE_ENV === 'production', mode),
     extra_ca_pem,
   };
 }

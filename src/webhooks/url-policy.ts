@@ -5,9 +5,10 @@ import net from 'node:net';
  * Where webhooks may go. A receiver address is HTTPS (the certificate is checked on every attempt by
  * the delivery client) and never a private, loopback, link-local or otherwise non-public address,
  * checked when the endpoint is written and again at every connection, on the address actually
- * dialled (so a name that later resolves somewhere private is refused too). The one exception: when
- * the operator turns on `sandbox_loopback`, a sandbox endpoint may point at this machine's loopback,
- * over plain HTTP or HTTPS, for local development. A live endpoint never may.
+ * dialled (so a name that later resolves somewhere private is refused too). The one exception: with
+ * `sandbox_loopback` (on by default in the embedded development mode, else the operator's switch; see
+ * settings.ts), a sandbox endpoint may point at this machine's loopback, over plain HTTP or HTTPS, for
+ * local development. A live endpoint never may.
  */
 
 /** Ranges that are never a public receiver (RFC 6890 special-purpose blocks and friends). */
@@ -163,7 +164,8 @@ function isLocalhostName(hostname: string): boolean {
   return lower === 'localhost' || lower.endsWith('.localhost');
 }
 
-export type UrlCheck = { ok: true; url: string } | { ok: false; reason: string; hint: string };
+/** `loopback` is present (true) when the accepted URL targets this machine's loopback (sandbox only). */
+export type UrlCheck = { ok: true; url: string; loopback?: true } | { ok: false; reason: string; hint: string };
 
 export interface UrlCheckOptions {
   livemode: boolean;
@@ -212,14 +214,16 @@ export async function checkEndpointUrl(text: string, options: UrlCheckOptions): 
       return {
         ok: false,
         reason: 'must_be_https',
-        hint: options.livemode ? 'live endpoints must use https://' : 'plain http:// is allowed only to loopback in the sandbox, when the operator enables it',
+        hint: options.livemode
+          ? 'live endpoints must use https://'
+          : 'plain http:// is allowed only to loopback in the sandbox, in the embedded development mode or when the operator enables it',
       };
     }
   }
   if (addresses.some((address) => !options.policy.allows(address, options.livemode))) {
     return { ok: false, reason: 'address_not_allowed', hint: 'the host must resolve to public addresses only' };
   }
-  return { ok: true, url: url.href };
+  return addresses.some((address) => isLoopbackAddress(address)) ? { ok: true, url: url.href, loopback: true } : { ok: true, url: url.href };
 }
 
 /** The connection-time check of the delivery client: may this URL's scheme be used for this environment? */

@@ -8,6 +8,7 @@ import { merchantEvidenceSchema } from '../http/order-fields.ts';
 import { limitParameter } from '../http/paging.ts';
 import { requireStaffNote, staffNoteSchema } from '../http/staff-note.ts';
 import { DISPUTE_REASON_CODES } from './disputes.ts';
+import { backofficeDisputeDetailSchema, backofficeDisputeListSchema, disputeResolutionSchema, merchantDisputeSchema, withdrawalOrderSchema } from './resources.ts';
 
 /**
  * Withdrawal disputes over HTTP. Merchant (the withdrawing side): POST /v1/pay/withdrawals/:id/disputes
@@ -53,6 +54,9 @@ export function registerDisputeRoutes(registrar: RouteRegistrar, services: Servi
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/withdrawals/:id/disputes',
+    summary: 'Dispute a fill (non-receipt)',
+    responses: { 201: { description: 'The order with its `dispute` and `funds_on_hold`.', schema: withdrawalOrderSchema } },
+    errors: ['dispute_window_closed', 'fill_already_disputed', 'withdrawal_state_conflict'],
     scope: 'pay:write',
     body: openSchema,
     async handler({ context, db, body, params }) {
@@ -71,6 +75,9 @@ export function registerDisputeRoutes(registrar: RouteRegistrar, services: Servi
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/disputes/:id/evidence',
+    summary: 'Send evidence for a dispute',
+    responses: { 202: { description: 'The dispute with the evidence counted.', schema: merchantDisputeSchema } },
+    errors: ['dispute_evidence_closed', 'evidence_limit_reached'],
     scope: 'pay:write',
     body: merchantEvidenceSchema,
     async handler({ context, db, body, params }) {
@@ -83,6 +90,9 @@ export function registerDisputeRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/disputes',
+    summary: 'List disputes',
+    responses: { 200: { description: "The brand's disputes.", schema: backofficeDisputeListSchema } },
+    errors: ['resource_not_found'],
     roles: ['platform_admin', 'operator'],
     query: listQuerySchema,
     async handler({ context, query }) {
@@ -101,6 +111,8 @@ export function registerDisputeRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/disputes/:id',
+    summary: 'Read a dispute',
+    responses: { 200: { description: 'The dispute with its evidence.', schema: backofficeDisputeDetailSchema, cache_control: 'no-store' } },
     roles: ['platform_admin', 'operator'],
     query: z.object({ white_label_id: idText.optional() }).strict(),
     async handler({ context, query, params }) {
@@ -114,6 +126,9 @@ export function registerDisputeRoutes(registrar: RouteRegistrar, services: Servi
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/disputes/:id/resolve',
+    summary: 'Resolve a dispute',
+    responses: { 200: { description: 'The resolved dispute.', schema: disputeResolutionSchema } },
+    errors: ['dispute_already_resolved', 'dispute_not_resolvable', 'review_note_required'],
     roles: ['platform_admin', 'operator'],
     body: resolveSchema,
     async handler({ context, body, params }) {

@@ -166,6 +166,20 @@ export async function lockMatchable(
   return rows;
 }
 
+/**
+ * Locks these orders of one brand in withdrawal-id order and returns their owners: the withdrawal rank of
+ * the lock order (src/platform/lock-order.ts), taken before the owners' event feeds.
+ */
+export async function lockOrdersOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
+  if (withdrawal_ids.length === 0) return [];
+  const { rows } = await db.query<{ merchant_id: string }>(
+    `SELECT merchant_id FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = ANY($2::text[])
+      ORDER BY withdrawal_id FOR UPDATE`,
+    [white_label_id, [...new Set(withdrawal_ids)]],
+  );
+  return [...new Set(rows.map((row) => row.merchant_id))];
+}
+
 /** The merchants that own these orders (one brand). */
 export async function merchantsOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
   if (withdrawal_ids.length === 0) return [];

@@ -10,6 +10,8 @@ import { inlineBeneficiarySchema } from '../beneficiaries/routes.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { requireStaffNote } from '../http/staff-note.ts';
 import { POLICY_LIMITS } from './policy.ts';
+import { listSchema } from '../http/response-fields.ts';
+import { backofficeWithdrawalOrderSchema, withdrawalOrderSchema, withdrawalPolicySchema } from './resources.ts';
 
 /**
  * Merchant routes: POST /v1/pay/withdrawals (201 with the order), GET /v1/pay/withdrawals/:id (with
@@ -58,6 +60,9 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/withdrawals',
+    summary: 'Create a withdrawal',
+    responses: { 201: { description: 'The new withdrawal order; its amount and fee are reserved.', schema: withdrawalOrderSchema } },
+    errors: ['insufficient_balance', 'amount_not_supported', 'merchant_reference_in_use', 'beneficiary_not_verified', 'resource_not_found', 'withdrawal_state_conflict', 'alloc_state_conflict'],
     scope: 'pay:write',
     body: createWithdrawalSchema,
     extraBuckets: (body, context) => creationBuckets(body, context),
@@ -110,6 +115,8 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/withdrawals/:id',
+    summary: 'Read a withdrawal',
+    responses: { 200: { description: 'The order with its fills.', schema: withdrawalOrderSchema } },
     scope: 'pay:read',
     async handler({ context, db, params }) {
       const account = accountOfContext(context);
@@ -122,6 +129,9 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
   registrar.merchant({
     method: 'POST',
     url: '/v1/pay/withdrawals/:id/cancel',
+    summary: 'Cancel a withdrawal',
+    responses: { 200: { description: 'The canceled order.', schema: withdrawalOrderSchema } },
+    errors: ['withdrawal_has_pending_fill', 'withdrawal_not_cancelable', 'withdrawal_state_conflict'],
     scope: 'pay:write',
     async handler({ context, db, params }) {
       const account = accountOfContext(context);
@@ -134,6 +144,8 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/withdrawal-approvals',
+    summary: 'List withdrawals waiting for approval',
+    responses: { 200: { description: 'Orders waiting for approval, oldest first.', schema: listSchema(withdrawalOrderSchema) } },
     roles: ['operator', 'reviewer'],
     query: z.object({ mode: modeSchema, limit: z.coerce.number().int().min(1).max(200).optional() }).strict(),
     async handler({ context, query }) {
@@ -145,6 +157,8 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/withdrawals/:id',
+    summary: 'Read a withdrawal (back office)',
+    responses: { 200: { description: "The order with its fills and the reviewer's note.", schema: backofficeWithdrawalOrderSchema } },
     roles: ['operator', 'reviewer'],
     async handler({ context, params }) {
       const found = await withdrawals.getInBrand(services.database, ownBrand(context), params.id ?? '');
@@ -156,6 +170,9 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/withdrawals/:id/approve',
+    summary: 'Approve a withdrawal',
+    responses: { 200: { description: 'The approved order.', schema: withdrawalOrderSchema } },
+    errors: ['withdrawal_not_pending_approval', 'withdrawal_state_conflict'],
     roles: ['operator', 'reviewer'],
     body: z.object({ note: noteSchema.optional() }).strict(),
     async handler({ context, params, body }) {
@@ -174,6 +191,9 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/withdrawals/:id/reject',
+    summary: 'Reject a withdrawal',
+    responses: { 200: { description: 'The rejected order with the note.', schema: backofficeWithdrawalOrderSchema } },
+    errors: ['withdrawal_not_pending_approval', 'withdrawal_state_conflict', 'review_note_required'],
     roles: ['operator', 'reviewer'],
     body: z.object({ note: noteSchema }).strict(),
     async handler({ context, params, body }) {
@@ -194,6 +214,9 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
   registrar.backoffice({
     method: 'GET',
     url: '/v1/bo/withdrawal-policy',
+    summary: 'Read the withdrawal policy',
+    responses: { 200: { description: "The brand's withdrawal policy.", schema: withdrawalPolicySchema } },
+    errors: ['resource_not_found'],
     roles: ['platform_admin', 'operator', 'reviewer'],
     query: z.object({ mode: modeSchema, white_label_id: idText.optional() }).strict(),
     async handler({ context, query }) {
@@ -207,6 +230,9 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
   registrar.backoffice({
     method: 'POST',
     url: '/v1/bo/withdrawal-policy',
+    summary: 'Set the withdrawal policy',
+    responses: { 200: { description: 'The policy as stored.', schema: withdrawalPolicySchema } },
+    errors: ['resource_not_found'],
     roles: ['platform_admin', 'operator'],
     body: z
       .object({

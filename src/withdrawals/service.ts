@@ -1074,7 +1074,16 @@ export class WithdrawalService {
     return payee;
   }
 
-  /** The merchants owning these orders: whose event feeds a deposit touching them will write to. */
+  /**
+   * Locks these orders (withdrawal-id order) and returns their owners, whose event feeds a deposit that
+   * touches them writes to: a deposit change takes them after its own row and before those feeds
+   * (src/platform/lock-order.ts), as every path of this module locks an order before its merchant's feed.
+   */
+  lockOrdersOf(tx: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
+    return repository.lockOrdersOf(tx, white_label_id, withdrawal_ids);
+  }
+
+  /** The merchants owning these orders (read without a lock). */
   merchantsOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
     return repository.merchantsOf(db, white_label_id, withdrawal_ids);
   }

@@ -8,6 +8,7 @@ import type { RouteModule } from '../../src/http/server.ts';
 import type { JobHandler } from '../../src/jobs/index.ts';
 import { signedHeaders } from '../../src/http/canonical.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
+import { attachContractCheck, createContractRecorder, type ContractRecorder } from './contract.ts';
 
 /**
  * A service instance on this test file's own database, with a test clock and a sandbox brand,
@@ -49,6 +50,9 @@ export interface TestApp {
   backoffice(options: { method?: 'GET' | 'POST'; url: string; body?: unknown; token?: string }): Promise<LightMyRequestResponse>;
   /** Creates another merchant (optionally in a new brand) with a key of the given mode. */
   createMerchant(options?: { white_label_id?: string; livemode?: boolean; scopes?: string[] }): Promise<MerchantCredentials>;
+  /** Every answer of this app (and of its second instances) checked against the OpenAPI document (contract.ts). */
+  contract: ContractRecorder;
+  /** Stops the app, then fails when any answer disagreed with the OpenAPI document. */
   close(): Promise<void>;
 }
 
@@ -74,6 +78,8 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     job_handlers: options.job_handlers,
     owns_database: false,
   });
+  const contract = createContractRecorder();
+  attachContractCheck(instance.app, contract);
   await instance.app.ready();
   const bootstrap = await instance.services.tenancy.bootstrapSandbox();
   if (!bootstrap) throw new Error('the test database already had a brand');
@@ -141,9 +147,11 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     signed,
     backoffice,
     createMerchant,
+    contract,
     async close() {
       await instance.stop();
       await testDatabase.close();
+      contract.assertClean();
     },
   };
 }
@@ -163,6 +171,7 @@ export async function openSecondInstance(app: TestApp, extra_modules: RouteModul
     extra_modules,
     owns_database: false,
   });
+  attachContractCheck(second.app, app.contract);
   await second.app.ready();
   return second;
 }

@@ -1,0 +1,45 @@
+/**
+ * The one lock order of the service (issue 13, cycles A and B). Every transaction that waits for a lock
+ * takes its locks in this order, each kind at most once in one go where it can (several rows of one kind
+ * in the order given here), so that two transactions never wait for each other in a cycle and PostgreSQL
+ * never has to break one with `40P01`. A lock may be taken out of this order only when it cannot wait:
+ * `pg_try_advisory_xact_lock` and `FOR UPDATE SKIP LOCKED` either take the lock at once or pass.
+ *
+ * Every function that takes one of these locks names its rank here. `test/lock-order.test.ts` runs the
+ * paths that take several of them (creation and matching, cancel, expiry, fills, ledger posts, the
+ * withdrawer's own cancel and expiry) concurrently on PostgreSQL and requires zero deadlocks.
+ */
+export const LOCK_ORDER = [
+  /** `IdempotencyService.execute`: a try-lock on the key (a second request answers `idempotency_in_flight`). */
+  'idempotency key (advisory, never waits)',
+  /**
+   * Locks that serialise one command for one subject before it reads anything: a deposit's end user
+   * (`deposits:user:…`), a brand's webhook signing key set, a sandbox's test-clock attachment.
+   */
+  'command subject (advisory)',
+  /** The slip consumer's head receipt of an order (`SlipsService.headOfQueue`). */
+  'slip receipt',
+  /** A sandbox test clock row (`FOR UPDATE`), before anything its jobs or events touch. */
+  'test clock',
+  /** `deposit_orders` row: the first row of every change to a deposit (`DepositService.lockOrder`). */
+  'deposit order',
+  /** The sandbox counterparty's brand lock, taken only when it must open liquidity (src/sandbox/liquidity.ts). */
+  'sandbox brand liquidity (advisory)',
+  /**
+   * `withdrawal_orders` rows: several in withdrawal-id order (`WithdrawalService.lockOrdersOf`, which a
+   * deposit change calls for every withdrawal its legs name). The matcher takes its candidates with
+   * SKIP LOCKED, which never waits, and before any feed.
+   */
+  'withdrawal orders',
+  /**
+   * `event_sequences` rows, the per-merchant event feeds: all of a transaction's feeds in one statement,
+   * in merchant-id order (`EventsService.lockFeeds`); writing an event locks its feed too.
+   */
+  'event feeds',
+  /** Rows that hang off an order already locked: a dispute, a claim. */
+  'dispute, claim',
+  /** `wallets` rows, always after their merchant's feed (`LedgerService.lockAccount`). */
+  'wallets',
+  /** `clearings` rows, after their wallet. */
+  'clearings',
+] as const;

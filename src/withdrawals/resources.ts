@@ -1,0 +1,176 @@
+import { z } from 'zod';
+import { listSchema, minorSchema, openEnum, pagedListSchema, timestampSchema, type Describes } from '../http/response-fields.ts';
+import { feeBreakdownItemSchema } from '../fees/resources.ts';
+import type { FillView, WithdrawalView } from './service.ts';
+import type { DisputeDetail, DisputeRecord, MerchantDisputeView } from './disputes.ts';
+import type { WithdrawalPolicy } from './policy.ts';
+import { WITHDRAWAL_STATUSES } from './types.ts';
+
+/** Response schemas of the withdrawals module (spec, withdrawal_order, fills[] and dispute). */
+
+const disputeReasonCode = openEnum(['FUNDS_NOT_RECEIVED', 'AMOUNT_DIFFERS', 'ALLOCATION_CONFLICT']);
+
+export const withdrawalFillSchema = z
+  .object({
+    leg_ref: z.string().meta({ description: 'Unique key of the fill.' }),
+    sequence: z.number().int(),
+    amount_minor: minorSchema,
+    fee_recognized_minor: minorSchema,
+    settled_at: timestampSchema,
+    balance_transaction_id: z.string(),
+    auto_confirm_at: timestampSchema.meta({ description: 'Receipt is assumed at this time if the withdrawer does nothing (3 hours).' }),
+    receipt_state: z.enum(['awaiting_confirmation', 'confirmed', 'disputed', 'reversed']).optional(),
+  })
+  .meta({ id: 'withdrawal_fill' });
+
+const withdrawalDisputeSnapshotSchema = z.object({
+  id: z.string(),
+  reason_code: disputeReasonCode,
+  amount_minor: minorSchema,
+  opened_at: timestampSchema,
+  respond_by: timestampSchema.meta({ description: 'Evidence is due before it.' }),
+  evidence_url: z.string().optional(),
+  leg_ref: z.string(),
+  status: z.enum(['open', 'resolved']),
+  resolution: z.object({ outcome: z.enum(['withdrawer', 'depositor']), resolved_at: timestampSchema }).optional(),
+});
+
+const withdrawalOrderFields = {
+  id: z.string(),
+  object: z.literal('withdrawal_order'),
+  version: z.number().int(),
+  status: z.enum(WITHDRAWAL_STATUSES),
+  merchant_reference: z.string(),
+  end_user_ref: z.string(),
+  beneficiary_id: z.string(),
+  currency: z.literal('THB'),
+  amount_total_minor: minorSchema.meta({ description: 'Amount ordered, fee not included.' }),
+  fee_total_minor: minorSchema,
+  total_locked_minor: minorSchema,
+  fee_breakdown: z.array(feeBreakdownItemSchema),
+  fee_recognized_minor: minorSchema,
+  filled_minor: minorSchema.meta({ description: 'Amount actually paid out; overwrite from the latest version, never add up.' }),
+  reserved_minor: minorSchema.meta({ description: 'The part of this order being transferred now (not the wallet bucket).' }),
+  remaining_minor: minorSchema,
+  refunded_minor: minorSchema.optional().meta({ description: 'Present once the order is closed.' }),
+  settled_splits: z.number().int(),
+  max_splits: z.number().int(),
+  expires_at: timestampSchema,
+  approval_expires_at: timestampSchema.optional(),
+  dispute: withdrawalDisputeSnapshotSchema.optional(),
+  funds_on_hold: z.boolean(),
+  refund_of_deposit_id: z.string().optional(),
+  replacement_of_withdrawal_id: z.string().optional(),
+  cancel_reason_code: z.string().optional().meta({ description: 'Open enum.' }),
+  canceled_by: z.enum(['merchant', 'operator', 'system']).optional(),
+  rejection: z.object({ code: z.string().meta({ description: 'Open enum.' }) }).optional(),
+  metadata: z.record(z.string(), z.string()).optional(),
+  livemode: z.boolean(),
+  created_at: timestampSchema,
+  closed_at: timestampSchema.optional(),
+  fills: z.array(withdrawalFillSchema).optional().meta({ description: 'Settled fills; present on GET.' }),
+};
+
+export const withdrawalOrderSchema = z.object(withdrawalOrderFields).meta({ id: 'withdrawal_order' });
+
+/** The back office reads the reviewer's note beside the order; merchants and events never do. */
+export const backofficeWithdrawalOrderSchema = z
+  .object({ ...withdrawalOrderFields, review_note: z.string().optional() })
+  .meta({ id: 'backoffice_withdrawal_order' });
+
+export const withdrawalApprovalListSchema = listSchema(withdrawalOrderSchema);
+
+export const withdrawalPolicySchema = z
+  .object({
+    object: z.literal('withdrawal_policy'),
+    white_label_id: z.string(),
+    mode: z.enum(['test', 'live']),
+    approval_threshold_minor: minorSchema.nullable(),
+    approval_ttl_seconds: z.number().int(),
+    expires_in_seconds: z.number().int(),
+    max_splits: z.number().int(),
+    min_amount_minor: minorSchema,
+    max_amount_minor: minorSchema,
+    source: z.enum(['brand', 'default']),
+  })
+  .meta({ id: 'withdrawal_policy' });
+
+/** A dispute as the withdrawing merchant reads it (202 of POST /v1/pay/disputes/{id}/evidence). */
+export const merchantDisputeSchema = z
+  .object({
+    object: z.literal('dispute'),
+    id: z.string(),
+    withdrawal_id: z.string(),
+    leg_ref: z.string(),
+    reason_code: disputeReasonCode,
+    amount_minor: minorSchema,
+    currency: z.literal('THB'),
+    status: z.enum(['open', 'resolved']),
+    opened_at: timestampSchema,
+    respond_by: timestampSchema,
+    evidence_count: z.number().int(),
+    resolution: z.object({ outcome: z.enum(['withdrawer', 'depositor']), resolved_at: timestampSchema }).optional(),
+    livemode: z.boolean(),
+  })
+  .meta({ id: 'dispute' });
+
+const disputeRecordFields = {
+  object: z.literal('dispute'),
+  id: z.string(),
+  kind: z.enum(['non_receipt', 'allocation_conflict']),
+  status: z.enum(['open', 'awaiting_decision', 'resolved']),
+  reason_code: disputeReasonCode,
+  amount_minor: minorSchema,
+  currency: z.literal('THB'),
+  livemode: z.boolean(),
+  withdrawal_id: z.string(),
+  withdrawal_merchant_id: z.string(),
+  leg_ref: z.string(),
+  deposit_id: z.string(),
+  deposit_merchant_id: z.string(),
+  deposit_leg_ref: z.string().nullable(),
+  note: z.string().nullable(),
+  funds_on_hold: z.boolean(),
+  opened_at: timestampSchema,
+  respond_by: timestampSchema,
+  evidence_count: z.number().int(),
+  resolution: z
+    .object({
+      outcome: z.enum(['withdrawer', 'depositor']),
+      resolved_by: z.enum(['operator', 'system']),
+      resolver_id: z.string().nullable(),
+      note: z.string().nullable(),
+      resolved_at: timestampSchema,
+      adjustment_balance_transaction_id: z.string().nullable(),
+      adjustment_reversal_balance_transaction_id: z.string().nullable(),
+    })
+    .nullable(),
+};
+
+/** A dispute as an operator reads it (back office). */
+export const backofficeDisputeSchema = z.object(disputeRecordFields).meta({ id: 'backoffice_dispute' });
+
+const disputeEvidenceSchema = z.object({
+  evidence_id: z.string(),
+  kind: z.enum(['bank_statement_line', 'chat_transcript', 'id_document_ref', 'other']),
+  reference: z.string(),
+  note: z.string(),
+  created_at: timestampSchema,
+});
+
+export const backofficeDisputeDetailSchema = z
+  .object({ ...disputeRecordFields, evidence: z.array(disputeEvidenceSchema) })
+  .meta({ id: 'backoffice_dispute_detail' });
+
+/** POST /v1/bo/disputes/{id}/resolve: the dispute after the decision, and whether this repeated one already made. */
+export const disputeResolutionSchema = z.object({ ...disputeRecordFields, evidence: z.array(disputeEvidenceSchema), replayed: z.boolean() });
+
+export const backofficeDisputeListSchema = pagedListSchema(backofficeDisputeSchema);
+
+const _fill: Describes<typeof withdrawalFillSchema, FillView> = true;
+const _withdrawal: Describes<typeof withdrawalOrderSchema, WithdrawalView> = true;
+const _policy: Describes<typeof withdrawalPolicySchema, WithdrawalPolicy & { object: 'withdrawal_policy'; white_label_id: string; mode: 'test' | 'live'; source: 'brand' | 'default' }> = true;
+const _merchantDispute: Describes<typeof merchantDisputeSchema, MerchantDisputeView> = true;
+const _dispute: Describes<typeof backofficeDisputeSchema, DisputeRecord> = true;
+const _disputeDetail: Describes<typeof backofficeDisputeDetailSchema, DisputeDetail> = true;
+void [_fill, _withdrawal, _policy, _merchantDispute, _dispute, _disputeDetail];

@@ -1,0 +1,193 @@
+import crypto from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
+import { usingPostgres } from './support/database.ts';
+import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
+import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import type { CreateDepositInput, DepositView } from '../src/deposits/service.ts';
+
+/**
+ * The one lock order (src/platform/lock-order.ts) under concurrency, on PostgreSQL, where row locks are
+ * real (PGlite runs one transaction at a time). Issue 13 saw deadlocks under ordinary load: cycle A
+ * between matching (withdrawal rows, then feeds) and a deposit's cancel or expiry (feeds, then the
+ * withdrawal in `releaseLeg`), cycle B between ledger posts and deposit paths (test/ledger.test.ts).
+ */
+
+let app: TestApp;
+let userCounter = 0;
+const MINUTE_MS = 60_000;
+
+beforeAll(async () => {
+  app = await createTestApp();
+});
+afterAll(async () => {
+  await app.close();
+});
+
+function depositInput(amount_minor: number): CreateDepositInput {
+  userCounter += 1;
+  const user = `lock-user-${userCounter}`;
+  return {
+    amount_minor,
+    merchant_reference: `ref-${user}`,
+    end_user_ref: user,
+    sender: { bank_code: '004', account_number: `07${String(userCounter).padStart(8, '0')}`, account_name_th: 'สมหญิง รักไทย' },
+    client: { device_fingerprint: `fp-${user}`, ip: '203.0.113.9', user_agent: 'Mozilla/5.0' },
+  };
+}
+
+function depositBody(amount_minor: number): Record<string, unknown> {
+  return { ...depositInput(amount_minor), currency: 'THB' };
+}
+
+async function openWithdrawal(merchant: MerchantCredentials, beneficiary_id: string, amount_minor: number): Promise<string> {
+  const response = await app.signed({
+    method: 'POST',
+    url: '/v1/pay/withdrawals',
+    idempotency_key: crypto.randomUUID(),
+    credentials: merchant,
+    body: { amount_minor, currency: 'THB', merchant_reference: `w-${crypto.randomUUID()}`, end_user_ref: 'payee', beneficiary_id },
+  });
+  expect(response.statusCode, response.body).toBe(201);
+  return response.json<{ id: string }>().id;
+}
+
+/** A new brand with merchants that each withdraw (funded, a verified payee) and deposit. */
+async function brandWith(count: number): Promise<{ merchants: MerchantCredentials[]; beneficiaries: Map<string, string> }> {
+  const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 'test', request_id: null }, { name: 'Lock Order Brand' });
+  const merchants: MerchantCredentials[] = [];
+  const beneficiaries = new Map<string, string>();
+  for (let index = 0; index < count; index += 1) {
+    const merchant = await app.createMerchant({ white_label_id: brand.id });
+    await fundAvailable(app, accountOf(merchant), 1_000_000_000);
+    beneficiaries.set(merchant.merchant_id, await verifiedBeneficiary(app, accountOf(merchant)));
+    merchants.push(merchant);
+  }
+  return { merchants, beneficiaries };
+}
+
+function isDeadlock(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '40P01';
+}
+
+async function deadlocksOfDatabase(): Promise<number> {
+  const { rows } = await app.testDatabase.database.query<{ deadlocks: number }>('SELECT deadlocks::int AS deadlocks FROM pg_stat_database WHERE datname = current_database()');
+  return Number(rows[0]?.deadlocks ?? 0);
+}
+
+describe('lock order (issue 13, cycle A)', () => {
+  it.skipIf(!usingPostgres)('a cancel holding a deposit’s locks and a creation matching its withdrawal meanwhile both finish (no 40P01)', async () => {
+    const { merchants, beneficiaries } = await brandWith(3);
+    const [depositor, otherDepositor, withdrawer] = merchants as [MerchantCredentials, MerchantCredentials, MerchantCredentials];
+    // The only withdrawal of the brand: both deposits match it, so the two paths meet on its row and its owner's feed.
+    await openWithdrawal(withdrawer, beneficiaries.get(withdrawer.merchant_id) ?? '', 5_000_000);
+    const deposits = depositServiceWithoutSandboxLiquidity(app);
+    const first = await inTransaction(app, (tx) => deposits.create(tx, accountOf(depositor), depositInput(20_000), SYSTEM_CAUSE));
+    expect(first.matched).toBe(true);
+
+    let locked!: () => void;
+    const cancelHoldsLocks = new Promise<void>((resolve) => (locked = resolve));
+    // A cancel: the deposit's locks (its row, the withdrawal its leg names, the feeds), a pause, then the release.
+    const cancel = inTransaction(app, async (tx) => {
+      await app.instance.services.deposits.lockOrder(tx, depositor.white_label_id, first.deposit.id);
+      locked();
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      return app.instance.services.deposits.cancel(tx, accountOf(depositor), first.deposit.id, 'merchant', SYSTEM_CAUSE);
+    });
+    await cancelHoldsLocks;
+    // Meanwhile a creation matches: before the fix it locked the withdrawal (SKIP LOCKED) and waited for its
+    // owner's feed, which the cancel held while it waited for the withdrawal.
+    const creation = inTransaction(app, (tx) => deposits.create(tx, accountOf(otherDepositor), depositInput(20_000), SYSTEM_CAUSE));
+    const outcomes = await Promise.allSettled([cancel, creation]);
+    expect(outcomes.filter((outcome) => outcome.status === 'rejected').map((outcome) => String((outcome as PromiseRejectedResult).reason))).toEqual([]);
+    const canceled = outcomes[0].status === 'fulfilled' ? outcomes[0].value : null;
+    expect(canceled?.ok && canceled.value.status).toBe('canceled');
+  });
+
+  it.skipIf(!usingPostgres)('creation, matching retries, cancels, expiries, fills, ledger posts and the withdrawer’s own cancels run at once with zero deadlocks', async () => {
+    const services = app.instance.services;
+    const { merchants, beneficiaries } = await brandWith(4);
+    const withdrawalsOf = new Map<string, string[]>();
+    for (const merchant of merchants) {
+      const ids: string[] = [];
+      for (let index = 0; index < 3; index += 1) ids.push(await openWithdrawal(merchant, beneficiaries.get(merchant.merchant_id) ?? '', 2_000_000));
+      withdrawalsOf.set(merchant.merchant_id, ids);
+    }
+    const deadlocksBefore = await deadlocksOfDatabase();
+    const failures: string[] = [];
+    const record = (what: string) => (error: unknown) => {
+      failures.push(`${what}: ${isDeadlock(error) ? '40P01 ' : ''}${String(error)}`);
+    };
+    const expectAnswered = (what: string, statusCode: number, body: string) => {
+      if (statusCode >= 500) failures.push(`${what}: ${statusCode} ${body}`);
+    };
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)] as T;
+    const brand = merchants[0]?.white_label_id ?? '';
+    let previous: { merchant: MerchantCredentials; deposit: DepositView }[] = [];
+
+    for (let round = 0; round < 5; round += 1) {
+      const work: Promise<unknown>[] = [];
+      const created: { merchant: MerchantCredentials; deposit: DepositView }[] = [];
+      // Creation and matching: new deposits over HTTP; each round also one that waits for liquidity
+      // (sandbox scenario 105.00) and is matched by its retry in the next round.
+      for (let index = 0; index < 10; index += 1) {
+        const merchant = pick(merchants);
+        const amount = index === 0 ? 10_500 : 20_000 + 100 * Math.floor(Math.random() * 400);
+        work.push(
+          app
+            .signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: merchant, body: depositBody(amount) })
+            .then((response) => {
+              expectAnswered('create', response.statusCode, response.body);
+              if (response.statusCode === 201 || response.statusCode === 202) created.push({ merchant, deposit: response.json<DepositView>() });
+            }, record('create')),
+        );
+      }
+      // The orders of the previous round, now past their deadline: a third canceled, a third expired, a
+      // third paid and settled (which fills the withdrawals); waiting ones are matched again.
+      previous.forEach(({ merchant, deposit }, index) => {
+        if (deposit.status === 'awaiting_liquidity') {
+          work.push(inTransaction(app, (tx) => services.deposits.retryMatching(tx, brand, deposit.id)).catch(record('retry matching')));
+        } else if (index % 3 === 0) {
+          work.push(
+            app
+              .signed({ method: 'POST', url: `/v1/pay/deposits/${deposit.id}/cancel`, idempotency_key: crypto.randomUUID(), credentials: merchant, body: {} })
+              .then((response) => expectAnswered('cancel', response.statusCode, response.body), record('cancel')),
+          );
+        } else if (index % 3 === 1) {
+          work.push(inTransaction(app, (tx) => services.deposits.expire(tx, brand, deposit.id)).catch(record('expire')));
+        } else {
+          work.push(
+            inTransaction(app, async (tx) => {
+              const received = await services.deposits.markSlipReceived(tx, { white_label_id: brand, deposit_id: deposit.id, received_at: app.clock.now(), cause: SYSTEM_CAUSE });
+              if (!received.ok) return;
+              await services.deposits.settle(tx, { white_label_id: brand, deposit_id: deposit.id, transferred_amount_minor: deposit.amount_minor, settled_via: 'auto', cause: SYSTEM_CAUSE });
+            }).catch(record('settle')),
+          );
+        }
+      });
+      // Ledger posts on every wallet, and each withdrawer cancelling one of its own orders and opening another.
+      for (const merchant of merchants) {
+        work.push(fundAvailable(app, accountOf(merchant), 10_000).catch(record('ledger post')));
+        const own = withdrawalsOf.get(merchant.merchant_id) ?? [];
+        const target = own.shift();
+        if (target) {
+          work.push(
+            app
+              .signed({ method: 'POST', url: `/v1/pay/withdrawals/${target}/cancel`, idempotency_key: crypto.randomUUID(), credentials: merchant, body: {} })
+              .then((response) => expectAnswered('withdrawal cancel', response.statusCode, response.body), record('withdrawal cancel')),
+          );
+        }
+        work.push(openWithdrawal(merchant, beneficiaries.get(merchant.merchant_id) ?? '', 2_000_000).then((id) => own.push(id), record('withdrawal create')));
+      }
+      await Promise.all(work);
+      previous = created;
+      // Past the deadline of this round's orders (15 minutes) before the next round acts on them.
+      app.clock.advance(16 * MINUTE_MS);
+    }
+
+    expect(failures).toEqual([]);
+    // PostgreSQL counts every deadlock it broke in this database; its statistics reach the view shortly after.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(await deadlocksOfDatabase()).toBe(deadlocksBefore);
+  });
+});
