@@ -402,5 +402,6 @@ describe('review, reversal, dispute and clearing sequences', () => {
         ],
       },
     );
-  });
+    // Twelve sequences of up to a dozen steps through HTTP and the worker: minutes on a busy machine.
+  }, 240_000);
 });

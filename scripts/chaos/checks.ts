@@ -505,8 +505,8 @@ export async function jobRows(facts: RunFacts): Promise<CheckRow[]> {
 
 /**
  * No 5xx except while its process was being killed (a killed process answers nothing: its clients see
- * a reset) or while PostgreSQL was down. Deadlocks (40P01) are counted on their own: cycle A (matching
- * vs deposit cancel/expiry) is a known open bug being fixed elsewhere.
+ * a reset) or while PostgreSQL was down. Deadlocks (40P01) are reported on their own row, and any
+ * deadlock fails the run: every path takes its locks in the one order of src/platform/lock-order.ts.
  */
 export function errorRows(facts: RunFacts): CheckRow[] {
   const outage = facts.postgres_restart;
@@ -546,13 +546,7 @@ export function errorRows(facts: RunFacts): CheckRow[] {
     places.set(place, (places.get(place) ?? 0) + 1);
   }
   const pairs = facts.deadlock_pairs;
-  // Cycle A's signature in the server log: event feed locks and withdrawal row locks waiting on each other
-  // (two transactions, or three when two of them also queue on one feed).
-  const isCycleA = (pair: string) => {
-    const kinds = new Set(pair.split(' ⟷ '));
-    return kinds.has('feed lock (event_sequences)') && kinds.has('withdrawal row lock') && kinds.size === 2;
-  };
-  const otherPairs = pairs === null ? [] : [...pairs].filter(([pair]) => !isCycleA(pair));
+  const deadlockCount = facts.deadlocks_after - facts.deadlocks_before;
   return [
     {
       check: 'no 5xx except while its process was killed or PostgreSQL was down',
@@ -564,12 +558,12 @@ export function errorRows(facts: RunFacts): CheckRow[] {
       result: verdict(unexplained.length === 0),
     },
     {
-      check: 'deadlocks (40P01): cycle A (feeds ⟷ withdrawal rows) is a known open bug fixed elsewhere, counted; any other kind fails',
+      check: 'no deadlock (40P01): every path takes its locks in the one lock order',
       observed:
         `pg_stat_database.deadlocks +${facts.deadlocks_after - facts.deadlocks_before}; ` +
         `server log: ${pairs === null ? 'not readable here' : [...pairs].map(([pair, n]) => `${n}× ${pair}`).join(', ') || 'none'}; ` +
         `victims: ${deadlockRequests} requests (answered 500, retried), ${deadlockJobs} job runs (retried); waited in ${[...places].map(([place, n]) => `${n}× ${place}`).join(', ') || 'nothing'}`,
-      result: otherPairs.length === 0 ? 'info' : 'FAIL',
+      result: verdict(deadlockCount === 0 && deadlocks.length === 0 && facts.logs.deadlock_lines.length === 0),
     },
   ];
 }
