@@ -358,6 +358,8 @@ async function main(): Promise<number> {
     const drained = await drain(checks, tenants, options.drain_timeout_s * 1000);
     log(drained.drained ? `drained in ${drained.seconds.toFixed(0)} s` : `not drained after ${drained.seconds.toFixed(0)} s: ${JSON.stringify(drained.last)}`);
     // The workers stop first (SIGTERM), so that no deadline changes the data while it is checked.
+    const { rows: clock } = await checks.query<{ now: Date }>('SELECT now() AS now');
+    const workers_stopped_at = clock[0]?.now ?? new Date();
     const stoppedWorkers = await Promise.all(slots.filter((slot) => slot.role === 'worker').map((slot) => slot.stop(STOP_TIMEOUT_MS)));
 
     const receiverReport = await receiver.report();
@@ -373,6 +375,7 @@ async function main(): Promise<number> {
       postgres_restart,
       deadlocks_before,
       deadlocks_after: await deadlocksOf(chaosDatabase.url, chaosDatabase.name),
+      workers_stopped_at,
       deadlock_pairs: await chaosDatabase.serverLog().then((text) => (text === null ? null : deadlockPairs(text, chaosDatabase!.name))),
       load_started_ms,
       load_ended_ms,
