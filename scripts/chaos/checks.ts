@@ -535,13 +535,15 @@ export function errorRows(facts: RunFacts): CheckRow[] {
   const shed = new Map<string, number>();
   for (const attempt of server) {
     const message = attempt.request_id ? facts.logs.request_errors.get(attempt.request_id) : undefined;
-    if (attempt.status === 503 && (attempt.code === 'route_unavailable' || attempt.code === 'service_unavailable')) {
+    // The outage comes before shedding: a process that cannot reach the database answers 503
+    // `service_unavailable` too (src/platform/db.ts), and inside the outage that is what it was.
+    if (message && /deadlock detected/i.test(message)) deadlocks.push(`${attempt.op} ${attempt.request_id}`);
+    else if (inOutage(attempt.started_ms, attempt.ended_ms)) byOutage += 1;
+    else if (attempt.status === 503 && (attempt.code === 'route_unavailable' || attempt.code === 'service_unavailable')) {
       // Load shedding (spec, Errors rule 2): a designed, retryable answer of an overloaded process.
       const key = `${attempt.op} ${attempt.code}`;
       shed.set(key, (shed.get(key) ?? 0) + 1);
-    } else if (message && /deadlock detected/i.test(message)) deadlocks.push(`${attempt.op} ${attempt.request_id}`);
-    else if (inOutage(attempt.started_ms, attempt.ended_ms)) byOutage += 1;
-    else if (killedDuring(attempt.pid, attempt.started_ms, attempt.ended_ms)) {
+    } else if (killedDuring(attempt.pid, attempt.started_ms, attempt.ended_ms)) {
       byKill += 1;
       killSamples.push(`${attempt.op} ${attempt.status} ${attempt.code ?? ''}: ${message ?? 'no log line'}`);
     } else unexplained.push(`${attempt.op} ${attempt.status} ${attempt.code ?? ''} ${attempt.request_id ?? ''}: ${message ?? 'no log line'}`);
