@@ -6,7 +6,7 @@ import { newId } from '../platform/ids.ts';
 import { assertPositiveMinor } from '../platform/money.ts';
 import { formatNullableTimestamp, formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import type { EventCause, EventsService } from '../events/service.ts';
-import { cancelJobsByKey, enqueueJob } from '../jobs/index.ts';
+import { cancelJobsByKey, scheduleJob } from '../jobs/index.ts';
 import * as repository from './repository.ts';
 import {
   MAY_OVERDRAW_AVAILABLE,
@@ -261,7 +261,7 @@ export class LedgerService {
   }
 
   private async scheduleRelease(tx: Queryable, account: WalletAccount, creditId: string, when: Date): Promise<void> {
-    await enqueueJob(tx, this.clock, {
+    await scheduleJob(tx, this.clock, {
       task: RELEASE_CLEARING_TASK,
       payload: { ...account, credit_balance_transaction_id: creditId },
       run_at: when,

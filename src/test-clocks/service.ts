@@ -8,7 +8,7 @@ import { newId } from '../platform/ids.ts';
 import { DAY_MS, formatTimestamp, parseTimestamp } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
-import { enqueueJob, testClockHasDueJob, testClockHasLeasedJob, type ClaimedJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { scheduleJob, testClockHasDueJob, testClockHasLeasedJob, type ClaimedJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { Actor } from '../tenancy/types.ts';
 import * as repository from './repository.ts';
@@ -450,7 +450,7 @@ export class TestClockService {
       if (outcome === null) {
         const progressed: TestClockRow = { ...locked, advance_reached_time: reached, advance_job_runs: runs, advance_slice: payload.slice, updated_at: now };
         invariant(await repository.updateTestClock(tx, progressed, locked.version), 'a locked test clock records its progress');
-        await enqueueJob(tx, this.deps.clock, this.sliceJob(progressed, payload.slice + 1));
+        await scheduleJob(tx, this.deps.clock, this.sliceJob(progressed, payload.slice + 1));
         return;
       }
       const finished: TestClockRow = {

@@ -6,7 +6,7 @@ import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
-import { cancelJobsByKey, enqueueJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { cancelJobsByKey, scheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import { recognizeFee, recognizeFill, type FeeService } from '../fees/service.ts';
 import type { BeneficiaryService, Payee } from '../beneficiaries/service.ts';
@@ -349,7 +349,14 @@ export class WithdrawalService {
       trigger: input.trigger,
       before: beforeView,
       after: afterView,
-      persist: (db) => (input.before ? repository.updateOrder(db, input.after, input.before.version) : repository.insertOrder(db, input.after)),
+      persist: async (db) => {
+        if (input.before) return repository.updateOrder(db, input.after, input.before.version);
+        // The reference was free when the creation read it; a concurrent creation that took it since makes
+        // the queued insert change nothing, and the flush throws this, rolling back the reservation with it.
+        const reference = input.after.merchant_reference;
+        await repository.insertOrder(db, input.after, () => new ApiError('merchant_reference_in_use', { details: { merchant_reference: reference } }));
+        return true;
+      },
       event: {
         type: eventTypeFor(input.trigger, input.after.status),
         ...accountOf(input.after),
@@ -496,9 +503,8 @@ export class WithdrawalService {
       // Sandbox scenario 107.00 THB: the counterparty's deposits fill a merchant's order in three chunks.
       jobs: [needsApproval ? approvalTtlJob(row) : expireJob(row), ...(internal ? [] : scenarioWithdrawalStartJob(row))],
     });
-    // The reference was free a moment ago; a concurrent creation with the same reference took it.
-    // Thrown, not returned: the reservation above is already posted and must roll back with it.
-    if (!created.ok) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
+    // A creation has no version to lose; a reference taken meanwhile is thrown by the insert's flush.
+    invariant(created.ok, 'a creation transition always persists');
     return created;
   }
 
@@ -762,7 +768,7 @@ export class WithdrawalService {
     if (leg.status !== 'reserved') return fail('alloc_state_conflict', { details: { reason: leg.status, leg_ref: leg.leg_ref } });
     const now = this.deps.clock.now();
     const releasedLeg: WithdrawalLegRow = { ...leg, status: 'released', release_reason_code: input.reason_code, updated_at: now };
-    invariant(await repository.updateLeg(tx, releasedLeg, 'reserved'), 'the leg is locked through its order');
+    await repository.updateLockedLeg(tx, releasedLeg, 'reserved');
     const after: WithdrawalRow = {
       ...row,
       version: row.version + 1,
@@ -839,7 +845,7 @@ export class WithdrawalService {
       receipt_state: 'awaiting_confirmation',
       updated_at: now,
     };
-    invariant(await repository.updateLeg(tx, filledLeg, 'reserved'), 'the leg is locked through its order');
+    await repository.updateLockedLeg(tx, filledLeg, 'reserved');
     invariant(filledLeg.amount_minor === paid, 'a fill records what was paid');
 
     const filled = row.filled_minor + paid;
@@ -878,7 +884,7 @@ export class WithdrawalService {
   }
 
   private async enqueue(tx: Queryable, jobs: JobSpec[]): Promise<void> {
-    for (const job of jobs) await enqueueJob(tx, this.deps.clock, job);
+    for (const job of jobs) await scheduleJob(tx, this.deps.clock, job);
   }
 
   /**
@@ -978,7 +984,7 @@ export class WithdrawalService {
       replacement_withdrawal_id: replacementId,
       updated_at: now,
     };
-    invariant(await repository.updateLeg(tx, reversedLeg, 'filled'), 'the leg is locked through its order');
+    await repository.updateLockedLeg(tx, reversedLeg, 'filled');
     await cancelJobsByKey(tx, `${AUTO_CONFIRM_FILL_TASK}:${leg.leg_ref}`);
 
     const extra = {
@@ -1049,7 +1055,7 @@ export class WithdrawalService {
       const leg = await repository.findLeg(tx, input.white_label_id, input.receipt.leg_ref);
       invariant(leg && leg.withdrawal_id === row.withdrawal_id && leg.status === 'filled', 'a disputed fill stands');
       invariant(leg.receipt_state === input.receipt.from, `the fill's receipt is ${String(leg.receipt_state)}, not ${input.receipt.from}`);
-      invariant(await repository.updateLeg(tx, { ...leg, receipt_state: input.receipt.to, updated_at: now }, 'filled'), 'the leg is locked through its order');
+      await repository.updateLockedLeg(tx, { ...leg, receipt_state: input.receipt.to, updated_at: now }, 'filled');
       if (input.receipt.to === 'disputed') await cancelJobsByKey(tx, `${AUTO_CONFIRM_FILL_TASK}:${leg.leg_ref}`);
     }
     return this.transition(tx, {
