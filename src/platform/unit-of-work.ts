@@ -1,5 +1,6 @@
 import { invariant } from './assert.ts';
 import type { Queryable, QueryResult } from './db.ts';
+import { renumberPlaceholders } from './read-part.ts';
 
 /**
  * Deferred writes: the writes of a transaction whose result nobody reads (an event, its outbox row, a
@@ -70,7 +71,7 @@ export function combineWrites(writes: readonly DeferredWrite[]): { sql: string; 
   writes.forEach((write, index) => {
     checkWrite(write);
     const offset = params.length;
-    const renumbered = write.sql.replace(/\$([0-9]+)/g, (_, number: string) => `$${Number(number) + offset}`);
+    const renumbered = renumberPlaceholders(write.sql, offset);
     parts.push(`w${index} AS (${renumbered.trim()} RETURNING 1)`);
     params.push(...write.params);
   });

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { z } from 'zod';
 import { activeTestClock, type Clock, type TestClockScope } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
 import { invariant } from '../platform/assert.ts';
 import { newId } from '../platform/ids.ts';
@@ -180,6 +181,15 @@ const slicePayloadSchema = z
   })
   .strict();
 
+/** The scope a sandbox's requests run under, from its attached clock (null: none attached). */
+function attachedScopeOf(account: SandboxAccount, attached: repository.AttachedClock | null): AttachedScope | null {
+  if (!attached) return null;
+  return {
+    scope: { test_clock_id: attached.test_clock_id, white_label_id: account.white_label_id, merchant_id: account.merchant_id, now: attached.frozen_time },
+    advancing: attached.status === 'advancing',
+  };
+}
+
 export class TestClockService {
   private readonly limits: TestClockLimits;
 
@@ -351,12 +361,17 @@ export class TestClockService {
    */
   async attachedScope(db: Queryable, account: SandboxAccount): Promise<AttachedScope | null> {
     if (account.livemode) return null;
-    const attached = await repository.findAttachedTestClock(db, account.white_label_id, account.merchant_id);
-    if (!attached) return null;
-    return {
-      scope: { test_clock_id: attached.test_clock_id, white_label_id: account.white_label_id, merchant_id: account.merchant_id, now: attached.frozen_time },
-      advancing: attached.status === 'advancing',
-    };
+    return attachedScopeOf(account, await repository.findAttachedTestClock(db, account.white_label_id, account.merchant_id));
+  }
+
+  /**
+   * `attachedScope` as a read the request admission carries in its own statement (src/platform/read-part.ts);
+   * null for live, whose requests never look.
+   */
+  attachedScopePart(account: SandboxAccount): ReadPart<AttachedScope | null> | null {
+    if (account.livemode) return null;
+    const part = repository.attachedTestClockPart(account.white_label_id, account.merchant_id);
+    return { ...part, parse: (value) => attachedScopeOf(account, part.parse(value)) };
   }
 
   /**
