@@ -133,9 +133,23 @@ export async function findOrderInBrand(db: Queryable, white_label_id: string, de
   return rows[0] ?? null;
 }
 
-/** Serialises one end user's creations until the transaction ends (a transaction-scoped advisory lock). */
-export async function lockEndUser(db: Queryable, account: DepositAccount, end_user_ref: string): Promise<void> {
-  await db.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`deposits:user:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${end_user_ref}`]);
+/**
+ * Serialises one end user's creations until the transaction ends (a transaction-scoped advisory lock),
+ * and reads the brand's policy in the same round trip: a creation needs both first. The policy is
+ * read with the statement's snapshot, which the lock does not need to order: only the creation conflicts,
+ * read after it, must see what the end user's earlier creations committed.
+ */
+export async function lockEndUserAndFindPolicy(db: Queryable, account: DepositAccount, end_user_ref: string): Promise<DepositPolicyRow | null> {
+  const { rows } = await db.query<DepositPolicyRow & { locked: string }>(
+    `SELECT ${POLICY_COLUMNS}, pg_advisory_xact_lock(hashtextextended($3, 0))::text AS locked
+       FROM (VALUES (1)) AS one (x) LEFT JOIN deposit_policies ON white_label_id = $1 AND livemode = $2`,
+    [account.white_label_id, account.livemode, `deposits:user:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${end_user_ref}`],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('the end-user lock returned no row');
+  if (row.white_label_id === null) return null;
+  const { locked: _locked, ...policy } = row;
+  return policy;
 }
 
 /** What creation checks about the merchant's and the end user's other orders, read in one statement. */

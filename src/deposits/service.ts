@@ -612,7 +612,9 @@ export class DepositService {
     } = {},
   ): Promise<CreatedDeposit> {
     const now = this.now();
-    const policy = await this.deps.policies.policyFor(tx, account.white_label_id, account.livemode);
+    // One end user's creations are serialised (so two concurrent requests count each other), and the
+    // brand's policy is read, in one round trip.
+    const policy = await this.deps.policies.policyForCreation(tx, account, input.end_user_ref);
     const chunk = options.fill_withdrawal_id !== undefined;
     invariant(!chunk || !account.livemode, 'only sandbox scenario deposits name the withdrawal they fill');
     const withinPolicy = chunk ? input.amount_minor > 0 : input.amount_minor >= policy.min_amount_minor && input.amount_minor <= policy.max_amount_minor;
@@ -671,8 +673,6 @@ export class DepositService {
     if (input.min_ttl_seconds !== undefined && input.min_ttl_seconds > expiresIn) {
       throw validationError('min_ttl_seconds', 'exceeds_order_lifetime', `at most ${expiresIn} seconds under this brand's policy`);
     }
-    // One end user's creations are serialised, so two concurrent requests count each other.
-    await repository.lockEndUser(tx, account, input.end_user_ref);
     const hmac = sender.account_hmac;
     const client = input.client;
     const clientComplete = Boolean(client?.device_fingerprint && client.ip && client.user_agent);

@@ -25,6 +25,37 @@ export async function lockWallet(db: Queryable, account: WalletAccount, now: Dat
   return row;
 }
 
+/**
+ * Locks the wallet (as `lockWallet`) and looks up a movement key in the same round trip. The lookup runs
+ * on the statement's snapshot, taken before the lock was granted. The ledger takes the merchant's feed lock
+ * in a statement before this one, so a writer of the wallet has committed before the snapshot is taken;
+ * should one ever commit in between, the wallet's last sequence is ahead of the movements the snapshot
+ * saw, and the caller looks the key up again after the lock (`stale`): a movement is never missed.
+ */
+export async function lockWalletFindingMovement(
+  db: Queryable,
+  account: WalletAccount,
+  movement_key: string,
+  now: Date,
+): Promise<{ wallet: WalletRow; existing_balance_transaction_id: string | null; stale: boolean }> {
+  const { rows } = await db.query<WalletRow & { existing_balance_transaction_id: string | null; seen_sequence: number }>(
+    `SELECT w.*,
+            (SELECT b.balance_transaction_id FROM balance_transactions b
+              WHERE b.white_label_id = $1 AND b.merchant_id = $2 AND b.livemode = $3 AND b.movement_key = $4) AS existing_balance_transaction_id,
+            (SELECT coalesce(max(b.sequence), 0) FROM balance_transactions b
+              WHERE b.white_label_id = $1 AND b.merchant_id = $2 AND b.livemode = $3) AS seen_sequence
+       FROM wallets w WHERE w.white_label_id = $1 AND w.merchant_id = $2 AND w.livemode = $3 FOR UPDATE OF w`,
+    [account.white_label_id, account.merchant_id, account.livemode, movement_key],
+  );
+  const found = rows[0];
+  if (!found) {
+    // A wallet's first movement: created and locked as `lockWallet` does; no movement can exist yet.
+    return { wallet: await lockWallet(db, account, now), existing_balance_transaction_id: null, stale: false };
+  }
+  const { existing_balance_transaction_id, seen_sequence, ...wallet } = found;
+  return { wallet, existing_balance_transaction_id, stale: Number(seen_sequence) !== wallet.last_sequence };
+}
+
 export async function findWallet(db: Queryable, account: WalletAccount): Promise<WalletRow | null> {
   const { rows } = await db.query<WalletRow>('SELECT * FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3', [
     account.white_label_id,

@@ -283,6 +283,31 @@ export async function legsOfReservation(
   return { existing_leg_ref: row.existing_leg_ref, reserved_legs: Number(row.reserved_legs) };
 }
 
+/**
+ * The order and what a reservation must know about its legs, in one read, for a transaction that already
+ * holds the order's lock from an earlier statement (the matching queue locked it): this statement's
+ * snapshot is taken after that lock, so it sees every leg committed before, and no one can add one since.
+ */
+export async function readHeldOrderForReservation(
+  db: Queryable,
+  white_label_id: string,
+  withdrawal_id: string,
+  deposit_leg_key: string,
+): Promise<{ row: WithdrawalRow; existing_leg_ref: string | null; reserved_legs: number } | null> {
+  invariant(holdsLock(db, orderRowKey(white_label_id, withdrawal_id)), 'the order is locked by this transaction');
+  const { rows } = await db.query<WithdrawalRow & { existing_leg_ref: string | null; reserved_legs: number }>(
+    `SELECT ${ORDER_COLUMNS},
+            (SELECT leg_ref FROM withdrawal_legs WHERE white_label_id = $1 AND deposit_leg_key = $3) AS existing_leg_ref,
+            (SELECT count(*)::integer FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 AND status = 'reserved') AS reserved_legs
+       FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = $2`,
+    [white_label_id, withdrawal_id, deposit_leg_key],
+  );
+  const found = rows[0];
+  if (!found) return null;
+  const { existing_leg_ref, reserved_legs, ...row } = found;
+  return { row: row as WithdrawalRow, existing_leg_ref, reserved_legs: Number(reserved_legs) };
+}
+
 export async function findLeg(db: Queryable, white_label_id: string, leg_ref: string): Promise<WithdrawalLegRow | null> {
   const { rows } = await db.query<WithdrawalLegRow>(`SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND leg_ref = $2`, [
     white_label_id,

@@ -2,6 +2,7 @@ import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
+import { holdsLock } from '../platform/unit-of-work.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
@@ -326,6 +327,8 @@ export interface MatchableWithdrawal {
   /** The withdrawing merchant, whose feed the reservation writes to. */
   merchant_id: string;
   remaining_minor: number;
+  /** The order's beneficiary: whom a leg of it pays (its payee can be read before the leg is reserved). */
+  beneficiary_id: string;
 }
 
 export class WithdrawalService {
@@ -686,7 +689,7 @@ export class WithdrawalService {
       now: this.deps.clock.now(),
       limit: Math.min(Math.max(input.limit ?? 1, 1), 50),
     });
-    return rows.map((row) => ({ id: row.withdrawal_id, merchant_id: row.merchant_id, remaining_minor: row.remaining_minor }));
+    return rows.map((row) => ({ id: row.withdrawal_id, merchant_id: row.merchant_id, remaining_minor: row.remaining_minor, beneficiary_id: row.beneficiary_id }));
   }
 
   /**
@@ -699,10 +702,14 @@ export class WithdrawalService {
     input: { white_label_id: string; livemode: boolean; withdrawal_id: string; deposit_id: string; deposit_leg_key: string; amount_minor: number; cause: EventCause },
   ): Promise<Result<LegReservation>> {
     invariant(Number.isSafeInteger(input.amount_minor) && input.amount_minor > 0, 'a leg amount is a positive safe integer');
-    const row = await repository.lockOrderInBrand(tx, input.white_label_id, input.withdrawal_id);
+    // An order the matching queue locked in this transaction is read with its legs in one statement;
+    // otherwise it is locked first, and its legs read after the lock, so that both see every leg committed before.
+    const held = holdsLock(tx, repository.orderRowKey(input.white_label_id, input.withdrawal_id))
+      ? await repository.readHeldOrderForReservation(tx, input.white_label_id, input.withdrawal_id, input.deposit_leg_key)
+      : null;
+    const row = held ? held.row : await repository.lockOrderInBrand(tx, input.white_label_id, input.withdrawal_id);
     if (!row || row.livemode !== input.livemode) return fail('withdrawal_state_conflict', { details: { reason: 'not_found' } });
-    // Read after the order's lock, so both see every leg committed before it.
-    const { existing_leg_ref, reserved_legs: reservedLegs } = await repository.legsOfReservation(tx, input.white_label_id, input.withdrawal_id, input.deposit_leg_key);
+    const { existing_leg_ref, reserved_legs: reservedLegs } = held ?? (await repository.legsOfReservation(tx, input.white_label_id, input.withdrawal_id, input.deposit_leg_key));
     const existing = existing_leg_ref ? await repository.findLeg(tx, input.white_label_id, existing_leg_ref) : null;
     if (existing) {
       invariant(
@@ -1067,7 +1074,7 @@ export class WithdrawalService {
   }
 
   /** The payee of a reservation just made: its order's beneficiary, without reading the leg again. */
-  async payeeOfReservation(tx: Queryable, scope: { white_label_id: string; livemode: boolean }, reservation: LegReservation): Promise<Payee | null> {
+  async payeeOfReservation(tx: Queryable, scope: { white_label_id: string; livemode: boolean }, reservation: Pick<LegReservation, 'merchant_id' | 'beneficiary_id'>): Promise<Payee | null> {
     return this.deps.beneficiaries.payee(tx, { white_label_id: scope.white_label_id, merchant_id: reservation.merchant_id, livemode: scope.livemode }, reservation.beneficiary_id);
   }
 
