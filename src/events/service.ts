@@ -65,7 +65,10 @@ export class EventsService {
    * transactions over the same merchants queue instead of deadlocking.
    */
   async lockFeeds(tx: Queryable, white_label_id: string, merchant_ids: readonly string[], livemode: boolean): Promise<void> {
-    const feeds = await repository.lockFeeds(tx, white_label_id, merchant_ids, livemode);
+    // Feeds this transaction locked already stay locked until it ends: asking again would change nothing.
+    const missing = isUnitOfWork(tx) ? merchant_ids.filter((merchant_id) => !tx.memo.has(feedMemoKey(white_label_id, merchant_id, livemode))) : merchant_ids;
+    if (missing.length === 0) return;
+    const feeds = await repository.lockFeeds(tx, white_label_id, missing, livemode);
     if (!isUnitOfWork(tx)) return;
     for (const feed of feeds) tx.memo.set(feedMemoKey(white_label_id, feed.merchant_id, livemode), feed.last_sequence);
   }

@@ -1,6 +1,7 @@
 import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
 import { deferWrite, holdsLock, rememberLocked } from '../platform/unit-of-work.ts';
+import { renumberPlaceholders, type ReadPart } from '../platform/read-part.ts';
 import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
 /**
@@ -27,6 +28,38 @@ export async function findPolicy(db: Queryable, white_label_id: string, livemode
     [white_label_id, livemode],
   );
   return rows[0] ?? null;
+}
+
+/**
+ * What a creation reads before it decides, in one round trip: the brand's policy (null: the default), whether
+ * the merchant reference is taken, and a read another module owns that the creation needs as well (its fee
+ * quote, src/platform/read-part.ts).
+ */
+export async function readCreationContext<Carried>(
+  db: Queryable,
+  account: WithdrawalAccount,
+  merchant_reference: string,
+  carried: ReadPart<Carried> | null,
+): Promise<{ policy: WithdrawalPolicyRow | null; reference_taken: boolean; carried: Carried | null }> {
+  const params: unknown[] = [account.white_label_id, account.livemode, account.merchant_id, merchant_reference];
+  const carriedColumn = carried ? `, ${renumberPlaceholders(carried.sql, params.length)} AS carried` : '';
+  if (carried) params.push(...carried.params);
+  const { rows } = await db.query<WithdrawalPolicyRow & { reference_taken: boolean; carried?: unknown }>(
+    `SELECT p.white_label_id, p.livemode, p.approval_threshold_minor, p.approval_ttl_seconds, p.expires_in_seconds, p.max_splits,
+            p.min_amount_minor, p.max_amount_minor, p.created_at, p.updated_at,
+            EXISTS (SELECT 1 FROM withdrawal_orders
+                     WHERE white_label_id = $1 AND merchant_id = $3 AND livemode = $2 AND merchant_reference = $4) AS reference_taken${carriedColumn}
+       FROM (VALUES (1)) AS one (x) LEFT JOIN withdrawal_policies p ON p.white_label_id = $1 AND p.livemode = $2`,
+    params,
+  );
+  const row = rows[0];
+  invariant(row !== undefined, 'the creation read answers one row');
+  const { reference_taken, carried: carriedValue, ...policy } = row;
+  return {
+    policy: policy.white_label_id === null ? null : policy,
+    reference_taken,
+    carried: carried ? carried.parse(carriedValue ?? null) : null,
+  };
 }
 
 export async function upsertPolicy(db: Queryable, row: Omit<WithdrawalPolicyRow, 'created_at' | 'updated_at'>, now: Date): Promise<WithdrawalPolicyRow> {
@@ -130,15 +163,6 @@ export async function findOrderInBrand(db: Queryable, white_label_id: string, wi
     white_label_id,
     withdrawal_id,
   ]);
-  return rows[0] ?? null;
-}
-
-export async function findOrderByReference(db: Queryable, account: WithdrawalAccount, merchant_reference: string): Promise<WithdrawalRow | null> {
-  const { rows } = await db.query<WithdrawalRow>(
-    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
-      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND merchant_reference = $4`,
-    [account.white_label_id, account.merchant_id, account.livemode, merchant_reference],
-  );
   return rows[0] ?? null;
 }
 

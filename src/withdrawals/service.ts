@@ -419,11 +419,18 @@ export class WithdrawalService {
     const replacement = replacement_of_withdrawal_id !== null;
     const internal = replacement || options.sandbox_liquidity === true;
     invariant(!options.sandbox_liquidity || !account.livemode, 'sandbox liquidity exists in test mode only');
-    const policy = await this.deps.policies.policyFor(tx, account.white_label_id, account.livemode);
+    // The policy, the reference and the fee quote are read in one round trip; a replacement pays no fee.
+    const context = await repository.readCreationContext(
+      tx,
+      account,
+      input.merchant_reference,
+      replacement ? null : this.deps.fees.quotePart({ ...account, channel: 'withdrawal' }, input.amount_minor),
+    );
+    const policy = this.deps.policies.fromRow(context.policy);
     if (!internal && (input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor)) {
       return fail('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
     }
-    if (await repository.findOrderByReference(tx, account, input.merchant_reference)) {
+    if (context.reference_taken) {
       return fail('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
     }
     if (input.refund_of_deposit_id && (await repository.findOpenRefund(tx, account.white_label_id, input.refund_of_deposit_id))) {
@@ -438,7 +445,8 @@ export class WithdrawalService {
             { component: 'vat', amount_minor: 0, rate_bps: 0 },
           ],
         }
-      : await this.deps.fees.quote(tx, { ...account, channel: 'withdrawal' }, input.amount_minor);
+      : context.carried;
+    invariant(fee !== null, 'a creation that pays a fee has its quote');
     const withdrawal_id = newId('withdrawal');
     const locked = input.amount_minor + fee.fee_total_minor;
     invariant(Number.isSafeInteger(locked), 'amount plus fee is a safe integer');
