@@ -433,6 +433,10 @@ async function probe(settings: BenchSettings, databaseUrl: string, ready: ReadyM
         bucket: 'probe',
         subject: subject(worker),
         window_started_at: windowStart(now, BUCKETS.pay_read),
+        key_limit: BUCKETS.pay_read.limit,
+        scope_granted: true,
+        extra_buckets: [],
+        attachments: [],
       });
     };
     // One key: every request updates the same rate-counter row (the real case for one merchant key).

@@ -1,6 +1,5 @@
 import fs from 'node:fs';
-import { performance } from 'node:perf_hooks';
-import type { Database, Queryable, QueryResult } from '../src/platform/db.ts';
+import type { Database } from '../src/platform/db.ts';
 
 /**
  * Meters the benchmarks share: the service's database work counted per statement and transaction
@@ -26,56 +25,20 @@ export function statementKey(sql: string): string {
 }
 
 export function countingDatabase(inner: Database, stats: StatementStats, profile: boolean): Database {
-  // The key is computed only when profiling: normalising every statement's text costs the server CPU.
-  const timed = async <T>(sql: string, run: () => Promise<T>): Promise<T> => {
-    stats.statements += 1;
-    if (!profile) return run();
-    const key = statementKey(sql);
-    const started = performance.now();
-    try {
-      return await run();
-    } finally {
-      const entry = (stats.profile[key] ??= { calls: 0, ms: 0 });
-      entry.calls += 1;
-      entry.ms += performance.now() - started;
-    }
+  // The engine tells every round trip it makes (src/platform/db.ts), deferred writes sent as one
+  // statement included. The key is computed only when profiling: normalising every statement's text
+  // costs the server CPU.
+  inner.statement_observer = (sql, duration_ms) => {
+    const transactionControl = sql === 'BEGIN' || sql === 'COMMIT' || sql === 'ROLLBACK';
+    if (sql === 'BEGIN') stats.transactions += 1;
+    else if (!transactionControl) stats.statements += 1;
+    if (!profile) return;
+    const key = transactionControl ? '(BEGIN + COMMIT)' : statementKey(sql);
+    const entry = (stats.profile[key] ??= { calls: 0, ms: 0 });
+    entry.calls += 1;
+    entry.ms += duration_ms;
   };
-  const wrap = (target: Queryable): Queryable => ({
-    query<Row>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> {
-      return timed(sql, () => target.query<Row>(sql, params));
-    },
-    exec(sql: string): Promise<void> {
-      return timed(sql, () => target.exec(sql));
-    },
-  });
-  const outer = wrap(inner);
-  return {
-    engine: inner.engine,
-    query: outer.query,
-    exec: outer.exec,
-    async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
-      stats.transactions += 1;
-      if (!profile) return inner.transaction((tx) => work(wrap(tx)));
-      const started = performance.now();
-      let inside = 0;
-      try {
-        return await inner.transaction(async (tx) => {
-          const begun = performance.now();
-          try {
-            return await work(wrap(tx));
-          } finally {
-            inside = performance.now() - begun;
-          }
-        });
-      } finally {
-        // Pool checkout + BEGIN + COMMIT (the WAL flush) + ROLLBACK if any: the transaction's own overhead.
-        const entry = (stats.profile['(checkout + BEGIN + COMMIT)'] ??= { calls: 0, ms: 0 });
-        entry.calls += 1;
-        entry.ms += performance.now() - started - inside;
-      }
-    },
-    close: () => inner.close(),
-  };
+  return inner;
 }
 
 export function diffStats(after: StatementStats, before: StatementStats): StatementStats {

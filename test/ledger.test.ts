@@ -45,6 +45,38 @@ async function balanceEvents(target: WalletAccount) {
 }
 
 describe('credits and clearing', () => {
+  it.skipIf(!usingPostgres)('the same movement posted by two transactions at once posts once, and the one that waited answers the other’s', async () => {
+    // The wallet lock and the movement-key lookup are one statement (src/ledger/repository.ts); the waiter
+    // queues on the merchant's feed lock before it, so its statement sees what the first one committed.
+    const target = await newMerchantAccount();
+    await credit(target, 1_000);
+    const second = await app.testDatabase.openAnother();
+    let release!: () => void;
+    const holding = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const post = (db: Parameters<Parameters<TestApp['testDatabase']['database']['transaction']>[0]>[0]) =>
+      ledger.creditSettledDeposit(db, { account: target, deposit_id: 'dep_01K0LEDGERRACE00000000000', amount_minor: 700, cause: SYSTEM_CAUSE });
+    const first = app.testDatabase.database.transaction(async (db) => {
+      const posted = await post(db);
+      await holding;
+      return posted;
+    });
+    // The first transaction holds the wallet; the second's statement starts and waits for the lock.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const waiting = second.transaction((db) => post(db));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    release();
+    const [a, b] = await Promise.all([first, waiting]);
+    expect(b.id).toBe(a.id);
+    const { rows } = await app.testDatabase.database.query<{ movements: number }>(
+      "SELECT count(*)::int AS movements FROM balance_transactions WHERE merchant_id = $1 AND movement_key LIKE 'deposit_settled:%RACE%'",
+      [target.merchant_id],
+    );
+    expect(rows[0]?.movements).toBe(1);
+    expect((await ledger.verify(app.testDatabase.database, target)).consistent).toBe(true);
+  });
+
   it('credits a settled deposit into pending_clearing for 72 hours with a balance.credited event', async () => {
     const target = await newMerchantAccount();
     const movement = await credit(target, 98_390);

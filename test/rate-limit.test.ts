@@ -86,6 +86,29 @@ describe('per-user creation buckets', () => {
     expect(bob.statusCode).toBe(201);
   });
 
+  it('a request refused at admission (a replayed nonce, a body that fails validation) does not count in the end user’s bucket', async () => {
+    // The admission statement counts the further buckets only for an admitted request (src/tenancy/repository.ts),
+    // so that a captured request replayed within its timestamp window cannot lock an end user out.
+    startOfNextWindow();
+    const body = { amount_minor: 1, end_user_ref: 'carol', client };
+    const first = await app.signed({ method: 'POST', url: URL, idempotency_key: 'carol-0', body, nonce: 'carol-nonce-0000' });
+    expect(first.statusCode).toBe(201);
+    for (let index = 0; index < 12; index += 1) {
+      const replayed = await app.signed({ method: 'POST', url: URL, idempotency_key: 'carol-0', body, nonce: 'carol-nonce-0000' });
+      expect(errorOf(replayed).code).toBe('nonce_replayed');
+      const invalid = await app.signed({ method: 'POST', url: URL, idempotency_key: `carol-bad-${index}`, body: { ...body, amount_minor: 'one' } });
+      expect(invalid.statusCode).toBe(422);
+    }
+    for (let index = 1; index < 10; index += 1) {
+      const response = await app.signed({ method: 'POST', url: URL, idempotency_key: `carol-${index}`, body });
+      expect(response.statusCode, `request ${index}`).toBe(201);
+      expect(response.headers['x-ratelimit-scope']).toBe('user');
+      expect(response.headers['ratelimit-remaining']).toBe(String(10 - index - 1));
+    }
+    const limited = await app.signed({ method: 'POST', url: URL, idempotency_key: 'carol-10', body });
+    expect(limited.statusCode).toBe(429);
+  });
+
   it('pay_create_shared: without a complete client every user of the merchant shares one coarse bucket', async () => {
     startOfNextWindow();
     for (let index = 0; index < 60; index += 1) {

@@ -7,7 +7,7 @@ import { newId } from '../platform/ids.ts';
 import { formatNullableTimestamp, formatTimestamp } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
-import { enqueueJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { scheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { namesMatch, normaliseName, type AccountLookupResult, type BankDirectory } from '../bank-directory/port.ts';
 import { SandboxBankDirectory } from '../bank-directory/sandbox-adapter.ts';
 import * as repository from './repository.ts';
@@ -266,7 +266,7 @@ export class BeneficiaryService {
 
   private async resumePending(tx: Queryable, row: BeneficiaryRow): Promise<BeneficiaryView> {
     if (row.status === 'pending_verification') {
-      await enqueueJob(tx, this.deps.clock, verifyJobSpec(row));
+      await scheduleJob(tx, this.deps.clock, verifyJobSpec(row));
     }
     return beneficiaryView(row);
   }

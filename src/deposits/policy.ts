@@ -80,6 +80,15 @@ export class DepositPolicyService {
     return row ? { ...policyOf(row), source: 'brand' } : { ...DEFAULT_DEPOSIT_POLICY, source: 'default' };
   }
 
+  /**
+   * The policy a creation works under, read in the same round trip that serialises the end user's
+   * creations until the transaction ends (the advisory lock of `lockEndUser`).
+   */
+  async policyForCreation(db: Queryable, account: { white_label_id: string; merchant_id: string; livemode: boolean }, end_user_ref: string): Promise<DepositPolicy & { source: 'brand' | 'default' }> {
+    const row = await repository.lockEndUserAndFindPolicy(db, account, end_user_ref);
+    return row ? { ...policyOf(row), source: 'brand' } : { ...DEFAULT_DEPOSIT_POLICY, source: 'default' };
+  }
+
   async setPolicy(db: Queryable, white_label_id: string, livemode: boolean, policy: DepositPolicy): Promise<DepositPolicy & { source: 'brand' }> {
     assertDepositPolicy(policy);
     const { gateway, ...terms } = policy;

@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { deferWrite, holdsLock, rememberLocked } from '../platform/unit-of-work.ts';
 import type { SenderRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
 
 /** All SQL of deposits: policies, orders and legs, each query scoped by brand (and merchant for orders). */
@@ -46,19 +47,27 @@ export async function upsertPolicy(db: Queryable, row: Omit<DepositPolicyRow, 'c
   return stored;
 }
 
-/** Inserts an order unless its merchant_reference is taken; false then. */
-export async function insertOrder(db: Queryable, row: DepositRow): Promise<boolean> {
-  const { rows } = await db.query(
-    `INSERT INTO deposit_orders (white_label_id, merchant_id, livemode, deposit_id, version, status, merchant_reference, end_user_ref,
+/** The row key under which a transaction remembers that it holds an order's lock (src/platform/unit-of-work.ts). */
+export function orderRowKey(white_label_id: string, deposit_id: string): string {
+  return `deposit_orders:${white_label_id}:${deposit_id}`;
+}
+
+/**
+ * Inserts a new order, queued in the transaction (src/platform/unit-of-work.ts). A merchant reference
+ * taken by a concurrent creation makes the flush throw `taken()`, which rolls the creation back.
+ */
+export async function insertOrder(db: Queryable, row: DepositRow, taken: () => Error): Promise<void> {
+  const key = orderRowKey(row.white_label_id, row.deposit_id);
+  await deferWrite(db, {
+    sql: `INSERT INTO deposit_orders (white_label_id, merchant_id, livemode, deposit_id, version, status, merchant_reference, end_user_ref,
        amount_minor, sender_bank_code, sender_account_sealed, sender_account_hmac, sender_account_last4, sender_name_th, sender_name_en,
        sender_id, device_fingerprint, client, fill_preference, min_ttl_seconds, expires_in_seconds, return_url, metadata,
        liquidity_source, expires_at, wait_started_at, late_slip_accepted_until, expired_reason, canceled_by, cancel_reason_code,
        created_at, updated_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
              $26, $27, $28, $29, $30, $31, $32)
-     ON CONFLICT (white_label_id, merchant_id, livemode, merchant_reference) DO NOTHING
-     RETURNING deposit_id`,
-    [
+     ON CONFLICT (white_label_id, merchant_id, livemode, merchant_reference) DO NOTHING`,
+    params: [
       row.white_label_id, row.merchant_id, row.livemode, row.deposit_id, row.version, row.status, row.merchant_reference, row.end_user_ref,
       row.amount_minor, row.sender_bank_code, row.sender_account_sealed, row.sender_account_hmac, row.sender_account_last4,
       row.sender_name_th, row.sender_name_en, row.sender_id, row.device_fingerprint, row.client === null ? null : JSON.stringify(row.client),
@@ -66,23 +75,24 @@ export async function insertOrder(db: Queryable, row: DepositRow): Promise<boole
       row.metadata === null ? null : JSON.stringify(row.metadata), row.liquidity_source, row.expires_at, row.wait_started_at,
       row.late_slip_accepted_until, row.expired_reason, row.canceled_by, row.cancel_reason_code, row.created_at, row.updated_at,
     ],
-  );
-  return rows.length === 1;
+    expected_rows: 1,
+    on_unexpected_rows: taken,
+    rows_written: [key],
+  });
+  rememberLocked(db, key);
 }
 
 /** Writes the mutable columns where the stored version is still `expected_version` (optimistic check). */
 export async function updateOrder(db: Queryable, row: DepositRow, expected_version: number): Promise<boolean> {
-  const { rows } = await db.query(
-    `UPDATE deposit_orders
+  const sql = `UPDATE deposit_orders
         SET version = $4, status = $5, liquidity_source = $6, expires_at = $7, wait_started_at = $8, late_slip_accepted_until = $9,
             expired_reason = $10, canceled_by = $11, cancel_reason_code = $12, updated_at = $13, slip_received_at = $14,
             slip_is_late = $15, transferred_amount_minor = $16, amount_received_minor = $17, fee_total_minor = $18,
             fee_breakdown = $19, credited_amount_minor = $20, partial = $21, settled_via = $22, balance_transaction_id = $23,
             settled_at = $24, clearing_available_at = $25, overpayment = $26, reversal = $27, review = $28, rejection = $29,
             verification = $30, slip_attempts = $31
-      WHERE white_label_id = $1 AND deposit_id = $2 AND version = $3
-      RETURNING deposit_id`,
-    [
+      WHERE white_label_id = $1 AND deposit_id = $2 AND version = $3`;
+  const params = [
       row.white_label_id, row.deposit_id, expected_version, row.version, row.status, row.liquidity_source, row.expires_at,
       row.wait_started_at, row.late_slip_accepted_until, row.expired_reason, row.canceled_by, row.cancel_reason_code, row.updated_at,
       row.slip_received_at, row.slip_is_late, row.transferred_amount_minor, row.amount_received_minor, row.fee_total_minor,
@@ -91,9 +101,12 @@ export async function updateOrder(db: Queryable, row: DepositRow, expected_versi
       row.overpayment === null ? null : JSON.stringify(row.overpayment), row.reversal === null ? null : JSON.stringify(row.reversal),
       row.review === null ? null : JSON.stringify(row.review), row.rejection === null ? null : JSON.stringify(row.rejection),
       row.verification === null ? null : JSON.stringify(row.verification), row.slip_attempts,
-    ],
-  );
-  return rows.length === 1;
+  ];
+  const key = orderRowKey(row.white_label_id, row.deposit_id);
+  if (!holdsLock(db, key)) return (await db.query(sql, params)).rowCount === 1;
+  // The transaction holds the row: the version cannot have moved, and the write is queued.
+  await deferWrite(db, { sql, params, expected_rows: 1, rows_written: [key] });
+  return true;
 }
 
 export async function findOrder(db: Queryable, account: DepositAccount, deposit_id: string): Promise<DepositRow | null> {
@@ -110,6 +123,7 @@ export async function lockOrderInBrand(db: Queryable, white_label_id: string, de
     white_label_id,
     deposit_id,
   ]);
+  if (rows[0]) rememberLocked(db, orderRowKey(white_label_id, deposit_id));
   return rows[0] ?? null;
 }
 
@@ -119,9 +133,23 @@ export async function findOrderInBrand(db: Queryable, white_label_id: string, de
   return rows[0] ?? null;
 }
 
-/** Serialises one end user's creations until the transaction ends (a transaction-scoped advisory lock). */
-export async function lockEndUser(db: Queryable, account: DepositAccount, end_user_ref: string): Promise<void> {
-  await db.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`deposits:user:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${end_user_ref}`]);
+/**
+ * Serialises one end user's creations until the transaction ends (a transaction-scoped advisory lock),
+ * and reads the brand's policy in the same round trip: a creation needs both first. The policy is
+ * read with the statement's snapshot, which the lock does not need to order: only the creation conflicts,
+ * read after it, must see what the end user's earlier creations committed.
+ */
+export async function lockEndUserAndFindPolicy(db: Queryable, account: DepositAccount, end_user_ref: string): Promise<DepositPolicyRow | null> {
+  const { rows } = await db.query<DepositPolicyRow & { locked: string }>(
+    `SELECT ${POLICY_COLUMNS}, pg_advisory_xact_lock(hashtextextended($3, 0))::text AS locked
+       FROM (VALUES (1)) AS one (x) LEFT JOIN deposit_policies ON white_label_id = $1 AND livemode = $2`,
+    [account.white_label_id, account.livemode, `deposits:user:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${end_user_ref}`],
+  );
+  const row = rows[0];
+  if (!row) throw new Error('the end-user lock returned no row');
+  if (row.white_label_id === null) return null;
+  const { locked: _locked, ...policy } = row;
+  return policy;
 }
 
 /** What creation checks about the merchant's and the end user's other orders, read in one statement. */
@@ -170,15 +198,18 @@ export async function readCreationConflicts(
   return row;
 }
 
+/** Queued in the transaction with its order (src/platform/unit-of-work.ts). */
 export async function insertLeg(db: Queryable, row: DepositLegRow): Promise<void> {
-  await db.query(
-    `INSERT INTO deposit_legs (${LEG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-    [
+  await deferWrite(db, {
+    sql: `INSERT INTO deposit_legs (${LEG_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+    params: [
       row.white_label_id, row.deposit_id, row.leg_ref, row.sequence, row.amount_minor, row.expires_at, row.status, row.destination, row.withdrawal_id,
       row.withdrawal_leg_ref, row.receiver_bank_code, row.receiver_bank_name_th, row.receiver_account_last4, row.receiver_name_masked,
       row.created_at, row.updated_at, row.paid_minor,
     ],
-  );
+    expected_rows: 1,
+    rows_written: [`deposit_legs:${row.white_label_id}:${row.leg_ref}`],
+  });
 }
 
 export async function listLegs(db: Queryable, white_label_id: string, deposit_id: string): Promise<DepositLegRow[]> {
@@ -206,6 +237,19 @@ export async function setLegPaid(db: Queryable, white_label_id: string, leg_ref:
     [white_label_id, leg_ref, paid_minor, now],
   );
   return rows.length === 1;
+}
+
+/**
+ * `setLegStatus` where the caller's transaction holds the leg's order lock: queued, the flush checking
+ * that the leg was still `from` (src/platform/unit-of-work.ts).
+ */
+export async function setLockedLegStatus(db: Queryable, leg: DepositLegRow, from: DepositLegRow['status']): Promise<void> {
+  await deferWrite(db, {
+    sql: 'UPDATE deposit_legs SET status = $4, updated_at = $5 WHERE white_label_id = $1 AND leg_ref = $2 AND status = $3',
+    params: [leg.white_label_id, leg.leg_ref, from, leg.status, leg.updated_at],
+    expected_rows: 1,
+    rows_written: [`deposit_legs:${leg.white_label_id}:${leg.leg_ref}`],
+  });
 }
 
 export async function setLegStatus(db: Queryable, white_label_id: string, leg_ref: string, from: DepositLegRow['status'], to: DepositLegRow['status'], now: Date): Promise<boolean> {

@@ -9,7 +9,7 @@ import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { CURRENT_API_VERSION } from '../events/envelope.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
-import { enqueueJob, cancelJobsByKey, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { scheduleJob, cancelJobsByKey, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { MatchingService, NoMatch } from '../matching/service.ts';
@@ -555,12 +555,19 @@ export class DepositService {
       before: beforeView,
       after: afterView,
       persist: async (db) => {
-        const stored = input.before ? await repository.updateOrder(db, input.after, input.before.version) : await repository.insertOrder(db, input.after);
-        if (!stored) return false;
+        if (input.before) {
+          if (!(await repository.updateOrder(db, input.after, input.before.version))) return false;
+        } else {
+          // The reference was free when the creation read it; one taken since makes the queued insert
+          // change nothing, and the flush throws this, rolling back everything the creation wrote.
+          const reference = input.after.merchant_reference;
+          await repository.insertOrder(db, input.after, () => new ApiError('merchant_reference_in_use', { details: { merchant_reference: reference } }));
+        }
+        // The legs move under the order's lock: their guards can only fail through a bug, which the flush reports.
         for (const leg of input.legs ?? []) {
           const old = existingLegs.find((candidate) => candidate.leg_ref === leg.leg_ref);
           if (!old) await repository.insertLeg(db, leg);
-          else if (old.status !== leg.status) invariant(await repository.setLegStatus(db, leg.white_label_id, leg.leg_ref, old.status, leg.status, leg.updated_at), 'a leg moves under its order lock');
+          else if (old.status !== leg.status) await repository.setLockedLegStatus(db, leg, old.status);
         }
         return true;
       },
@@ -605,7 +612,9 @@ export class DepositService {
     } = {},
   ): Promise<CreatedDeposit> {
     const now = this.now();
-    const policy = await this.deps.policies.policyFor(tx, account.white_label_id, account.livemode);
+    // One end user's creations are serialised (so two concurrent requests count each other), and the
+    // brand's policy is read, in one round trip.
+    const policy = await this.deps.policies.policyForCreation(tx, account, input.end_user_ref);
     const chunk = options.fill_withdrawal_id !== undefined;
     invariant(!chunk || !account.livemode, 'only sandbox scenario deposits name the withdrawal they fill');
     const withinPolicy = chunk ? input.amount_minor > 0 : input.amount_minor >= policy.min_amount_minor && input.amount_minor <= policy.max_amount_minor;
@@ -664,8 +673,6 @@ export class DepositService {
     if (input.min_ttl_seconds !== undefined && input.min_ttl_seconds > expiresIn) {
       throw validationError('min_ttl_seconds', 'exceeds_order_lifetime', `at most ${expiresIn} seconds under this brand's policy`);
     }
-    // One end user's creations are serialised, so two concurrent requests count each other.
-    await repository.lockEndUser(tx, account, input.end_user_ref);
     const hmac = sender.account_hmac;
     const client = input.client;
     const clientComplete = Boolean(client?.device_fingerprint && client.ip && client.user_agent);
@@ -894,7 +901,7 @@ export class DepositService {
     const policy = await this.deps.policies.policyFor(tx, row.white_label_id, row.livemode);
     const reservation = await this.reserve(tx, row, policy, SYSTEM_CAUSE);
     if (!('legs' in reservation)) {
-      await enqueueJob(tx, this.deps.clock, this.retryJob(row, reservation.wait_until));
+      await scheduleJob(tx, this.deps.clock, this.retryJob(row, reservation.wait_until));
       return 'awaiting_liquidity';
     }
     const legs = reservation.legs;

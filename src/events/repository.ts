@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { deferWrite } from '../platform/unit-of-work.ts';
 
 /** All SQL of the events module: the outbox table and the per-merchant sequence counter. */
 
@@ -21,16 +22,47 @@ export interface EventRow {
  * creating any that do not exist yet. Taken first, this fixes one lock order for transactions that
  * write events for several merchants (a deposit reserving or filling other merchants' withdrawals).
  */
-export async function lockFeeds(db: Queryable, white_label_id: string, merchant_ids: readonly string[], livemode: boolean): Promise<void> {
+export async function lockFeeds(
+  db: Queryable,
+  white_label_id: string,
+  merchant_ids: readonly string[],
+  livemode: boolean,
+): Promise<{ merchant_id: string; last_sequence: number }[]> {
   const sorted = [...new Set(merchant_ids)].sort();
-  if (sorted.length === 0) return;
+  if (sorted.length === 0) return [];
   // One statement; the rows are upserted, and so locked, in the order of the sorted array.
-  await db.query(
+  const { rows } = await db.query<{ merchant_id: string; last_sequence: number }>(
     `INSERT INTO event_sequences AS s (white_label_id, merchant_id, livemode, last_sequence)
      SELECT $1, feed.merchant_id, $3, 0 FROM unnest($2::text[]) WITH ORDINALITY AS feed (merchant_id, position) ORDER BY feed.position
-     ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = s.last_sequence`,
+     ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = s.last_sequence
+     RETURNING merchant_id, last_sequence`,
     [white_label_id, sorted, livemode],
   );
+  return rows;
+}
+
+/**
+ * Queues an event whose sequence the transaction already knows (it holds the feed's lock), and the
+ * feed's new last sequence: sent with the transaction's next statement (src/platform/unit-of-work.ts).
+ * Only the last counter write of a feed stays in the queue.
+ */
+export async function deferEventWithSequence(db: Queryable, row: NewEventRow, sequence: number): Promise<void> {
+  await deferWrite(db, {
+    sql: `INSERT INTO events (white_label_id, merchant_id, livemode, event_id, sequence, type, object_type, object_id, object_status,
+            created_at, envelope, test_clock_id)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::json, $12)`,
+    params: [
+      row.white_label_id, row.merchant_id, row.livemode, row.event_id, sequence, row.type, row.object_type, row.object_id,
+      row.object_status, row.created_at, `${row.envelope_before_sequence}${sequence}${row.envelope_after_sequence}`, row.test_clock_id,
+    ],
+    expected_rows: 1,
+  });
+  await deferWrite(db, {
+    sql: 'UPDATE event_sequences SET last_sequence = $4 WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3',
+    params: [row.white_label_id, row.merchant_id, row.livemode, sequence],
+    expected_rows: 1,
+    replaces: `event_sequences:${row.white_label_id}:${row.merchant_id}:${row.livemode}`,
+  });
 }
 
 /**

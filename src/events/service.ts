@@ -4,7 +4,16 @@ import { newId } from '../platform/ids.ts';
 import { invariant } from '../platform/assert.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import { CURRENT_API_VERSION, type EventEnvelope } from './envelope.ts';
+import { isUnitOfWork } from '../platform/unit-of-work.ts';
 import * as repository from './repository.ts';
+
+/**
+ * The key under which a transaction remembers a feed's last sequence while it holds the feed's lock
+ * (src/platform/unit-of-work.ts `memo`): its events are then numbered without asking the database.
+ */
+function feedMemoKey(white_label_id: string, merchant_id: string, livemode: boolean): string {
+  return `event_feed:${white_label_id}:${merchant_id}:${livemode}`;
+}
 
 /** Where the sequence number sits in a draft envelope's text (the draft carries 0). */
 const SEQUENCE_SLOT = '"sequence":0,';
@@ -56,7 +65,30 @@ export class EventsService {
    * transactions over the same merchants queue instead of deadlocking.
    */
   async lockFeeds(tx: Queryable, white_label_id: string, merchant_ids: readonly string[], livemode: boolean): Promise<void> {
-    await repository.lockFeeds(tx, white_label_id, merchant_ids, livemode);
+    // Feeds this transaction locked already stay locked until it ends: asking again would change nothing.
+    const missing = isUnitOfWork(tx) ? merchant_ids.filter((merchant_id) => !tx.memo.has(feedMemoKey(white_label_id, merchant_id, livemode))) : merchant_ids;
+    if (missing.length === 0) return;
+    const feeds = await repository.lockFeeds(tx, white_label_id, missing, livemode);
+    if (!isUnitOfWork(tx)) return;
+    for (const feed of feeds) tx.memo.set(feedMemoKey(white_label_id, feed.merchant_id, livemode), feed.last_sequence);
+  }
+
+  /**
+   * The next sequence of a feed in this transaction, when the transaction can number its own events:
+   * the feed is locked (by `lockFeeds`, or here on its first event) and stays locked until the
+   * transaction ends, so no one else can take a number in between. Null outside a transaction.
+   */
+  private async nextSequence(tx: Queryable, white_label_id: string, merchant_id: string, livemode: boolean): Promise<number | null> {
+    if (!isUnitOfWork(tx)) return null;
+    const key = feedMemoKey(white_label_id, merchant_id, livemode);
+    let last = tx.memo.get(key) as number | undefined;
+    if (last === undefined) {
+      await this.lockFeeds(tx, white_label_id, [merchant_id], livemode);
+      last = tx.memo.get(key) as number | undefined;
+    }
+    invariant(last !== undefined && Number.isSafeInteger(last) && last >= 0, 'a locked feed has a last sequence');
+    tx.memo.set(key, last + 1);
+    return last + 1;
   }
 
   async emitEvent(tx: Queryable, input: EmitEventInput): Promise<EventEnvelope> {
@@ -98,7 +130,7 @@ export class EventsService {
     const text = JSON.stringify(draft);
     const slot = text.indexOf(SEQUENCE_SLOT);
     invariant(slot > 0, 'an envelope has a top-level sequence');
-    const sequence = await repository.insertEventWithNextSequence(tx, {
+    const row: repository.NewEventRow = {
       white_label_id: input.white_label_id,
       merchant_id: input.merchant_id,
       livemode: input.livemode,
@@ -111,7 +143,17 @@ export class EventsService {
       test_clock_id: testClockId,
       envelope_before_sequence: text.slice(0, slot + '"sequence":'.length),
       envelope_after_sequence: text.slice(slot + SEQUENCE_SLOT.length - 1),
-    });
+    };
+    // In a transaction the event is numbered here and written with the transaction's next statement;
+    // elsewhere one statement takes the number and writes the event.
+    const known = await this.nextSequence(tx, input.white_label_id, input.merchant_id, input.livemode);
+    let sequence: number;
+    if (known === null) {
+      sequence = await repository.insertEventWithNextSequence(tx, row);
+    } else {
+      sequence = known;
+      await repository.deferEventWithSequence(tx, row, sequence);
+    }
     invariant(Number.isSafeInteger(sequence) && sequence > 0, 'a feed hands out positive sequence numbers');
     const envelope: EventEnvelope = { ...draft, sequence };
     for (const observer of this.observers) observer(envelope);

@@ -1,7 +1,7 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { enqueueJob, type JobSpec } from '../jobs/index.ts';
+import { scheduleJob, type JobSpec } from '../jobs/index.ts';
 import { computePreviousAttributes } from './envelope.ts';
 import type { EventCause, EventsService } from './service.ts';
 
@@ -117,6 +117,6 @@ export async function applyTransition<Status extends string, View extends Versio
     previous_attributes: beforeObject ? computePreviousAttributes(beforeObject, eventObject) : null,
     cause: input.event.cause,
   });
-  for (const job of input.jobs ?? []) await enqueueJob(tx, dependencies.clock, job);
+  for (const job of input.jobs ?? []) await scheduleJob(tx, dependencies.clock, job);
   return { ok: true, view: input.after, event_id: envelope.id };
 }

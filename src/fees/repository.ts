@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 
 /** All SQL of fee schedules (`fee_schedules`, migration 0002). Every statement is scoped by brand. */
 export type FeeChannel = 'deposit' | 'withdrawal';
@@ -37,6 +38,26 @@ export async function findApplicableSchedule(
 
 /** A schedule as written, with the instant of the write. */
 export type UpsertScheduleInput = Omit<FeeScheduleRow, 'created_at' | 'updated_at'> & { now: Date };
+
+/**
+ * `findApplicableSchedule` as a read another module's statement carries (src/platform/read-part.ts), so
+ * that a withdrawal creation reads its fee schedule with its own policy.
+ */
+export function applicableSchedulePart(scope: { white_label_id: string; merchant_id: string; livemode: boolean; channel: FeeChannel }): ReadPart<FeeScheduleRow | null> {
+  return {
+    sql: `(SELECT row_to_json(schedule) FROM (
+             SELECT ${COLUMNS} FROM fee_schedules
+              WHERE white_label_id = $1 AND COALESCE(merchant_id, '') IN ($2, '') AND livemode = $3 AND channel = $4
+              ORDER BY merchant_id NULLS LAST
+              LIMIT 1) AS schedule)`,
+    params: [scope.white_label_id, scope.merchant_id, scope.livemode, scope.channel],
+    parse(value) {
+      if (value === null) return null;
+      const row = value as Omit<FeeScheduleRow, 'created_at' | 'updated_at'> & { created_at: string; updated_at: string };
+      return { ...row, created_at: new Date(row.created_at), updated_at: new Date(row.updated_at) };
+    },
+  };
+}
 
 /** Creates or replaces the schedule of one scope; `created_at` is kept on replace. */
 export async function upsertSchedule(db: Queryable, input: UpsertScheduleInput): Promise<FeeScheduleRow> {

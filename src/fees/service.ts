@@ -1,5 +1,6 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import { invariant } from '../platform/assert.ts';
 import * as repository from './repository.ts';
 import type { FeeChannel } from './repository.ts';
@@ -200,19 +201,27 @@ function scheduleOf(row: repository.FeeScheduleRow): FeeSchedule {
   };
 }
 
+/** The schedule a stored row gives (its terms checked), or the platform default when there is none. */
+function scheduleOrDefault(scope: ScheduleScope, row: repository.FeeScheduleRow | null): FeeSchedule {
+  if (!row) return { ...PLATFORM_DEFAULT_SCHEDULES[scope.channel], source: 'platform_default' };
+  const schedule = scheduleOf(row);
+  assertScheduleTerms(schedule);
+  return schedule;
+}
+
 /** Fee schedules and quotes; no HTTP here. */
 export class FeeService {
   constructor(private readonly clock: Clock) {}
 
   /** The merchant's own schedule, else its brand's default, else the platform default. */
   async scheduleFor(db: Queryable, scope: ScheduleScope): Promise<FeeSchedule> {
-    const row = await repository.findApplicableSchedule(db, scope);
-    if (row) {
-      const schedule = scheduleOf(row);
-      assertScheduleTerms(schedule);
-      return schedule;
-    }
-    return { ...PLATFORM_DEFAULT_SCHEDULES[scope.channel], source: 'platform_default' };
+    return scheduleOrDefault(scope, await repository.findApplicableSchedule(db, scope));
+  }
+
+  /** `quote` as a read another module's statement carries (src/platform/read-part.ts). */
+  quotePart(scope: ScheduleScope, base_minor: number): ReadPart<FeeComputation> {
+    const part = repository.applicableSchedulePart(scope);
+    return { ...part, parse: (value) => computeFee(scheduleOrDefault(scope, part.parse(value)), base_minor) };
   }
 
   /** Creates or replaces one schedule (tests today; the back office later, which will add the audit row). */

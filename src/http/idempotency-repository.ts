@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { deferWrite } from '../platform/unit-of-work.ts';
 
 /** All SQL of idempotency records. */
 
@@ -57,10 +58,14 @@ export async function lockAndFindRecord(
   return { locked: row?.locked === true, record: row?.record ?? null };
 }
 
-/** Stores a response; an expired record under the same key is replaced, a live one never is. */
-export async function insertRecord(db: Queryable, row: IdempotencyRecordRow): Promise<boolean> {
-  const result = await db.query(
-    `INSERT INTO idempotency_records AS r (white_label_id, merchant_id, livemode, idempotency_key, request_fingerprint, request_id,
+/**
+ * Stores a response; an expired record under the same key is replaced, a live one never is. In a
+ * transaction the write is queued and sent with its COMMIT (src/platform/unit-of-work.ts); when a live
+ * record already holds the key, `taken` is thrown then and the transaction rolls back.
+ */
+export async function insertRecord(db: Queryable, row: IdempotencyRecordRow, taken: () => Error): Promise<void> {
+  await deferWrite(db, {
+    sql: `INSERT INTO idempotency_records AS r (white_label_id, merchant_id, livemode, idempotency_key, request_fingerprint, request_id,
        response_status, response_body, response_headers, created_at, expires_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
      ON CONFLICT (white_label_id, merchant_id, livemode, idempotency_key) DO UPDATE SET
@@ -69,12 +74,13 @@ export async function insertRecord(db: Queryable, row: IdempotencyRecordRow): Pr
        response_headers = EXCLUDED.response_headers,
        created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at
      WHERE r.expires_at <= EXCLUDED.created_at`,
-    [
+    params: [
       row.white_label_id, row.merchant_id, row.livemode, row.idempotency_key, row.request_fingerprint, row.request_id,
       row.response_status, row.response_body, JSON.stringify(row.response_headers), row.created_at, row.expires_at,
     ],
-  );
-  return result.rowCount === 1;
+    expected_rows: 1,
+    on_unexpected_rows: taken,
+  });
 }
 
 export async function purgeExpiredRecords(db: Queryable, now: Date, limit: number): Promise<number> {

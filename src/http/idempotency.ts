@@ -99,7 +99,11 @@ export class IdempotencyService {
         const bodyText = JSON.stringify(outcome.body);
         const headers = outcome.headers ?? {};
         if (outcome.status >= 200 && outcome.status < 300) {
-          const stored = await repository.insertRecord(tx, {
+          // A first request that committed between the lock statement's snapshot and its lock leaves a
+          // live record here: this execution must not commit, and a retry will replay the first.
+          await repository.insertRecord(
+            tx,
+            {
             ...scope,
             request_fingerprint: input.fingerprint,
             request_id: input.request_id,
@@ -108,10 +112,9 @@ export class IdempotencyService {
             response_headers: headers,
             created_at: now,
             expires_at: new Date(now.getTime() + IDEMPOTENCY_RETENTION_MS),
-          });
-          // A first request that committed between this statement's snapshot and its lock leaves a
-          // live record here: this execution must not commit, and a retry will replay the first.
-          if (!stored) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
+            },
+            () => new ApiError('idempotency_in_flight', { retry_after_seconds: 1 }),
+          );
         }
         return { status: outcome.status, body_text: bodyText, headers, replayed: false };
       });

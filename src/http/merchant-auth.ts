@@ -1,5 +1,7 @@
 import type { FastifyRequest } from 'fastify';
+import { invariant } from '../platform/assert.ts';
 import { ApiError } from '../platform/errors.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import { constantTimeEqual } from '../platform/crypto.ts';
 import { MINUTE_MS } from '../platform/time.ts';
 import { SUPPORTED_API_VERSIONS } from '../events/envelope.ts';
@@ -45,6 +47,20 @@ export function bearerToken(request: FastifyRequest): string | null {
 export interface MerchantAdmission {
   context: MerchantContext;
   bucket: BucketState;
+  /** The request's further buckets as counted by the admission, in the order `prepare` asked. */
+  extra_buckets: BucketState[];
+  /** The values of the reads `prepare` asked the admission to carry, in order. */
+  attachments: unknown[];
+}
+
+/**
+ * What a route adds to its request's admission statement, decided before it is sent from what needs no
+ * database: the further buckets the request counts in (an end user's), and reads of other modules every
+ * request of the route needs (the sandbox's attached test clock). One round trip then admits the request.
+ */
+export interface AdmissionExtras {
+  buckets: { policy: BucketPolicy; subject: string }[];
+  attachments: ReadPart<unknown>[];
 }
 
 export async function authenticateMerchant(
@@ -53,6 +69,7 @@ export async function authenticateMerchant(
   rawBody: Buffer,
   scope: ApiKeyScope,
   bucket: BucketPolicy,
+  prepare: (context: MerchantContext) => AdmissionExtras = () => ({ buckets: [], attachments: [] }),
 ): Promise<MerchantAdmission> {
   const apiKey = bearerToken(request);
   const keyMatch = apiKey ? API_KEY_PATTERN.exec(apiKey) : null;
@@ -101,6 +118,17 @@ export async function authenticateMerchant(
   const skewSeconds = Math.abs(now.getTime() / 1000 - Number(timestamp));
   if (skewSeconds > TIMESTAMP_WINDOW_SECONDS) throw new ApiError('timestamp_out_of_window');
 
+  const context: MerchantContext = {
+    request_id: request.id,
+    white_label_id: key.white_label_id,
+    merchant_id: key.merchant_id,
+    livemode: key.livemode,
+    api_key_id: key.api_key_id,
+    api_version: version,
+    idempotency_key: idempotencyKey,
+    cause: { request_id: request.id, idempotency_key: idempotencyKey, api_version: version },
+  };
+  const extras = prepare(context);
   const window = windowStart(now, bucket);
   const admission = await services.tenancy.admitSignedRequest({
     white_label_id: key.white_label_id,
@@ -112,6 +140,10 @@ export async function authenticateMerchant(
     bucket: bucket.name,
     subject: key.api_key_id,
     window_started_at: window,
+    key_limit: bucket.limit,
+    scope_granted: key.scopes.has(scope),
+    extra_buckets: extras.buckets.map((extra) => ({ bucket: extra.policy.name, subject: extra.subject, window_started_at: windowStart(now, extra.policy) })),
+    attachments: extras.attachments,
   });
   if (!admission) throw new ApiError('api_key_invalid');
   const bucketState: BucketState = { policy: bucket, count: admission.request_count, window_started_at: admission.window_started_at, now };
@@ -124,17 +156,12 @@ export async function authenticateMerchant(
   if (!admission.nonce_fresh) throw new ApiError('nonce_replayed');
   if (!key.scopes.has(scope)) throw new ApiError('scope_denied');
 
-  return {
-    bucket: bucketState,
-    context: {
-      request_id: request.id,
-      white_label_id: key.white_label_id,
-      merchant_id: key.merchant_id,
-      livemode: key.livemode,
-      api_key_id: key.api_key_id,
-      api_version: version,
-      idempotency_key: idempotencyKey,
-      cause: { request_id: request.id, idempotency_key: idempotencyKey, api_version: version },
-    },
-  };
+  // An admitted request within its key's bucket was counted in every further bucket (the statement's rule).
+  const extra_buckets = extras.buckets.map((extra, index): BucketState => {
+    const counted = admission.extra_counts[index];
+    if (counted) return { policy: extra.policy, count: counted.request_count, window_started_at: counted.window_started_at, now };
+    invariant(bucketState.count > bucket.limit, 'an admitted request within its key bucket is counted in its further buckets');
+    return { policy: extra.policy, count: 0, window_started_at: windowStart(now, extra.policy), now };
+  });
+  return { bucket: bucketState, context, extra_buckets, attachments: admission.attachments };
 }

@@ -34,6 +34,7 @@ import { isStorableText, parseOrThrow, unstorableTextPaths } from './validation.
 import { SLIP_TOKEN_MAX_LENGTH } from '../slips/capability.ts';
 import { createClientErrorHandler } from './client-errors.ts';
 import type { LoadClass } from '../ops/load-shedding.ts';
+import type { AttachedScope } from '../test-clocks/service.ts';
 
 /**
  * Assembles the HTTP server. Routes are thin: a module registers specs through the registrar, and the
@@ -441,32 +442,44 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     const params = checkedParams(request);
     const rawBody = rawBodyOf(request);
     const bucket = spec.method === 'POST' ? BUCKETS.pay_write : BUCKETS.pay_read;
-    const { context, bucket: keyBucket } = await authenticateMerchant(services, request, rawBody, spec.scope, bucket);
+    // What needs no database is decided before the admission statement, so that one round trip counts
+    // every bucket of the request and reads its test clock. A refusal found here is thrown only after
+    // the admission, in the order the checks had when each was its own step: authentication, the key's
+    // bucket, the Idempotency-Key, the body, the further buckets, the test clock.
+    let body: never = undefined as never;
+    let query: never = undefined as never;
+    let decoded: unknown;
+    let refusal: unknown = null;
+    const { context, bucket: keyBucket, extra_buckets, attachments } = await authenticateMerchant(services, request, rawBody, spec.scope, bucket, (context) => {
+      const attached = spec.outside_test_clock ? null : services.testClocks.attachedScopePart(accountOfContext(context));
+      try {
+        if (spec.method === 'POST' && !context.idempotency_key) throw new ApiError('idempotency_key_required');
+        if (context.idempotency_key !== null && !IDEMPOTENCY_KEY_PATTERN.test(context.idempotency_key)) {
+          throw new ApiError('validation_error', {
+            details: { fields: [{ path: 'Idempotency-Key', reason: 'invalid_format', hint: '1 to 255 printable ASCII characters' }] },
+          });
+        }
+        decoded = parseJsonBody(request, rawBody);
+        body = (spec.body ? parseOrThrow(spec.body, decoded) : decoded === undefined ? undefined : parseOrThrow(noBodySchema, decoded)) as never;
+        query = (spec.query ? parseOrThrow(spec.query, parseQuery(request.raw.url ?? '')) : parseOrThrow(noQuerySchema, parseQuery(request.raw.url ?? ''))) as never;
+      } catch (error) {
+        refusal = error;
+        return { buckets: [], attachments: attached ? [attached] : [] };
+      }
+      return { buckets: spec.extraBuckets?.(body, context) ?? [], attachments: attached ? [attached] : [] };
+    });
     if (isExceeded(keyBucket)) throw rateLimitedError(keyBucket);
-    if (spec.method === 'POST' && !context.idempotency_key) throw new ApiError('idempotency_key_required');
-    if (context.idempotency_key !== null && !IDEMPOTENCY_KEY_PATTERN.test(context.idempotency_key)) {
-      throw new ApiError('validation_error', {
-        details: { fields: [{ path: 'Idempotency-Key', reason: 'invalid_format', hint: '1 to 255 printable ASCII characters' }] },
-      });
-    }
+    if (refusal !== null) throw refusal;
 
-    const decoded = parseJsonBody(request, rawBody);
-    const body = (spec.body ? parseOrThrow(spec.body, decoded) : decoded === undefined ? undefined : parseOrThrow(noBodySchema, decoded)) as never;
-    const query = (spec.query ? parseOrThrow(spec.query, parseQuery(request.raw.url ?? '')) : parseOrThrow(noQuerySchema, parseQuery(request.raw.url ?? ''))) as never;
-
-    const states: BucketState[] = [keyBucket];
-    for (const extra of spec.extraBuckets?.(body, context) ?? []) {
-      states.push(await countBucket(extra.policy, context.white_label_id, extra.subject));
-    }
-    const decisive = decisiveBucket(states) ?? keyBucket;
+    const decisive = decisiveBucket([keyBucket, ...extra_buckets]) ?? keyBucket;
     request.rateState = decisive;
     if (isExceeded(decisive)) throw rateLimitedError(decisive);
 
     // A sandbox with a test clock attached works in the clock's time. Authentication (PG-Timestamp), rate
     // windows and the idempotency record above and around stay in real time; the handler, and every
     // service it calls, runs in the clock's scope. Writes wait while the clock advances, so that nothing
-    // is created at a time the advance has already passed. Live requests never look (attachedScope).
-    const attached = spec.outside_test_clock ? null : await services.testClocks.attachedScope(services.database, accountOfContext(context));
+    // is created at a time the advance has already passed. Live requests never look (attachedScopePart).
+    const attached = (attachments[0] ?? null) as AttachedScope | null;
     if (attached?.advancing && spec.method === 'POST') {
       throw new ApiError('test_clock_advancing', { retry_after_seconds: 1, details: { test_clock_id: attached.scope.test_clock_id } });
     }

@@ -4,6 +4,7 @@
  */
 export {
   enqueueJob,
+  scheduleJob,
   cancelJobsByKey,
   purgeFinishedJobs,
   getJob,

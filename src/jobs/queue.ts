@@ -3,7 +3,17 @@ import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { newId } from '../platform/ids.ts';
 import { DAY_MS } from '../platform/time.ts';
-import { deletePendingJobsByKey, deleteSucceededJobsBefore, findJobById, hasDueTestClockJob, hasLeasedTestClockJob, insertJob, type JobRow } from './repository.ts';
+import {
+  deferInsertJob,
+  deletePendingJobsByKey,
+  deleteSucceededJobsBefore,
+  findJobById,
+  hasDueTestClockJob,
+  hasLeasedTestClockJob,
+  insertJob,
+  type InsertJobInput,
+  type JobRow,
+} from './repository.ts';
 
 export const DEFAULT_MAX_ATTEMPTS = 10;
 /** The schema's CHECK on jobs.max_attempts; asserted here so a caller's bug fails with a clear message. */
@@ -38,6 +48,20 @@ export interface JobSpec {
  * clock's time, so only an advance of the clock runs it (src/test-clocks/).
  */
 export async function enqueueJob(tx: Queryable, clock: Clock, spec: JobSpec): Promise<string | null> {
+  return insertJob(tx, jobRow(clock, spec));
+}
+
+/**
+ * Enqueues a job as `enqueueJob` does, when the caller does not need its id: in a transaction the
+ * insert is queued and sent with the transaction's next statement (src/platform/unit-of-work.ts).
+ * A `job_key` that already has a pending or running job still makes it a no-op.
+ */
+export async function scheduleJob(tx: Queryable, clock: Clock, spec: JobSpec): Promise<void> {
+  await deferInsertJob(tx, jobRow(clock, spec));
+}
+
+/** Checks a job spec and makes its row: one place for every rule of a new job. */
+function jobRow(clock: Clock, spec: JobSpec): InsertJobInput {
   invariant(
     typeof spec.task === 'string' && spec.task.length > 0 && spec.task.length <= MAXIMUM_TASK_LENGTH,
     `a job task is a non-empty string of at most ${MAXIMUM_TASK_LENGTH} characters`,
@@ -59,7 +83,7 @@ export async function enqueueJob(tx: Queryable, clock: Clock, spec: JobSpec): Pr
   const now = clock.now();
   const run_at = spec.run_at ?? now;
   invariant(run_at instanceof Date && !Number.isNaN(run_at.getTime()), 'run_at is a valid Date');
-  return insertJob(tx, {
+  return {
     job_id: newId('job'),
     white_label_id: spec.white_label_id ?? null,
     task: spec.task,
@@ -69,7 +93,7 @@ export async function enqueueJob(tx: Queryable, clock: Clock, spec: JobSpec): Pr
     max_attempts,
     test_clock_id: activeTestClock()?.test_clock_id ?? null,
     now,
-  });
+  };
 }
 
 /**

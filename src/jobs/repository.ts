@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { deferWrite } from '../platform/unit-of-work.ts';
 
 /**
  * Every SQL statement of the jobs module. Each function is one parameterised statement, so a caller
@@ -81,6 +82,21 @@ export async function insertJob(tx: Queryable, input: InsertJobInput): Promise<s
     ],
   );
   return result.rows[0]?.job_id ?? null;
+}
+
+/** `insertJob` queued in the caller's transaction (src/platform/unit-of-work.ts), for callers that need no id. */
+export async function deferInsertJob(tx: Queryable, input: InsertJobInput): Promise<void> {
+  await deferWrite(tx, {
+    sql: `INSERT INTO jobs (job_id, white_label_id, task, payload, job_key, status, run_at, attempts, max_attempts,
+                            locked_by, locked_until, last_error, test_clock_id, created_at, updated_at)
+          VALUES ($1, $2, $3, $4::jsonb, $5, 'pending', $6::timestamptz, 0, $7, NULL, NULL, NULL, $9,
+                  $8::timestamptz, $8::timestamptz)
+          ON CONFLICT (job_key) WHERE job_key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING`,
+    params: [
+      input.job_id, input.white_label_id, input.task, input.payload_json, input.job_key, input.run_at, input.max_attempts, input.now,
+      input.test_clock_id,
+    ],
+  });
 }
 
 /** Deletes the pending job with this key, if any. A running job is left alone: its handler has started. */

@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { deferWrite } from '../platform/unit-of-work.ts';
 import type { BalanceTransactionRow, Balances, ClearingRow, ClearingStatus, WalletAccount, WalletRow } from './types.ts';
 
 /** All SQL of the ledger: wallets, balance transactions and clearings. */
@@ -24,6 +25,37 @@ export async function lockWallet(db: Queryable, account: WalletAccount, now: Dat
   return row;
 }
 
+/**
+ * Locks the wallet (as `lockWallet`) and looks up a movement key in the same round trip. The lookup runs
+ * on the statement's snapshot, taken before the lock was granted. The ledger takes the merchant's feed lock
+ * in a statement before this one, so a writer of the wallet has committed before the snapshot is taken;
+ * should one ever commit in between, the wallet's last sequence is ahead of the movements the snapshot
+ * saw, and the caller looks the key up again after the lock (`stale`): a movement is never missed.
+ */
+export async function lockWalletFindingMovement(
+  db: Queryable,
+  account: WalletAccount,
+  movement_key: string,
+  now: Date,
+): Promise<{ wallet: WalletRow; existing_balance_transaction_id: string | null; stale: boolean }> {
+  const { rows } = await db.query<WalletRow & { existing_balance_transaction_id: string | null; seen_sequence: number }>(
+    `SELECT w.*,
+            (SELECT b.balance_transaction_id FROM balance_transactions b
+              WHERE b.white_label_id = $1 AND b.merchant_id = $2 AND b.livemode = $3 AND b.movement_key = $4) AS existing_balance_transaction_id,
+            (SELECT coalesce(max(b.sequence), 0) FROM balance_transactions b
+              WHERE b.white_label_id = $1 AND b.merchant_id = $2 AND b.livemode = $3) AS seen_sequence
+       FROM wallets w WHERE w.white_label_id = $1 AND w.merchant_id = $2 AND w.livemode = $3 FOR UPDATE OF w`,
+    [account.white_label_id, account.merchant_id, account.livemode, movement_key],
+  );
+  const found = rows[0];
+  if (!found) {
+    // A wallet's first movement: created and locked as `lockWallet` does; no movement can exist yet.
+    return { wallet: await lockWallet(db, account, now), existing_balance_transaction_id: null, stale: false };
+  }
+  const { existing_balance_transaction_id, seen_sequence, ...wallet } = found;
+  return { wallet, existing_balance_transaction_id, stale: Number(seen_sequence) !== wallet.last_sequence };
+}
+
 export async function findWallet(db: Queryable, account: WalletAccount): Promise<WalletRow | null> {
   const { rows } = await db.query<WalletRow>('SELECT * FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3', [
     account.white_label_id,
@@ -33,14 +65,20 @@ export async function findWallet(db: Queryable, account: WalletAccount): Promise
   return rows[0] ?? null;
 }
 
+/**
+ * Writes a wallet's new balances, queued in the transaction (src/platform/unit-of-work.ts) that holds
+ * the wallet's lock; the sequence guard must still find the row it locked when the write is sent.
+ */
 export async function updateWallet(db: Queryable, account: WalletAccount, balances: Balances, sequence: number, now: Date): Promise<void> {
-  const result = await db.query(
-    `UPDATE wallets SET available_minor = $4, pending_clearing_minor = $5, reserved_minor = $6, last_sequence = $7, updated_at = $8
-      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND last_sequence = $7 - 1`,
-    [account.white_label_id, account.merchant_id, account.livemode, balances.available_minor, balances.pending_clearing_minor,
+  await deferWrite(db, {
+    sql: `UPDATE wallets SET available_minor = $4, pending_clearing_minor = $5, reserved_minor = $6, last_sequence = $7, updated_at = $8
+           WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND last_sequence = $7 - 1`,
+    params: [account.white_label_id, account.merchant_id, account.livemode, balances.available_minor, balances.pending_clearing_minor,
       balances.reserved_minor, sequence, now],
-  );
-  if (result.rowCount !== 1) throw new Error('wallet sequence moved under a held lock');
+    expected_rows: 1,
+    on_unexpected_rows: () => new Error('wallet sequence moved under a held lock'),
+    rows_written: [`wallets:${account.white_label_id}:${account.merchant_id}:${account.livemode}`],
+  });
 }
 
 export async function findByMovementKey(db: Queryable, account: WalletAccount, movement_key: string): Promise<BalanceTransactionRow | null> {
@@ -59,20 +97,22 @@ export async function findBalanceTransaction(db: Queryable, account: WalletAccou
   return rows[0] ?? null;
 }
 
+/** Queued in the transaction like the wallet write that goes with it. */
 export async function insertBalanceTransaction(db: Queryable, row: BalanceTransactionRow): Promise<void> {
-  await db.query(
-    `INSERT INTO balance_transactions (white_label_id, merchant_id, livemode, balance_transaction_id, sequence, movement_key, type,
+  await deferWrite(db, {
+    sql: `INSERT INTO balance_transactions (white_label_id, merchant_id, livemode, balance_transaction_id, sequence, movement_key, type,
        direction, amount_minor, currency, bucket_from, bucket_to, available_at, available_after, pending_clearing_after,
        reserved_after, source_type, source_id, reverses_balance_transaction_id, reason_code, reason_display_th,
        cleared_from_balance_transaction_id, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)`,
-    [
+    params: [
       row.white_label_id, row.merchant_id, row.livemode, row.balance_transaction_id, row.sequence, row.movement_key, row.type,
       row.direction, row.amount_minor, row.currency, row.bucket_from, row.bucket_to, row.available_at, row.available_after,
       row.pending_clearing_after, row.reserved_after, row.source_type, row.source_id, row.reverses_balance_transaction_id,
       row.reason_code, row.reason_display_th, row.cleared_from_balance_transaction_id, row.created_at,
     ],
-  );
+    expected_rows: 1,
+  });
 }
 
 /** The balances re-derived from the movements alone, and the count of movements. */
@@ -95,15 +135,17 @@ export async function foldMovements(db: Queryable, account: WalletAccount): Prom
 }
 
 export async function insertClearing(db: Queryable, row: ClearingRow): Promise<void> {
-  await db.query(
-    `INSERT INTO clearings (white_label_id, merchant_id, livemode, credit_balance_transaction_id, amount_minor, available_at, status,
+  await deferWrite(db, {
+    sql: `INSERT INTO clearings (white_label_id, merchant_id, livemode, credit_balance_transaction_id, amount_minor, available_at, status,
        hold_reason, released_balance_transaction_id, created_at, updated_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-    [
+    params: [
       row.white_label_id, row.merchant_id, row.livemode, row.credit_balance_transaction_id, row.amount_minor, row.available_at,
       row.status, row.hold_reason, row.released_balance_transaction_id, row.created_at, row.updated_at,
     ],
-  );
+    expected_rows: 1,
+    rows_written: [`clearings:${row.white_label_id}:${row.credit_balance_transaction_id}`],
+  });
 }
 
 /** Locks a clearing row; the wallet lock is always taken first by callers, so locks never cross. */

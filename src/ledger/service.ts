@@ -6,7 +6,7 @@ import { newId } from '../platform/ids.ts';
 import { assertPositiveMinor } from '../platform/money.ts';
 import { formatNullableTimestamp, formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import type { EventCause, EventsService } from '../events/service.ts';
-import { cancelJobsByKey, enqueueJob } from '../jobs/index.ts';
+import { cancelJobsByKey, scheduleJob } from '../jobs/index.ts';
 import * as repository from './repository.ts';
 import {
   MAY_OVERDRAW_AVAILABLE,
@@ -149,8 +149,15 @@ export class LedgerService {
     invariant(rule, `a ${input.type} movement cannot go from ${String(input.bucket_from)} to ${String(input.bucket_to)}`);
 
     const now = this.clock.now();
-    const wallet = await this.lockAccount(tx, input.account, now);
-    const existing = await repository.findByMovementKey(tx, input.account, input.movement_key);
+    // Locked as `lockAccount` locks (the feed, then the wallet), the movement key looked up with the wallet's lock.
+    await this.events.lockFeeds(tx, input.account.white_label_id, [input.account.merchant_id], input.account.livemode);
+    const locked = await repository.lockWalletFindingMovement(tx, input.account, input.movement_key, now);
+    const wallet = locked.wallet;
+    const existing = locked.stale
+      ? await repository.findByMovementKey(tx, input.account, input.movement_key)
+      : locked.existing_balance_transaction_id === null
+        ? null
+        : await repository.findBalanceTransaction(tx, input.account, locked.existing_balance_transaction_id);
     if (existing) {
       invariant(existing.type === input.type && existing.amount_minor === input.amount_minor, `movement ${input.movement_key} was posted with other terms`);
       return ok(balanceTransactionView(existing));
@@ -261,7 +268,7 @@ export class LedgerService {
   }
 
   private async scheduleRelease(tx: Queryable, account: WalletAccount, creditId: string, when: Date): Promise<void> {
-    await enqueueJob(tx, this.clock, {
+    await scheduleJob(tx, this.clock, {
       task: RELEASE_CLEARING_TASK,
       payload: { ...account, credit_balance_transaction_id: creditId },
       run_at: when,

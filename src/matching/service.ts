@@ -32,7 +32,7 @@ import type { EventsService } from '../events/service.ts';
  * picks, or one the provider just opened for this deposit (whose feeds it has locked already); `legs`
  * are orders the provider opened for this deposit alone, one leg each (sandbox scenarios).
  */
-export type LiquidityDecision = 'match' | { wait_until: Date } | { withdrawal_id: string; merchant_id: string } | { legs: PlannedLeg[] };
+export type LiquidityDecision = 'match' | { wait_until: Date } | { withdrawal_id: string; merchant_id: string; beneficiary_id?: string } | { legs: PlannedLeg[] };
 
 /** No match this round, with the time liquidity is known to arrive when the provider knows it. */
 export interface NoMatch {
@@ -91,6 +91,8 @@ export interface PlannedLeg {
   /** The withdrawing merchant, whose event feed the reservation writes to. */
   merchant_id: string;
   amount_minor: number;
+  /** The order's beneficiary when the plan read it from the queue: its payee is then read before reserving. */
+  beneficiary_id?: string;
 }
 
 function wholeBaht(amount_minor: number): number {
@@ -132,6 +134,14 @@ export class MatchingService {
     // depositor's: all of them are locked in one statement, after the candidates (withdrawal rows come
     // before feeds in the lock order, src/platform/lock-order.ts), so that crossing deposits queue.
     await this.deps.events.lockFeeds(tx, request.white_label_id, [request.merchant_id, ...plan.map((leg) => leg.merchant_id)], request.livemode);
+    // Payees known from the queue are read before any reservation, so that the reservations' writes and the
+    // deposit's leave together at COMMIT instead of being flushed by a read in between (src/platform/unit-of-work.ts).
+    const payeesRead = new Map<number, Payee | null>();
+    for (const [index, planned] of plan.entries()) {
+      if (planned.beneficiary_id !== undefined) {
+        payeesRead.set(index, await this.deps.withdrawals.payeeOfReservation(tx, request, { merchant_id: planned.merchant_id, beneficiary_id: planned.beneficiary_id }));
+      }
+    }
     const legs: MatchedLeg[] = [];
     for (const [index, planned] of plan.entries()) {
       const leg_ref = newId('deposit_leg');
@@ -148,7 +158,8 @@ export class MatchingService {
       if (!reserved.ok && request.fill_withdrawal_id !== undefined) return { wait_until: null };
       // A candidate was locked by this transaction, so it cannot have changed since it was read.
       invariant(reserved.ok, 'a locked candidate accepts its leg');
-      const payee = await this.deps.withdrawals.payeeOfReservation(tx, request, reserved.value);
+      invariant(planned.beneficiary_id === undefined || planned.beneficiary_id === reserved.value.beneficiary_id, 'a locked order keeps its beneficiary');
+      const payee = payeesRead.has(index) ? (payeesRead.get(index) ?? null) : await this.deps.withdrawals.payeeOfReservation(tx, request, reserved.value);
       invariant(payee, 'a reserved leg has a payee');
       const bank = await findBank(tx, payee.bank_code);
       legs.push({
@@ -176,7 +187,7 @@ export class MatchingService {
   private async plan(tx: Queryable, request: MatchRequest, max_legs: number): Promise<PlannedLeg[]> {
     const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
     const [whole] = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: request.amount_minor, limit: 1 });
-    if (whole) return [{ withdrawal_id: whole.id, merchant_id: whole.merchant_id, amount_minor: request.amount_minor }];
+    if (whole) return [{ withdrawal_id: whole.id, merchant_id: whole.merchant_id, amount_minor: request.amount_minor, beneficiary_id: whole.beneficiary_id }];
     if (max_legs <= 1) return [];
     const candidates = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: 100, limit: max_legs, largest_first: true });
     const plan: PlannedLeg[] = [];
@@ -185,7 +196,7 @@ export class MatchingService {
       if (left === 0) break;
       const take = Math.min(left, wholeBaht(candidate.remaining_minor));
       if (take > 0) {
-        plan.push({ withdrawal_id: candidate.id, merchant_id: candidate.merchant_id, amount_minor: take });
+        plan.push({ withdrawal_id: candidate.id, merchant_id: candidate.merchant_id, amount_minor: take, beneficiary_id: candidate.beneficiary_id });
         left -= take;
       }
     }

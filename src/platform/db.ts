@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
+import { UnitOfWork } from './unit-of-work.ts';
 
 /**
  * One database interface for both engines. The SQL is PostgreSQL's dialect and identical on both:
@@ -39,11 +40,22 @@ export class AcquireWaitMeter {
   }
 }
 
+/**
+ * Told of every round trip a database makes (each statement, BEGIN, COMMIT and ROLLBACK) with its
+ * duration: the statement counter of the benchmarks and of the round-trip test. It must not do I/O.
+ */
+export type StatementObserver = (sql: string, duration_ms: number) => void;
+
 export interface Database extends Queryable {
   readonly engine: 'pglite' | 'postgres';
   /** Connection waits of this database's transactions (absent on test doubles). */
   readonly acquire_wait?: AcquireWaitMeter;
-  /** Runs `work` in one transaction; a thrown error rolls it back and is rethrown. */
+  /** Counts round trips when set (absent on test doubles). */
+  statement_observer?: StatementObserver | null;
+  /**
+   * Runs `work` in one transaction; a thrown error rolls it back and is rethrown. `tx` queues deferred
+   * writes (src/platform/unit-of-work.ts), which are sent with its next read and before COMMIT.
+   */
   transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
@@ -106,17 +118,29 @@ function preparedQuery(sql: string, params: readonly unknown[]): pg.QueryConfig 
   return { name, text: sql, values: params as unknown[] };
 }
 
+/** Runs one round trip, telling the observer (when there is one) what it sent and how long it took. */
+async function observed<T>(observer: StatementObserver | null | undefined, sql: string, run: () => Promise<T>): Promise<T> {
+  if (!observer) return run();
+  const started = performance.now();
+  try {
+    return await run();
+  } finally {
+    observer(sql, performance.now() - started);
+  }
+}
+
 class PostgresDatabase implements Database {
   readonly engine = 'postgres' as const;
+  statement_observer: StatementObserver | null = null;
   constructor(private readonly pool: pg.Pool) {}
 
   async query<Row>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
-    const result = await this.pool.query(preparedQuery(sql, params));
+    const result = await observed(this.statement_observer, sql, () => this.pool.query(preparedQuery(sql, params)));
     return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
   }
 
   async exec(sql: string): Promise<void> {
-    await this.pool.query(sql);
+    await observed(this.statement_observer, sql, () => this.pool.query(sql));
   }
 
   readonly acquire_wait = new AcquireWaitMeter();
@@ -124,6 +148,7 @@ class PostgresDatabase implements Database {
   async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
     const asked = performance.now();
     const client = await this.pool.connect();
+    const observer = this.statement_observer;
     this.acquire_wait.record(performance.now() - asked);
     let broken = false;
     // A checked-out client has no 'error' listener of the pool's. When the server ends the session
@@ -135,22 +160,23 @@ class PostgresDatabase implements Database {
     };
     client.on('error', onConnectionError);
     try {
-      await client.query('BEGIN');
-      const tx: Queryable = {
+      await observed(observer, 'BEGIN', () => client.query('BEGIN'));
+      const tx = new UnitOfWork({
         async query<Row>(sql: string, params: readonly unknown[] = []) {
-          const result = await client.query(preparedQuery(sql, params));
+          const result = await observed(observer, sql, () => client.query(preparedQuery(sql, params)));
           return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
         },
         async exec(sql: string) {
-          await client.query(sql);
+          await observed(observer, sql, () => client.query(sql));
         },
-      };
+      });
       const value = await work(tx);
-      await client.query('COMMIT');
+      await tx.flush();
+      await observed(observer, 'COMMIT', () => client.query('COMMIT'));
       return value;
     } catch (error) {
       try {
-        await client.query('ROLLBACK');
+        await observed(observer, 'ROLLBACK', () => client.query('ROLLBACK'));
       } catch {
         // A connection that cannot even roll back is discarded instead of going back to the pool.
         broken = true;
@@ -169,37 +195,50 @@ class PostgresDatabase implements Database {
 
 class PgliteDatabase implements Database {
   readonly engine = 'pglite' as const;
+  statement_observer: StatementObserver | null = null;
   constructor(
     private readonly pglite: PGlite,
     private readonly releaseLock: () => void,
   ) {}
 
   async query<Row>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
-    const result = await this.pglite.query<Row>(sql, params as unknown[]);
+    const result = await observed(this.statement_observer, sql, () => this.pglite.query<Row>(sql, params as unknown[]));
     return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
   }
 
   async exec(sql: string): Promise<void> {
-    await this.pglite.exec(sql);
+    await observed(this.statement_observer, sql, () => this.pglite.exec(sql));
   }
 
   readonly acquire_wait = new AcquireWaitMeter();
 
   async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
     const asked = performance.now();
-    return this.pglite.transaction(async (transaction) => {
-      this.acquire_wait.record(performance.now() - asked);
-      const tx: Queryable = {
-        async query<Row>(sql: string, params: readonly unknown[] = []) {
-          const result = await transaction.query<Row>(sql, params as unknown[]);
-          return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
-        },
-        async exec(sql: string) {
-          await transaction.exec(sql);
-        },
-      };
-      return work(tx);
-    });
+    const observer = this.statement_observer;
+    // PGlite sends BEGIN and COMMIT (or ROLLBACK) itself; they are told to the observer as round trips too.
+    observer?.('BEGIN', 0);
+    let committed = false;
+    try {
+      const value = await this.pglite.transaction(async (transaction) => {
+        this.acquire_wait.record(performance.now() - asked);
+        const tx = new UnitOfWork({
+          async query<Row>(sql: string, params: readonly unknown[] = []) {
+            const result = await observed(observer, sql, () => transaction.query<Row>(sql, params as unknown[]));
+            return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+          },
+          async exec(sql: string) {
+            await observed(observer, sql, () => transaction.exec(sql));
+          },
+        });
+        const result = await work(tx);
+        await tx.flush();
+        return result;
+      });
+      committed = true;
+      return value;
+    } finally {
+      observer?.(committed ? 'COMMIT' : 'ROLLBACK', 0);
+    }
   }
 
   async close(): Promise<void> {

@@ -8,6 +8,12 @@
  * Every function that takes one of these locks names its rank here. `test/lock-order.test.ts` runs the
  * paths that take several of them (creation and matching, cancel, expiry, fills, ledger posts, the
  * withdrawer's own cancel and expiry) concurrently on PostgreSQL and requires zero deadlocks.
+ *
+ * Deferred writes (src/platform/unit-of-work.ts) leave at the end of a transaction, after every lock
+ * here, but they wait for no lock the transaction does not hold: an update is queued only for a row the
+ * transaction locked or inserted (an order, a wallet, a feed) or one locked through such a row (an
+ * order's legs), and the new rows it inserts are keyed by objects it holds (an order's id, a feed's
+ * sequence, a wallet's movement key).
  */
 export const LOCK_ORDER = [
   /** `IdempotencyService.execute`: a try-lock on the key (a second request answers `idempotency_in_flight`). */

@@ -69,10 +69,10 @@ export class SandboxLiquidity implements LiquidityProvider {
     // holds its row lock, so the matcher takes it as it is instead of searching the queue again.
     const scope = { white_label_id: input.white_label_id, livemode: false, amount_minor: input.amount_minor, exclude_merchant_id: input.exclude_merchant_id, limit: 1 };
     const [present] = await this.deps.withdrawals.findMatchable(tx, scope);
-    if (present) return { withdrawal_id: present.id, merchant_id: present.merchant_id };
+    if (present) return { withdrawal_id: present.id, merchant_id: present.merchant_id, beneficiary_id: present.beneficiary_id };
     await repository.lockBrandLiquidity(tx, input.white_label_id);
     const [arrived] = await this.deps.withdrawals.findMatchable(tx, scope);
-    if (arrived) return { withdrawal_id: arrived.id, merchant_id: arrived.merchant_id };
+    if (arrived) return { withdrawal_id: arrived.id, merchant_id: arrived.merchant_id, beneficiary_id: arrived.beneficiary_id };
     const counterparty = await this.counterparty(tx, input.white_label_id);
     // The counterparty never pays its own deposits; a deposit of the counterparty itself gets no help.
     if (counterparty.merchant_id === input.exclude_merchant_id) return 'match';

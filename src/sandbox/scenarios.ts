@@ -7,7 +7,7 @@ import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE } from '../events/service.ts';
-import { enqueueJob, type JobHandler } from '../jobs/index.ts';
+import { scheduleJob, type JobHandler } from '../jobs/index.ts';
 import type { DepositService } from '../deposits/service.ts';
 import type { DepositRow } from '../deposits/types.ts';
 import type { WithdrawalService, WithdrawalView } from '../withdrawals/service.ts';
@@ -375,7 +375,7 @@ export class SandboxScenarios {
   private async enqueueFillStep(db: Queryable, white_label_id: string, withdrawal_id: string, at: Date, next: { waited: number; chunk_deposit_id: string | undefined; tag: string }): Promise<void> {
     const job = scenarioStepJob({ white_label_id, order_id: withdrawal_id, step: 'fill_chunk', at });
     const payload: ScenarioStepPayload = { ...job.payload, waited: next.waited, ...(next.chunk_deposit_id === undefined ? {} : { chunk_deposit_id: next.chunk_deposit_id }) };
-    await enqueueJob(db, this.deps.clock, { ...job, payload: { ...payload }, job_key: `${job.job_key}:${next.tag}` });
+    await scheduleJob(db, this.deps.clock, { ...job, payload: { ...payload }, job_key: `${job.job_key}:${next.tag}` });
   }
 
   /** The order's declared sender in full, as the sandbox bank's default payer uses it. */
@@ -429,7 +429,7 @@ export class SandboxScenarios {
 
   private async schedule(order: DepositRow, step: ScenarioStep, at: Date, waited = 0, tag: 'wait' | 'due' = 'wait'): Promise<void> {
     const job = scenarioStepJob({ white_label_id: order.white_label_id, order_id: order.deposit_id, step, at });
-    await enqueueJob(this.deps.database, this.deps.clock, {
+    await scheduleJob(this.deps.database, this.deps.clock, {
       ...job,
       payload: { ...job.payload, waited },
       // A step enqueued by itself (a wait, or a due time moved) must not collide with the running job's key.

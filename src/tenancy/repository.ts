@@ -1,5 +1,10 @@
 import type { Queryable } from '../platform/db.ts';
+import { invariant } from '../platform/assert.ts';
+import { renumberPlaceholders, type ReadPart } from '../platform/read-part.ts';
 import type { AccountStatus, ApiKeyRow, BackofficeCredentialRow, BrandRow, KeyStatus, MerchantRow } from './types.ts';
+
+/** The most further buckets, and the most carried reads, one admission statement takes. */
+const MAXIMUM_ADMISSION_PARTS = 8;
 
 /** All SQL of the tenancy module: brands, merchants, API keys, back-office credentials, nonces, rate counters. */
 
@@ -203,13 +208,23 @@ export async function insertAudit(db: Queryable, row: AuditRow): Promise<void> {
   );
 }
 
-/** What one merchant request learns about its key chain, its nonce and its rate bucket in one round trip. */
+/** What one merchant request learns about its key chain, its nonce and its rate buckets in one round trip. */
 export interface RequestAdmission {
   key_status: KeyStatus;
   merchant_status: AccountStatus;
   brand_status: AccountStatus;
   nonce_fresh: boolean;
   request_count: number;
+  window_started_at: Date;
+  /** The request's further buckets, in the order asked; null where the request was not counted in them. */
+  extra_counts: ({ request_count: number; window_started_at: Date } | null)[];
+  /** The values of the carried reads (src/platform/read-part.ts), in the order asked, as their owners parse them. */
+  attachments: unknown[];
+}
+
+export interface AdmissionBucket {
+  bucket: string;
+  subject: string;
   window_started_at: Date;
 }
 
@@ -218,6 +233,11 @@ export interface RequestAdmission {
  * (reusable only after its 10-minute expiry), counts the request in its fixed-window rate bucket, and
  * reads the current status of the key, merchant and brand so that a revocation or suspension applies
  * to the very next request. Data-modifying CTEs all run even when the outer SELECT does not read them.
+ *
+ * The same statement counts the request's further buckets (an end user's, a merchant's), but only for a
+ * request that is admitted: fresh nonce, key chain active, scope granted and the key's own bucket not
+ * exceeded, exactly as when they were counted after it; and it carries other modules' reads that every
+ * request needs (the sandbox's attached test clock).
  */
 export async function admitSignedRequest(
   db: Queryable,
@@ -231,9 +251,40 @@ export async function admitSignedRequest(
     bucket: string;
     subject: string;
     window_started_at: Date;
+    /** The key bucket's limit: past it, the further buckets are not counted. */
+    key_limit: number;
+    /** Whether the key holds the route's scope (checked by the caller from the key it resolved). */
+    scope_granted: boolean;
+    extra_buckets: readonly AdmissionBucket[];
+    attachments: readonly ReadPart<unknown>[];
   },
 ): Promise<RequestAdmission | null> {
-  const { rows } = await db.query<RequestAdmission>(
+  invariant(input.extra_buckets.length <= MAXIMUM_ADMISSION_PARTS && input.attachments.length <= MAXIMUM_ADMISSION_PARTS, 'an admission carries a few buckets and reads');
+  const params: unknown[] = [
+    input.white_label_id, input.merchant_id, input.api_key_id, input.nonce, input.nonce_expires_at, input.now,
+    input.bucket, input.subject, input.window_started_at, input.key_limit, input.scope_granted,
+  ];
+  const extras = input.extra_buckets.map((extra, index) => {
+    params.push(extra.bucket, extra.subject, extra.window_started_at);
+    const [bucket, subject, window] = [params.length - 2, params.length - 1, params.length];
+    return `, extra${index} AS (
+       INSERT INTO rate_limit_counters AS c (white_label_id, bucket, subject, window_started_at, request_count)
+       SELECT $1, $${bucket}, $${subject}, $${window}, 1 FROM admitted
+       ON CONFLICT (white_label_id, bucket, subject) DO UPDATE SET
+         request_count = CASE WHEN c.window_started_at = EXCLUDED.window_started_at THEN c.request_count + 1 ELSE 1 END,
+         window_started_at = EXCLUDED.window_started_at
+       RETURNING request_count, window_started_at
+     )`;
+  });
+  const extraColumns = input.extra_buckets.map(
+    (_, index) => `, (SELECT json_build_object('request_count', request_count, 'window_started_at', window_started_at) FROM extra${index}) AS extra${index}`,
+  );
+  const attachmentColumns = input.attachments.map((part, index) => {
+    const column = `, ${renumberPlaceholders(part.sql, params.length)} AS attachment${index}`;
+    params.push(...part.params);
+    return column;
+  });
+  const { rows } = await db.query<Omit<RequestAdmission, 'extra_counts' | 'attachments'> & Record<string, unknown>>(
     `WITH nonce AS (
        INSERT INTO request_nonces AS n (white_label_id, api_key_id, nonce, expires_at)
        VALUES ($1, $3, $4, $5)
@@ -247,20 +298,37 @@ export async function admitSignedRequest(
          request_count = CASE WHEN c.window_started_at = EXCLUDED.window_started_at THEN c.request_count + 1 ELSE 1 END,
          window_started_at = EXCLUDED.window_started_at
        RETURNING request_count, window_started_at
-     )
-     SELECT k.status AS key_status, m.status AS merchant_status, b.status AS brand_status,
-            EXISTS (SELECT 1 FROM nonce) AS nonce_fresh, counter.request_count, counter.window_started_at
-       FROM api_keys k
-       JOIN merchants m ON m.white_label_id = k.white_label_id AND m.merchant_id = k.merchant_id
-       JOIN brands b ON b.white_label_id = k.white_label_id
-       CROSS JOIN counter
-      WHERE k.white_label_id = $1 AND k.merchant_id = $2 AND k.api_key_id = $3`,
-    [
-      input.white_label_id, input.merchant_id, input.api_key_id, input.nonce, input.nonce_expires_at, input.now,
-      input.bucket, input.subject, input.window_started_at,
-    ],
+     ), chain AS (
+       SELECT k.status AS key_status, m.status AS merchant_status, b.status AS brand_status
+         FROM api_keys k
+         JOIN merchants m ON m.white_label_id = k.white_label_id AND m.merchant_id = k.merchant_id
+         JOIN brands b ON b.white_label_id = k.white_label_id
+        WHERE k.white_label_id = $1 AND k.merchant_id = $2 AND k.api_key_id = $3
+     ), admitted AS (
+       SELECT 1 FROM chain, counter
+        WHERE chain.key_status = 'active' AND chain.merchant_status = 'active' AND chain.brand_status = 'active'
+          AND EXISTS (SELECT 1 FROM nonce) AND counter.request_count <= $10 AND $11::boolean
+     )${extras.join('')}
+     SELECT chain.key_status, chain.merchant_status, chain.brand_status,
+            EXISTS (SELECT 1 FROM nonce) AS nonce_fresh, counter.request_count, counter.window_started_at${extraColumns.join('')}${attachmentColumns.join('')}
+       FROM chain CROSS JOIN counter`,
+    params,
   );
-  return rows[0] ?? null;
+  const row = rows[0];
+  if (!row) return null;
+  return {
+    key_status: row.key_status,
+    merchant_status: row.merchant_status,
+    brand_status: row.brand_status,
+    nonce_fresh: row.nonce_fresh,
+    request_count: row.request_count,
+    window_started_at: row.window_started_at,
+    extra_counts: input.extra_buckets.map((_, index) => {
+      const counted = row[`extra${index}`] as { request_count: number; window_started_at: string } | null;
+      return counted ? { request_count: Number(counted.request_count), window_started_at: new Date(counted.window_started_at) } : null;
+    }),
+    attachments: input.attachments.map((part, index) => part.parse(row[`attachment${index}`] ?? null)),
+  };
 }
 
 /** Counts one request in a fixed-window bucket and returns the count in the current window. */

@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 
 /**
  * All SQL of the test clocks module (table `test_clocks`, migrations/0017_test_clocks.sql). Every
@@ -99,6 +100,23 @@ export async function findAttachedTestClock(db: Queryable, white_label_id: strin
     [white_label_id, merchant_id],
   );
   return rows[0] ?? null;
+}
+
+/**
+ * `findAttachedTestClock` as a read another statement carries (src/platform/read-part.ts): the request
+ * admission reads it in its own round trip.
+ */
+export function attachedTestClockPart(white_label_id: string, merchant_id: string): ReadPart<AttachedClock | null> {
+  return {
+    sql: `(SELECT json_build_object('test_clock_id', test_clock_id, 'frozen_time', frozen_time, 'status', status) FROM test_clocks
+            WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = false AND attached)`,
+    params: [white_label_id, merchant_id],
+    parse(value) {
+      if (value === null) return null;
+      const clock = value as { test_clock_id: string; frozen_time: string; status: TestClockStatus };
+      return { test_clock_id: clock.test_clock_id, frozen_time: new Date(clock.frozen_time), status: clock.status };
+    },
+  };
 }
 
 /**

@@ -2,13 +2,14 @@ import { performance } from 'node:perf_hooks';
 import { z } from 'zod';
 import { activeTestClock, type Clock, type TestClockScope } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import { ApiError, validationError } from '../platform/errors.ts';
 import { invariant } from '../platform/assert.ts';
 import { newId } from '../platform/ids.ts';
 import { DAY_MS, formatTimestamp, parseTimestamp } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
-import { enqueueJob, testClockHasDueJob, testClockHasLeasedJob, type ClaimedJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { scheduleJob, testClockHasDueJob, testClockHasLeasedJob, type ClaimedJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { Actor } from '../tenancy/types.ts';
 import * as repository from './repository.ts';
@@ -179,6 +180,15 @@ const slicePayloadSchema = z
     slice: z.number().int().min(1),
   })
   .strict();
+
+/** The scope a sandbox's requests run under, from its attached clock (null: none attached). */
+function attachedScopeOf(account: SandboxAccount, attached: repository.AttachedClock | null): AttachedScope | null {
+  if (!attached) return null;
+  return {
+    scope: { test_clock_id: attached.test_clock_id, white_label_id: account.white_label_id, merchant_id: account.merchant_id, now: attached.frozen_time },
+    advancing: attached.status === 'advancing',
+  };
+}
 
 export class TestClockService {
   private readonly limits: TestClockLimits;
@@ -351,12 +361,17 @@ export class TestClockService {
    */
   async attachedScope(db: Queryable, account: SandboxAccount): Promise<AttachedScope | null> {
     if (account.livemode) return null;
-    const attached = await repository.findAttachedTestClock(db, account.white_label_id, account.merchant_id);
-    if (!attached) return null;
-    return {
-      scope: { test_clock_id: attached.test_clock_id, white_label_id: account.white_label_id, merchant_id: account.merchant_id, now: attached.frozen_time },
-      advancing: attached.status === 'advancing',
-    };
+    return attachedScopeOf(account, await repository.findAttachedTestClock(db, account.white_label_id, account.merchant_id));
+  }
+
+  /**
+   * `attachedScope` as a read the request admission carries in its own statement (src/platform/read-part.ts);
+   * null for live, whose requests never look.
+   */
+  attachedScopePart(account: SandboxAccount): ReadPart<AttachedScope | null> | null {
+    if (account.livemode) return null;
+    const part = repository.attachedTestClockPart(account.white_label_id, account.merchant_id);
+    return { ...part, parse: (value) => attachedScopeOf(account, part.parse(value)) };
   }
 
   /**
@@ -450,7 +465,7 @@ export class TestClockService {
       if (outcome === null) {
         const progressed: TestClockRow = { ...locked, advance_reached_time: reached, advance_job_runs: runs, advance_slice: payload.slice, updated_at: now };
         invariant(await repository.updateTestClock(tx, progressed, locked.version), 'a locked test clock records its progress');
-        await enqueueJob(tx, this.deps.clock, this.sliceJob(progressed, payload.slice + 1));
+        await scheduleJob(tx, this.deps.clock, this.sliceJob(progressed, payload.slice + 1));
         return;
       }
       const finished: TestClockRow = {

@@ -5,7 +5,7 @@ import { fail, ok, unwrap, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause } from '../events/service.ts';
-import { cancelJobsByKey, enqueueJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { cancelJobsByKey, scheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { Actor } from '../tenancy/types.ts';
@@ -312,7 +312,7 @@ export class DisputeService {
     });
     invariant(await repository.insertDispute(tx, row), 'the deposit lock serialises disputes of one fill');
     await this.recordOnWithdrawal(tx, row, 'disputed', { leg_ref: fill.leg_ref, from: 'awaiting_confirmation', to: 'disputed' }, input.cause);
-    await enqueueJob(tx, this.deps.clock, deadlineJob(row));
+    await scheduleJob(tx, this.deps.clock, deadlineJob(row));
     const view = await this.deps.withdrawals.get(tx, account, withdrawal_id);
     invariant(view, 'the caller reads its own order');
     return ok(view);
@@ -352,7 +352,7 @@ export class DisputeService {
     });
     invariant(await repository.insertDispute(tx, row), 'the deposit lock serialises disputes of one leg');
     await this.recordOnWithdrawal(tx, row, 'disputed', undefined, input.cause);
-    await enqueueJob(tx, this.deps.clock, deadlineJob(row));
+    await scheduleJob(tx, this.deps.clock, deadlineJob(row));
   }
 
   /**

@@ -61,7 +61,11 @@ export class WithdrawalPolicyService {
   constructor(private readonly clock: Clock) {}
 
   async policyFor(db: Queryable, white_label_id: string, livemode: boolean): Promise<WithdrawalPolicy & { source: 'brand' | 'default' }> {
-    const row = await repository.findPolicy(db, white_label_id, livemode);
+    return this.fromRow(await repository.findPolicy(db, white_label_id, livemode));
+  }
+
+  /** The policy a stored row gives, or the default when the brand has none (a row read with other things). */
+  fromRow(row: WithdrawalPolicyRow | null): WithdrawalPolicy & { source: 'brand' | 'default' } {
     return row ? { ...policyOf(row), source: 'brand' } : { ...DEFAULT_WITHDRAWAL_POLICY, source: 'default' };
   }
 

@@ -1,4 +1,7 @@
+import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
+import { deferWrite, holdsLock, rememberLocked } from '../platform/unit-of-work.ts';
+import { renumberPlaceholders, type ReadPart } from '../platform/read-part.ts';
 import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
 /**
@@ -27,6 +30,38 @@ export async function findPolicy(db: Queryable, white_label_id: string, livemode
   return rows[0] ?? null;
 }
 
+/**
+ * What a creation reads before it decides, in one round trip: the brand's policy (null: the default), whether
+ * the merchant reference is taken, and a read another module owns that the creation needs as well (its fee
+ * quote, src/platform/read-part.ts).
+ */
+export async function readCreationContext<Carried>(
+  db: Queryable,
+  account: WithdrawalAccount,
+  merchant_reference: string,
+  carried: ReadPart<Carried> | null,
+): Promise<{ policy: WithdrawalPolicyRow | null; reference_taken: boolean; carried: Carried | null }> {
+  const params: unknown[] = [account.white_label_id, account.livemode, account.merchant_id, merchant_reference];
+  const carriedColumn = carried ? `, ${renumberPlaceholders(carried.sql, params.length)} AS carried` : '';
+  if (carried) params.push(...carried.params);
+  const { rows } = await db.query<WithdrawalPolicyRow & { reference_taken: boolean; carried?: unknown }>(
+    `SELECT p.white_label_id, p.livemode, p.approval_threshold_minor, p.approval_ttl_seconds, p.expires_in_seconds, p.max_splits,
+            p.min_amount_minor, p.max_amount_minor, p.created_at, p.updated_at,
+            EXISTS (SELECT 1 FROM withdrawal_orders
+                     WHERE white_label_id = $1 AND merchant_id = $3 AND livemode = $2 AND merchant_reference = $4) AS reference_taken${carriedColumn}
+       FROM (VALUES (1)) AS one (x) LEFT JOIN withdrawal_policies p ON p.white_label_id = $1 AND p.livemode = $2`,
+    params,
+  );
+  const row = rows[0];
+  invariant(row !== undefined, 'the creation read answers one row');
+  const { reference_taken, carried: carriedValue, ...policy } = row;
+  return {
+    policy: policy.white_label_id === null ? null : policy,
+    reference_taken,
+    carried: carried ? carried.parse(carriedValue ?? null) : null,
+  };
+}
+
 export async function upsertPolicy(db: Queryable, row: Omit<WithdrawalPolicyRow, 'created_at' | 'updated_at'>, now: Date): Promise<WithdrawalPolicyRow> {
   const { rows } = await db.query<WithdrawalPolicyRow>(
     `INSERT INTO withdrawal_policies (white_label_id, livemode, approval_threshold_minor, approval_ttl_seconds, expires_in_seconds,
@@ -46,14 +81,23 @@ export async function upsertPolicy(db: Queryable, row: Omit<WithdrawalPolicyRow,
   return stored;
 }
 
-export async function insertOrder(db: Queryable, row: WithdrawalRow): Promise<boolean> {
-  const { rows } = await db.query(
-    `INSERT INTO withdrawal_orders (${ORDER_COLUMNS})
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
-             $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
-     ON CONFLICT (white_label_id, merchant_id, livemode, merchant_reference) DO NOTHING
-     RETURNING withdrawal_id`,
-    [
+/** The row key under which a transaction remembers that it holds an order's lock (src/platform/unit-of-work.ts). */
+export function orderRowKey(white_label_id: string, withdrawal_id: string): string {
+  return `withdrawal_orders:${white_label_id}:${withdrawal_id}`;
+}
+
+/**
+ * Inserts a new order, queued in the transaction (src/platform/unit-of-work.ts). A merchant reference
+ * taken by a concurrent creation makes the flush throw `taken()`, which rolls the creation back.
+ */
+export async function insertOrder(db: Queryable, row: WithdrawalRow, taken: () => Error): Promise<void> {
+  const key = orderRowKey(row.white_label_id, row.withdrawal_id);
+  await deferWrite(db, {
+    sql: `INSERT INTO withdrawal_orders (${ORDER_COLUMNS})
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
+                  $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
+          ON CONFLICT (white_label_id, merchant_id, livemode, merchant_reference) DO NOTHING`,
+    params: [
       row.white_label_id, row.merchant_id, row.livemode, row.withdrawal_id, row.version, row.status, row.merchant_reference,
       row.end_user_ref, row.beneficiary_id, row.amount_total_minor, row.fee_total_minor, JSON.stringify(row.fee_breakdown),
       row.fee_recognized_minor, row.filled_minor, row.reserved_minor, row.remaining_minor, row.refunded_minor, row.settled_splits,
@@ -63,8 +107,11 @@ export async function insertOrder(db: Queryable, row: WithdrawalRow): Promise<bo
       row.release_balance_transaction_id, row.created_at, row.updated_at, row.closed_at,
       row.dispute === null ? null : JSON.stringify(row.dispute), row.funds_on_hold,
     ],
-  );
-  return rows.length === 1;
+    expected_rows: 1,
+    on_unexpected_rows: taken,
+    rows_written: [key],
+  });
+  rememberLocked(db, key);
 }
 
 /**
@@ -72,22 +119,23 @@ export async function insertOrder(db: Queryable, row: WithdrawalRow): Promise<bo
  * optimistic check of `applyTransition`. Identity columns (ids, amounts ordered, fee) never change.
  */
 export async function updateOrder(db: Queryable, row: WithdrawalRow, expected_version: number): Promise<boolean> {
-  const { rows } = await db.query(
-    `UPDATE withdrawal_orders
+  const sql = `UPDATE withdrawal_orders
         SET version = $4, status = $5, fee_recognized_minor = $6, filled_minor = $7, reserved_minor = $8, remaining_minor = $9,
             refunded_minor = $10, settled_splits = $11, expires_at = $12, approval_expires_at = $13, close_reason_code = $14,
             closed_by = $15, review_note = $16, release_balance_transaction_id = $17, updated_at = $18, closed_at = $19,
             dispute = $20, funds_on_hold = $21
-      WHERE white_label_id = $1 AND withdrawal_id = $2 AND version = $3
-      RETURNING withdrawal_id`,
-    [
+      WHERE white_label_id = $1 AND withdrawal_id = $2 AND version = $3`;
+  const params = [
       row.white_label_id, row.withdrawal_id, expected_version, row.version, row.status, row.fee_recognized_minor, row.filled_minor,
       row.reserved_minor, row.remaining_minor, row.refunded_minor, row.settled_splits, row.expires_at, row.approval_expires_at,
       row.close_reason_code, row.closed_by, row.review_note, row.release_balance_transaction_id, row.updated_at, row.closed_at,
       row.dispute === null ? null : JSON.stringify(row.dispute), row.funds_on_hold,
-    ],
-  );
-  return rows.length === 1;
+  ];
+  const key = orderRowKey(row.white_label_id, row.withdrawal_id);
+  if (!holdsLock(db, key)) return (await db.query(sql, params)).rowCount === 1;
+  // The transaction holds the row: the version cannot have moved, and the write is queued.
+  await deferWrite(db, { sql, params, expected_rows: 1, rows_written: [key] });
+  return true;
 }
 
 /** The caller's own order, or null (another merchant's or environment's id is null too). */
@@ -106,6 +154,7 @@ export async function lockOrderInBrand(db: Queryable, white_label_id: string, wi
     `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = $2 FOR UPDATE`,
     [white_label_id, withdrawal_id],
   );
+  if (rows[0]) rememberLocked(db, orderRowKey(white_label_id, withdrawal_id));
   return rows[0] ?? null;
 }
 
@@ -114,15 +163,6 @@ export async function findOrderInBrand(db: Queryable, white_label_id: string, wi
     white_label_id,
     withdrawal_id,
   ]);
-  return rows[0] ?? null;
-}
-
-export async function findOrderByReference(db: Queryable, account: WithdrawalAccount, merchant_reference: string): Promise<WithdrawalRow | null> {
-  const { rows } = await db.query<WithdrawalRow>(
-    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
-      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND merchant_reference = $4`,
-    [account.white_label_id, account.merchant_id, account.livemode, merchant_reference],
-  );
   return rows[0] ?? null;
 }
 
@@ -163,6 +203,7 @@ export async function lockMatchable(
       FOR UPDATE SKIP LOCKED`,
     [input.white_label_id, input.livemode, input.amount_minor, input.now, input.exclude_merchant_id, input.limit],
   );
+  for (const row of rows) rememberLocked(db, orderRowKey(row.white_label_id, row.withdrawal_id));
   return rows;
 }
 
@@ -172,11 +213,12 @@ export async function lockMatchable(
  */
 export async function lockOrdersOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
   if (withdrawal_ids.length === 0) return [];
-  const { rows } = await db.query<{ merchant_id: string }>(
-    `SELECT merchant_id FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = ANY($2::text[])
+  const { rows } = await db.query<{ merchant_id: string; withdrawal_id: string }>(
+    `SELECT merchant_id, withdrawal_id FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = ANY($2::text[])
       ORDER BY withdrawal_id FOR UPDATE`,
     [white_label_id, [...new Set(withdrawal_ids)]],
   );
+  for (const row of rows) rememberLocked(db, orderRowKey(white_label_id, row.withdrawal_id));
   return [...new Set(rows.map((row) => row.merchant_id))];
 }
 
@@ -190,35 +232,58 @@ export async function merchantsOf(db: Queryable, white_label_id: string, withdra
   return rows.map((row) => row.merchant_id);
 }
 
+/** Queued in the transaction (src/platform/unit-of-work.ts); the leg's order is locked by it. */
 export async function insertLeg(db: Queryable, row: WithdrawalLegRow): Promise<void> {
-  await db.query(
-    `INSERT INTO withdrawal_legs (${LEG_COLUMNS})
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
-    [
+  await deferWrite(db, {
+    sql: `INSERT INTO withdrawal_legs (${LEG_COLUMNS})
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
+    params: [
       row.white_label_id, row.merchant_id, row.livemode, row.withdrawal_id, row.leg_ref, row.deposit_leg_key, row.deposit_id,
       row.amount_minor, row.reserved_amount_minor, row.status, row.sequence, row.fee_recognized_minor, row.settled_at, row.balance_transaction_id,
       row.fee_balance_transaction_id, row.auto_confirm_at, row.receipt_state, row.release_reason_code, row.reversal_reason_code,
       row.replacement_withdrawal_id, row.created_at, row.updated_at,
     ],
-  );
+    expected_rows: 1,
+    rows_written: [`withdrawal_legs:${row.white_label_id}:${row.leg_ref}`],
+  });
+}
+
+const LEG_UPDATE_SQL = `UPDATE withdrawal_legs
+    SET status = $4, sequence = $5, fee_recognized_minor = $6, settled_at = $7, balance_transaction_id = $8,
+        fee_balance_transaction_id = $9, auto_confirm_at = $10, receipt_state = $11, release_reason_code = $12,
+        reversal_reason_code = $13, replacement_withdrawal_id = $14, updated_at = $15, amount_minor = $16
+  WHERE white_label_id = $1 AND leg_ref = $2 AND status = $3`;
+
+function legUpdateParams(row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): unknown[] {
+  return [
+    row.white_label_id, row.leg_ref, expected_status, row.status, row.sequence, row.fee_recognized_minor, row.settled_at,
+    row.balance_transaction_id, row.fee_balance_transaction_id, row.auto_confirm_at, row.receipt_state, row.release_reason_code,
+    row.reversal_reason_code, row.replacement_withdrawal_id, row.updated_at, row.amount_minor,
+  ];
 }
 
 /** Moves a leg on from `expected_status`; a short fill also lowers `amount_minor` to what was paid. */
 export async function updateLeg(db: Queryable, row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): Promise<boolean> {
-  const { rows } = await db.query(
-    `UPDATE withdrawal_legs
-        SET status = $4, sequence = $5, fee_recognized_minor = $6, settled_at = $7, balance_transaction_id = $8,
-            fee_balance_transaction_id = $9, auto_confirm_at = $10, receipt_state = $11, release_reason_code = $12,
-            reversal_reason_code = $13, replacement_withdrawal_id = $14, updated_at = $15, amount_minor = $16
-      WHERE white_label_id = $1 AND leg_ref = $2 AND status = $3
-      RETURNING leg_ref`,
-    [
-      row.white_label_id, row.leg_ref, expected_status, row.status, row.sequence, row.fee_recognized_minor, row.settled_at,
-      row.balance_transaction_id, row.fee_balance_transaction_id, row.auto_confirm_at, row.receipt_state, row.release_reason_code,
-      row.reversal_reason_code, row.replacement_withdrawal_id, row.updated_at, row.amount_minor,
-    ],
-  );
-  return rows.length === 1;
+  const result = await db.query(LEG_UPDATE_SQL, legUpdateParams(row, expected_status));
+  return result.rowCount === 1;
+}
+
+/**
+ * `updateLeg` where the caller's transaction holds the leg's order lock, so the leg cannot have moved:
+ * queued (src/platform/unit-of-work.ts), with the flush checking that it still was `expected_status`.
+ * Without the lock it is sent at once and the same check throws.
+ */
+export async function updateLockedLeg(db: Queryable, row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): Promise<void> {
+  if (!holdsLock(db, orderRowKey(row.white_label_id, row.withdrawal_id))) {
+    invariant(await updateLeg(db, row, expected_status), 'the leg is locked through its order');
+    return;
+  }
+  await deferWrite(db, {
+    sql: LEG_UPDATE_SQL,
+    params: legUpdateParams(row, expected_status),
+    expected_rows: 1,
+    rows_written: [`withdrawal_legs:${row.white_label_id}:${row.leg_ref}`],
+  });
 }
 
 /**
@@ -240,6 +305,31 @@ export async function legsOfReservation(
   const row = rows[0];
   if (!row) throw new Error('the reservation read returned no row');
   return { existing_leg_ref: row.existing_leg_ref, reserved_legs: Number(row.reserved_legs) };
+}
+
+/**
+ * The order and what a reservation must know about its legs, in one read, for a transaction that already
+ * holds the order's lock from an earlier statement (the matching queue locked it): this statement's
+ * snapshot is taken after that lock, so it sees every leg committed before, and no one can add one since.
+ */
+export async function readHeldOrderForReservation(
+  db: Queryable,
+  white_label_id: string,
+  withdrawal_id: string,
+  deposit_leg_key: string,
+): Promise<{ row: WithdrawalRow; existing_leg_ref: string | null; reserved_legs: number } | null> {
+  invariant(holdsLock(db, orderRowKey(white_label_id, withdrawal_id)), 'the order is locked by this transaction');
+  const { rows } = await db.query<WithdrawalRow & { existing_leg_ref: string | null; reserved_legs: number }>(
+    `SELECT ${ORDER_COLUMNS},
+            (SELECT leg_ref FROM withdrawal_legs WHERE white_label_id = $1 AND deposit_leg_key = $3) AS existing_leg_ref,
+            (SELECT count(*)::integer FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 AND status = 'reserved') AS reserved_legs
+       FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = $2`,
+    [white_label_id, withdrawal_id, deposit_leg_key],
+  );
+  const found = rows[0];
+  if (!found) return null;
+  const { existing_leg_ref, reserved_legs, ...row } = found;
+  return { row: row as WithdrawalRow, existing_leg_ref, reserved_legs: Number(reserved_legs) };
 }
 
 export async function findLeg(db: Queryable, white_label_id: string, leg_ref: string): Promise<WithdrawalLegRow | null> {

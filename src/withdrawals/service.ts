@@ -2,11 +2,12 @@ import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
+import { holdsLock } from '../platform/unit-of-work.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
-import { cancelJobsByKey, enqueueJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { cancelJobsByKey, scheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import { recognizeFee, recognizeFill, type FeeService } from '../fees/service.ts';
 import type { BeneficiaryService, Payee } from '../beneficiaries/service.ts';
@@ -326,6 +327,8 @@ export interface MatchableWithdrawal {
   /** The withdrawing merchant, whose feed the reservation writes to. */
   merchant_id: string;
   remaining_minor: number;
+  /** The order's beneficiary: whom a leg of it pays (its payee can be read before the leg is reserved). */
+  beneficiary_id: string;
 }
 
 export class WithdrawalService {
@@ -349,7 +352,14 @@ export class WithdrawalService {
       trigger: input.trigger,
       before: beforeView,
       after: afterView,
-      persist: (db) => (input.before ? repository.updateOrder(db, input.after, input.before.version) : repository.insertOrder(db, input.after)),
+      persist: async (db) => {
+        if (input.before) return repository.updateOrder(db, input.after, input.before.version);
+        // The reference was free when the creation read it; a concurrent creation that took it since makes
+        // the queued insert change nothing, and the flush throws this, rolling back the reservation with it.
+        const reference = input.after.merchant_reference;
+        await repository.insertOrder(db, input.after, () => new ApiError('merchant_reference_in_use', { details: { merchant_reference: reference } }));
+        return true;
+      },
       event: {
         type: eventTypeFor(input.trigger, input.after.status),
         ...accountOf(input.after),
@@ -409,11 +419,18 @@ export class WithdrawalService {
     const replacement = replacement_of_withdrawal_id !== null;
     const internal = replacement || options.sandbox_liquidity === true;
     invariant(!options.sandbox_liquidity || !account.livemode, 'sandbox liquidity exists in test mode only');
-    const policy = await this.deps.policies.policyFor(tx, account.white_label_id, account.livemode);
+    // The policy, the reference and the fee quote are read in one round trip; a replacement pays no fee.
+    const context = await repository.readCreationContext(
+      tx,
+      account,
+      input.merchant_reference,
+      replacement ? null : this.deps.fees.quotePart({ ...account, channel: 'withdrawal' }, input.amount_minor),
+    );
+    const policy = this.deps.policies.fromRow(context.policy);
     if (!internal && (input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor)) {
       return fail('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
     }
-    if (await repository.findOrderByReference(tx, account, input.merchant_reference)) {
+    if (context.reference_taken) {
       return fail('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
     }
     if (input.refund_of_deposit_id && (await repository.findOpenRefund(tx, account.white_label_id, input.refund_of_deposit_id))) {
@@ -428,7 +445,8 @@ export class WithdrawalService {
             { component: 'vat', amount_minor: 0, rate_bps: 0 },
           ],
         }
-      : await this.deps.fees.quote(tx, { ...account, channel: 'withdrawal' }, input.amount_minor);
+      : context.carried;
+    invariant(fee !== null, 'a creation that pays a fee has its quote');
     const withdrawal_id = newId('withdrawal');
     const locked = input.amount_minor + fee.fee_total_minor;
     invariant(Number.isSafeInteger(locked), 'amount plus fee is a safe integer');
@@ -496,9 +514,8 @@ export class WithdrawalService {
       // Sandbox scenario 107.00 THB: the counterparty's deposits fill a merchant's order in three chunks.
       jobs: [needsApproval ? approvalTtlJob(row) : expireJob(row), ...(internal ? [] : scenarioWithdrawalStartJob(row))],
     });
-    // The reference was free a moment ago; a concurrent creation with the same reference took it.
-    // Thrown, not returned: the reservation above is already posted and must roll back with it.
-    if (!created.ok) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
+    // A creation has no version to lose; a reference taken meanwhile is thrown by the insert's flush.
+    invariant(created.ok, 'a creation transition always persists');
     return created;
   }
 
@@ -680,7 +697,7 @@ export class WithdrawalService {
       now: this.deps.clock.now(),
       limit: Math.min(Math.max(input.limit ?? 1, 1), 50),
     });
-    return rows.map((row) => ({ id: row.withdrawal_id, merchant_id: row.merchant_id, remaining_minor: row.remaining_minor }));
+    return rows.map((row) => ({ id: row.withdrawal_id, merchant_id: row.merchant_id, remaining_minor: row.remaining_minor, beneficiary_id: row.beneficiary_id }));
   }
 
   /**
@@ -693,10 +710,14 @@ export class WithdrawalService {
     input: { white_label_id: string; livemode: boolean; withdrawal_id: string; deposit_id: string; deposit_leg_key: string; amount_minor: number; cause: EventCause },
   ): Promise<Result<LegReservation>> {
     invariant(Number.isSafeInteger(input.amount_minor) && input.amount_minor > 0, 'a leg amount is a positive safe integer');
-    const row = await repository.lockOrderInBrand(tx, input.white_label_id, input.withdrawal_id);
+    // An order the matching queue locked in this transaction is read with its legs in one statement;
+    // otherwise it is locked first, and its legs read after the lock, so that both see every leg committed before.
+    const held = holdsLock(tx, repository.orderRowKey(input.white_label_id, input.withdrawal_id))
+      ? await repository.readHeldOrderForReservation(tx, input.white_label_id, input.withdrawal_id, input.deposit_leg_key)
+      : null;
+    const row = held ? held.row : await repository.lockOrderInBrand(tx, input.white_label_id, input.withdrawal_id);
     if (!row || row.livemode !== input.livemode) return fail('withdrawal_state_conflict', { details: { reason: 'not_found' } });
-    // Read after the order's lock, so both see every leg committed before it.
-    const { existing_leg_ref, reserved_legs: reservedLegs } = await repository.legsOfReservation(tx, input.white_label_id, input.withdrawal_id, input.deposit_leg_key);
+    const { existing_leg_ref, reserved_legs: reservedLegs } = held ?? (await repository.legsOfReservation(tx, input.white_label_id, input.withdrawal_id, input.deposit_leg_key));
     const existing = existing_leg_ref ? await repository.findLeg(tx, input.white_label_id, existing_leg_ref) : null;
     if (existing) {
       invariant(
@@ -762,7 +783,7 @@ export class WithdrawalService {
     if (leg.status !== 'reserved') return fail('alloc_state_conflict', { details: { reason: leg.status, leg_ref: leg.leg_ref } });
     const now = this.deps.clock.now();
     const releasedLeg: WithdrawalLegRow = { ...leg, status: 'released', release_reason_code: input.reason_code, updated_at: now };
-    invariant(await repository.updateLeg(tx, releasedLeg, 'reserved'), 'the leg is locked through its order');
+    await repository.updateLockedLeg(tx, releasedLeg, 'reserved');
     const after: WithdrawalRow = {
       ...row,
       version: row.version + 1,
@@ -839,7 +860,7 @@ export class WithdrawalService {
       receipt_state: 'awaiting_confirmation',
       updated_at: now,
     };
-    invariant(await repository.updateLeg(tx, filledLeg, 'reserved'), 'the leg is locked through its order');
+    await repository.updateLockedLeg(tx, filledLeg, 'reserved');
     invariant(filledLeg.amount_minor === paid, 'a fill records what was paid');
 
     const filled = row.filled_minor + paid;
@@ -878,7 +899,7 @@ export class WithdrawalService {
   }
 
   private async enqueue(tx: Queryable, jobs: JobSpec[]): Promise<void> {
-    for (const job of jobs) await enqueueJob(tx, this.deps.clock, job);
+    for (const job of jobs) await scheduleJob(tx, this.deps.clock, job);
   }
 
   /**
@@ -978,7 +999,7 @@ export class WithdrawalService {
       replacement_withdrawal_id: replacementId,
       updated_at: now,
     };
-    invariant(await repository.updateLeg(tx, reversedLeg, 'filled'), 'the leg is locked through its order');
+    await repository.updateLockedLeg(tx, reversedLeg, 'filled');
     await cancelJobsByKey(tx, `${AUTO_CONFIRM_FILL_TASK}:${leg.leg_ref}`);
 
     const extra = {
@@ -1049,7 +1070,7 @@ export class WithdrawalService {
       const leg = await repository.findLeg(tx, input.white_label_id, input.receipt.leg_ref);
       invariant(leg && leg.withdrawal_id === row.withdrawal_id && leg.status === 'filled', 'a disputed fill stands');
       invariant(leg.receipt_state === input.receipt.from, `the fill's receipt is ${String(leg.receipt_state)}, not ${input.receipt.from}`);
-      invariant(await repository.updateLeg(tx, { ...leg, receipt_state: input.receipt.to, updated_at: now }, 'filled'), 'the leg is locked through its order');
+      await repository.updateLockedLeg(tx, { ...leg, receipt_state: input.receipt.to, updated_at: now }, 'filled');
       if (input.receipt.to === 'disputed') await cancelJobsByKey(tx, `${AUTO_CONFIRM_FILL_TASK}:${leg.leg_ref}`);
     }
     return this.transition(tx, {
@@ -1061,7 +1082,7 @@ export class WithdrawalService {
   }
 
   /** The payee of a reservation just made: its order's beneficiary, without reading the leg again. */
-  async payeeOfReservation(tx: Queryable, scope: { white_label_id: string; livemode: boolean }, reservation: LegReservation): Promise<Payee | null> {
+  async payeeOfReservation(tx: Queryable, scope: { white_label_id: string; livemode: boolean }, reservation: Pick<LegReservation, 'merchant_id' | 'beneficiary_id'>): Promise<Payee | null> {
     return this.deps.beneficiaries.payee(tx, { white_label_id: scope.white_label_id, merchant_id: reservation.merchant_id, livemode: scope.livemode }, reservation.beneficiary_id);
   }
 

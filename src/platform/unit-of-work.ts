@@ -1,0 +1,182 @@
+import { invariant } from './assert.ts';
+import type { Queryable, QueryResult } from './db.ts';
+import { renumberPlaceholders } from './read-part.ts';
+
+/**
+ * Deferred writes: the writes of a transaction whose result nobody reads (an event, its outbox row, a
+ * follow-up job, a ledger movement, the idempotency record) are queued and sent together as one
+ * statement of data-modifying CTEs, with the transaction's next read or before its COMMIT. On this
+ * stack a round trip costs more CPU than the statement it carries (docs/benchmarks.md), so a command
+ * of ten writes pays for one.
+ *
+ * The rules that keep this equal to sending each write at once:
+ * - A read flushes the queue first, so every read sees every earlier write of its transaction.
+ * - Statements of one batch share one snapshot and cannot see each other's rows, and PostgreSQL
+ *   applies only one of two changes of the same row in one statement. A write therefore names the
+ *   rows it writes (`rows_written`), and a write of a row already written in the queue flushes the
+ *   queue first: one row, at most one change per batch.
+ * - A write may state how many rows it must change (`expected_rows`); the flush checks every count
+ *   and throws the write's own error (`on_unexpected_rows`, a business outcome such as a lost race)
+ *   or an invariant failure. Errors of deferred writes surface at the flush, before COMMIT, so the
+ *   transaction rolls back exactly as it would have.
+ * - `replaces` keeps only the last write of a key in the queue: a counter's final value (an event
+ *   feed's last sequence) is written once per batch.
+ */
+
+export interface DeferredWrite {
+  /** One INSERT, UPDATE or DELETE with $n placeholders: no WITH, no RETURNING (the batch adds its own). */
+  sql: string;
+  params: readonly unknown[];
+  /** The number of rows the write must change; checked at the flush. */
+  expected_rows?: number;
+  /** The error thrown when the count differs; without it a difference is an invariant failure. */
+  on_unexpected_rows?: (changed_rows: number) => Error;
+  /** Keys of the rows it writes (`table:key…`); a second write of a key flushes the queue first. */
+  rows_written?: readonly string[];
+  /** A later write with the same key takes this one's place in the queue. */
+  replaces?: string;
+}
+
+/** The most writes one batch holds; a longer queue is sent in several statements. */
+export const MAXIMUM_WRITES_PER_BATCH = 64;
+/** PostgreSQL's limit of bound parameters per statement (a 16-bit count in the protocol). */
+const MAXIMUM_PARAMETERS_PER_STATEMENT = 65_535;
+
+const STATEMENT_START = /^\s*(INSERT|UPDATE|DELETE)\b/i;
+const HAS_WITH_OR_RETURNING = /^\s*WITH\b|\bRETURNING\b/i;
+/** `$` other than a numbered placeholder (dollar quoting, a literal) would be renumbered wrongly. */
+const UNSAFE_DOLLAR = /\$(?![0-9])/;
+
+function checkWrite(write: DeferredWrite): void {
+  invariant(STATEMENT_START.test(write.sql), 'a deferred write is one INSERT, UPDATE or DELETE');
+  invariant(!HAS_WITH_OR_RETURNING.test(write.sql), 'a deferred write has no WITH and no RETURNING of its own');
+  invariant(!UNSAFE_DOLLAR.test(write.sql), 'a deferred write uses only numbered placeholders');
+  let highest = 0;
+  for (const match of write.sql.matchAll(/\$([0-9]+)/g)) highest = Math.max(highest, Number(match[1]));
+  invariant(highest <= write.params.length, 'a deferred write has a value for each placeholder');
+}
+
+/** Checks a write's changed-row count against what it expected, throwing its error when they differ. */
+function checkCount(write: DeferredWrite, changed_rows: number): void {
+  if (write.expected_rows === undefined || write.expected_rows === changed_rows) return;
+  if (write.on_unexpected_rows) throw write.on_unexpected_rows(changed_rows);
+  invariant(false, `a deferred write changed ${changed_rows} rows instead of ${write.expected_rows}: ${write.sql.slice(0, 80)}`);
+}
+
+/** One statement for several writes: each a CTE, the outer SELECT reading their changed-row counts. */
+export function combineWrites(writes: readonly DeferredWrite[]): { sql: string; params: unknown[] } {
+  invariant(writes.length > 0 && writes.length <= MAXIMUM_WRITES_PER_BATCH, 'a batch holds 1 to 64 writes');
+  const params: unknown[] = [];
+  const parts: string[] = [];
+  writes.forEach((write, index) => {
+    checkWrite(write);
+    const offset = params.length;
+    const renumbered = renumberPlaceholders(write.sql, offset);
+    parts.push(`w${index} AS (${renumbered.trim()} RETURNING 1)`);
+    params.push(...write.params);
+  });
+  invariant(params.length <= MAXIMUM_PARAMETERS_PER_STATEMENT, 'a batch stays within the protocol limit of parameters');
+  const counts = writes.map((_, index) => `(SELECT count(*) FROM w${index})::integer AS c${index}`).join(', ');
+  return { sql: `WITH ${parts.join(', ')} SELECT ${counts}`, params };
+}
+
+/**
+ * A transaction's connection with a queue of deferred writes. Every other statement goes through it
+ * unchanged, after the queue is flushed. `memo` holds facts that stay true while the transaction's
+ * locks are held (an event feed's last sequence), for the modules that took those locks.
+ */
+export class UnitOfWork implements Queryable {
+  /** The queue, cut into statements: a new batch starts where a row would be written twice or one is full. */
+  private batches: DeferredWrite[][] = [];
+  /** Rows written by the last batch. */
+  private readonly written = new Set<string>();
+  readonly memo = new Map<string, unknown>();
+
+  constructor(private readonly connection: Queryable) {}
+
+  defer(write: DeferredWrite): void {
+    checkWrite(write);
+    let current = this.batches[this.batches.length - 1];
+    if (current && write.replaces !== undefined) {
+      const index = current.findIndex((queued) => queued.replaces === write.replaces);
+      if (index >= 0) {
+        current.splice(index, 1);
+        current.push(write);
+        return;
+      }
+    }
+    const rows = write.rows_written ?? [];
+    if (!current || current.length >= MAXIMUM_WRITES_PER_BATCH || rows.some((row) => this.written.has(row))) {
+      current = [];
+      this.batches.push(current);
+      this.written.clear();
+    }
+    current.push(write);
+    for (const row of rows) this.written.add(row);
+  }
+
+  /** Sends the queue: one statement per batch, in order. */
+  async flush(): Promise<void> {
+    const batches = this.batches;
+    this.batches = [];
+    this.written.clear();
+    for (const batch of batches) await this.send(batch);
+  }
+
+  private async send(batch: readonly DeferredWrite[]): Promise<void> {
+    if (batch.length === 1) {
+      const write = batch[0]!;
+      const result = await this.connection.query(write.sql, write.params);
+      checkCount(write, result.rowCount);
+      return;
+    }
+    const combined = combineWrites(batch);
+    const { rows } = await this.connection.query<Record<string, number>>(combined.sql, combined.params);
+    const counts = rows[0];
+    invariant(counts !== undefined, 'a batch answers one row of counts');
+    batch.forEach((write, index) => checkCount(write, Number(counts[`c${index}`])));
+  }
+
+  async query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> {
+    await this.flush();
+    return this.connection.query<Row>(sql, params);
+  }
+
+  async exec(sql: string): Promise<void> {
+    await this.flush();
+    await this.connection.exec(sql);
+  }
+}
+
+/** True when `db` is a transaction that can queue writes. */
+export function isUnitOfWork(db: Queryable): db is UnitOfWork {
+  return db instanceof UnitOfWork;
+}
+
+/**
+ * Queues a write in the transaction, or sends it at once outside one (a plain connection, or a test's
+ * wrapper around a transaction): the same checks either way.
+ */
+export async function deferWrite(db: Queryable, write: DeferredWrite): Promise<void> {
+  if (isUnitOfWork(db)) {
+    db.defer(write);
+    return;
+  }
+  checkWrite(write);
+  const result = await db.query(write.sql, write.params);
+  checkCount(write, result.rowCount);
+}
+
+/**
+ * Row locks a transaction holds, remembered so that a later write of the row can be queued: a row this
+ * transaction locked (FOR UPDATE) or inserted cannot change under it, so a version or status guard on
+ * it can only fail through a bug, and the flush checks that it did not.
+ */
+export function rememberLocked(db: Queryable, row_key: string): void {
+  if (isUnitOfWork(db)) db.memo.set(`locked:${row_key}`, true);
+}
+
+/** True when `db` is a transaction that locked or inserted this row (see `rememberLocked`). */
+export function holdsLock(db: Queryable, row_key: string): boolean {
+  return isUnitOfWork(db) && db.memo.get(`locked:${row_key}`) === true;
+}
