@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import crypto from 'node:crypto';
 import os from 'node:os';
 import { fork, type ChildProcess } from 'node:child_process';
@@ -175,6 +176,18 @@ interface UsageMessage {
   id: number;
   cpu_us: number;
   stats: StatementStats;
+  /** The server's peak resident set so far (VmHWM of /proc/self/status); null when unreadable. */
+  peak_rss_bytes: number | null;
+}
+
+/** This process's peak resident set (VmHWM), read from /proc; null elsewhere. */
+function peakResidentBytes(): number | null {
+  try {
+    const match = /^VmHWM:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+    return match ? Number(match[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
 }
 
 type ChildMessage = ReadyMessage | UsageMessage;
@@ -217,7 +230,7 @@ async function serve(): Promise<void> {
     if (message.type === 'usage') {
       const usage = process.cpuUsage();
       const copy: StatementStats = { statements: stats.statements, transactions: stats.transactions, profile: structuredClone(stats.profile) };
-      process.send?.({ type: 'usage', id: message.id, cpu_us: usage.user + usage.system, stats: copy } satisfies UsageMessage);
+      process.send?.({ type: 'usage', id: message.id, cpu_us: usage.user + usage.system, stats: copy, peak_rss_bytes: peakResidentBytes() } satisfies UsageMessage);
     } else if (message.type === 'stop') {
       void stop();
     }
@@ -610,6 +623,8 @@ interface CreatePhase {
   open_after: number;
   keys: number;
   waits: Awaited<ReturnType<WaitSampler['stop']>>;
+  /** The server's peak resident set after the closed loop at the maximum rate. */
+  server_peak_rss_bytes: number | null;
 }
 
 interface DepositChecks {
@@ -734,6 +749,7 @@ async function runCreatePhase(
     open_after: openAfter,
     keys,
     waits,
+    server_peak_rss_bytes: serverAfter.peak_rss_bytes,
   };
 }
 
@@ -1142,6 +1158,11 @@ function report(
         costRows,
       ),
     );
+  }
+  if (create) {
+    const peak = create.server_peak_rss_bytes;
+    lines.push('');
+    lines.push(`Server peak resident memory (VmHWM) after the closed loop at the maximum rate: ${peak === null ? 'not readable' : `${fixed(peak / 1024 / 1024, 0)} MiB`}.`);
   }
 
   if (create && create.waits.rows.length > 0) {
