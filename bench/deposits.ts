@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import crypto from 'node:crypto';
 import os from 'node:os';
 import { fork, type ChildProcess } from 'node:child_process';
@@ -41,7 +40,7 @@ import {
   type RequestFactory,
 } from './support.ts';
 import { fundWithdrawer } from './setup.ts';
-import { countingDatabase, diffStats, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
+import { countingDatabase, diffStats, peakResidentBytes, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
 
 /**
  * `npm run bench:deposits`: the deposit benchmark of issue 4, in one run on real PostgreSQL.
@@ -176,18 +175,8 @@ interface UsageMessage {
   id: number;
   cpu_us: number;
   stats: StatementStats;
-  /** The server's peak resident set so far (VmHWM of /proc/self/status); null when unreadable. */
-  peak_rss_bytes: number | null;
-}
-
-/** This process's peak resident set (VmHWM), read from /proc; null elsewhere. */
-function peakResidentBytes(): number | null {
-  try {
-    const match = /^VmHWM:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
-    return match ? Number(match[1]) * 1024 : null;
-  } catch {
-    return null;
-  }
+  /** The server's peak resident set so far (bench/meters.ts). */
+  peak_rss_bytes: number;
 }
 
 type ChildMessage = ReadyMessage | UsageMessage;
@@ -624,7 +613,7 @@ interface CreatePhase {
   keys: number;
   waits: Awaited<ReturnType<WaitSampler['stop']>>;
   /** The server's peak resident set after the closed loop at the maximum rate. */
-  server_peak_rss_bytes: number | null;
+  server_peak_rss_bytes: number;
 }
 
 interface DepositChecks {
@@ -1160,9 +1149,8 @@ function report(
     );
   }
   if (create) {
-    const peak = create.server_peak_rss_bytes;
     lines.push('');
-    lines.push(`Server peak resident memory (VmHWM) after the closed loop at the maximum rate: ${peak === null ? 'not readable' : `${fixed(peak / 1024 / 1024, 0)} MiB`}.`);
+    lines.push(`Server peak resident memory (VmHWM) after the closed loop at the maximum rate: ${fixed(create.server_peak_rss_bytes / 1024 / 1024, 0)} MiB.`);
   }
 
   if (create && create.waits.rows.length > 0) {

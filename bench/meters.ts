@@ -82,3 +82,18 @@ export function pgbenchChildren(): number[] {
   }
   return pids;
 }
+
+/**
+ * The peak resident set of this process (VmHWM). Not `process.resourceUsage().maxRSS`: Linux carries
+ * ru_maxrss over an exec, so a child forked from the parent, which holds hundreds of MiB of slips,
+ * would report the parent's size at the fork.
+ */
+export function peakResidentBytes(): number {
+  try {
+    const match = /^VmHWM:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+    if (match) return Number(match[1]) * 1024;
+  } catch {
+    // Not Linux: fall through to the portable figure.
+  }
+  return process.resourceUsage().maxRSS * 1024;
+}

@@ -42,7 +42,7 @@ import {
   type PgbenchResult,
 } from './support.ts';
 import { fundWithdrawer } from './setup.ts';
-import { countingDatabase, diffStats, newStats, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
+import { countingDatabase, diffStats, newStats, peakResidentBytes, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
 
 /**
  * `npm run bench:slips`: the slip benchmark of issue 10, in one run on real PostgreSQL.
@@ -259,21 +259,6 @@ interface UsageMessage {
 
 type ChildMessage = ReadyMessage | UsageMessage;
 type ParentMessage = { type: 'usage'; id: number } | { type: 'stop' };
-
-/**
- * The peak resident set of this process (VmHWM). Not `process.resourceUsage().maxRSS`: Linux carries
- * ru_maxrss over an exec, so a child forked from the parent, which holds hundreds of MiB of slips,
- * would report the parent's size at the fork.
- */
-function peakResidentBytes(): number {
-  try {
-    const match = /^VmHWM:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'));
-    if (match) return Number(match[1]) * 1024;
-  } catch {
-    // Not Linux: fall through to the portable figure.
-  }
-  return process.resourceUsage().maxRSS * 1024;
-}
 
 async function serve(): Promise<void> {
   const databaseUrl = process.env.BENCH_DATABASE_URL;
