@@ -47,13 +47,28 @@ const HAS_WITH_OR_RETURNING = /^\s*WITH\b|\bRETURNING\b/i;
 /** `$` other than a numbered placeholder (dollar quoting, a literal) would be renumbered wrongly. */
 const UNSAFE_DOLLAR = /\$(?![0-9])/;
 
-function checkWrite(write: DeferredWrite): void {
-  invariant(STATEMENT_START.test(write.sql), 'a deferred write is one INSERT, UPDATE or DELETE');
-  invariant(!HAS_WITH_OR_RETURNING.test(write.sql), 'a deferred write has no WITH and no RETURNING of its own');
-  invariant(!UNSAFE_DOLLAR.test(write.sql), 'a deferred write uses only numbered placeholders');
+/**
+ * The highest placeholder of each write text already checked. The texts are the repositories' constants,
+ * so each is scanned once per process instead of on every write; the cache is bounded like the prepared
+ * statement names of src/platform/db.ts, past which a text is simply scanned again.
+ */
+const checkedTexts = new Map<string, number>();
+const CHECKED_TEXT_CACHE_LIMIT = 5000;
+
+function highestPlaceholderOf(sql: string): number {
+  const known = checkedTexts.get(sql);
+  if (known !== undefined) return known;
+  invariant(STATEMENT_START.test(sql), 'a deferred write is one INSERT, UPDATE or DELETE');
+  invariant(!HAS_WITH_OR_RETURNING.test(sql), 'a deferred write has no WITH and no RETURNING of its own');
+  invariant(!UNSAFE_DOLLAR.test(sql), 'a deferred write uses only numbered placeholders');
   let highest = 0;
-  for (const match of write.sql.matchAll(/\$([0-9]+)/g)) highest = Math.max(highest, Number(match[1]));
-  invariant(highest <= write.params.length, 'a deferred write has a value for each placeholder');
+  for (const match of sql.matchAll(/\$([0-9]+)/g)) highest = Math.max(highest, Number(match[1]));
+  if (checkedTexts.size < CHECKED_TEXT_CACHE_LIMIT) checkedTexts.set(sql, highest);
+  return highest;
+}
+
+function checkWrite(write: DeferredWrite): void {
+  invariant(highestPlaceholderOf(write.sql) <= write.params.length, 'a deferred write has a value for each placeholder');
 }
 
 /** Checks a write's changed-row count against what it expected, throwing its error when they differ. */
