@@ -20,11 +20,13 @@ const LEG_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, leg_r
   reserved_amount_minor, status, sequence, fee_recognized_minor, settled_at, balance_transaction_id, fee_balance_transaction_id, auto_confirm_at,
   receipt_state, release_reason_code, reversal_reason_code, replacement_withdrawal_id, created_at, updated_at`;
 
+/** The columns of a policy row, qualified by `p`, as `findPolicy` and `readCreationContext` read them. */
+const POLICY_COLUMNS = `p.white_label_id, p.livemode, p.approval_threshold_minor, p.approval_ttl_seconds, p.expires_in_seconds,
+  p.max_splits, p.min_amount_minor, p.max_amount_minor, p.created_at, p.updated_at`;
+
 export async function findPolicy(db: Queryable, white_label_id: string, livemode: boolean): Promise<WithdrawalPolicyRow | null> {
   const { rows } = await db.query<WithdrawalPolicyRow>(
-    `SELECT white_label_id, livemode, approval_threshold_minor, approval_ttl_seconds, expires_in_seconds, max_splits,
-            min_amount_minor, max_amount_minor, created_at, updated_at
-       FROM withdrawal_policies WHERE white_label_id = $1 AND livemode = $2`,
+    `SELECT ${POLICY_COLUMNS} FROM withdrawal_policies p WHERE p.white_label_id = $1 AND p.livemode = $2`,
     [white_label_id, livemode],
   );
   return rows[0] ?? null;
@@ -45,8 +47,7 @@ export async function readCreationContext<Carried>(
   const carriedColumn = carried ? `, ${renumberPlaceholders(carried.sql, params.length)} AS carried` : '';
   if (carried) params.push(...carried.params);
   const { rows } = await db.query<WithdrawalPolicyRow & { reference_taken: boolean; carried?: unknown }>(
-    `SELECT p.white_label_id, p.livemode, p.approval_threshold_minor, p.approval_ttl_seconds, p.expires_in_seconds, p.max_splits,
-            p.min_amount_minor, p.max_amount_minor, p.created_at, p.updated_at,
+    `SELECT ${POLICY_COLUMNS},
             EXISTS (SELECT 1 FROM withdrawal_orders
                      WHERE white_label_id = $1 AND merchant_id = $3 AND livemode = $2 AND merchant_reference = $4) AS reference_taken${carriedColumn}
        FROM (VALUES (1)) AS one (x) LEFT JOIN withdrawal_policies p ON p.white_label_id = $1 AND p.livemode = $2`,
@@ -287,6 +288,13 @@ export async function updateLockedLeg(db: Queryable, row: WithdrawalLegRow, expe
 }
 
 /**
+ * What a reservation reads about an order's legs ($1 brand, $2 order, $3 the deposit leg's key): the leg that
+ * key reserved already, if any, and how many of the order's legs hold a reservation now.
+ */
+const RESERVATION_LEG_COLUMNS = `(SELECT leg_ref FROM withdrawal_legs WHERE white_label_id = $1 AND deposit_leg_key = $3) AS existing_leg_ref,
+  (SELECT count(*)::integer FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 AND status = 'reserved') AS reserved_legs`;
+
+/**
  * What a reservation must know about an order's legs, in one read: the leg a deposit leg already
  * reserved (the call is idempotent by `deposit_leg_key`), and how many legs hold a reservation now.
  * Read after the order's row lock, in a statement of its own, so it sees every leg committed before.
@@ -298,8 +306,7 @@ export async function legsOfReservation(
   deposit_leg_key: string,
 ): Promise<{ existing_leg_ref: string | null; reserved_legs: number }> {
   const { rows } = await db.query<{ existing_leg_ref: string | null; reserved_legs: number }>(
-    `SELECT (SELECT leg_ref FROM withdrawal_legs WHERE white_label_id = $1 AND deposit_leg_key = $3) AS existing_leg_ref,
-            (SELECT count(*)::integer FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 AND status = 'reserved') AS reserved_legs`,
+    `SELECT ${RESERVATION_LEG_COLUMNS}`,
     [white_label_id, withdrawal_id, deposit_leg_key],
   );
   const row = rows[0];
@@ -320,10 +327,7 @@ export async function readHeldOrderForReservation(
 ): Promise<{ row: WithdrawalRow; existing_leg_ref: string | null; reserved_legs: number } | null> {
   invariant(holdsLock(db, orderRowKey(white_label_id, withdrawal_id)), 'the order is locked by this transaction');
   const { rows } = await db.query<WithdrawalRow & { existing_leg_ref: string | null; reserved_legs: number }>(
-    `SELECT ${ORDER_COLUMNS},
-            (SELECT leg_ref FROM withdrawal_legs WHERE white_label_id = $1 AND deposit_leg_key = $3) AS existing_leg_ref,
-            (SELECT count(*)::integer FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 AND status = 'reserved') AS reserved_legs
-       FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = $2`,
+    `SELECT ${ORDER_COLUMNS}, ${RESERVATION_LEG_COLUMNS} FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = $2`,
     [white_label_id, withdrawal_id, deposit_leg_key],
   );
   const found = rows[0];
