@@ -138,8 +138,13 @@ export class LedgerService {
    * first and the feed second closed a deadlock cycle with them (issue 13, cycle B).
    */
   private async lockAccount(tx: Queryable, account: WalletAccount, now: Date) {
-    await this.events.lockFeeds(tx, account.white_label_id, [account.merchant_id], account.livemode);
+    await this.lockFeedOf(tx, account);
     return repository.lockWallet(tx, account, now);
+  }
+
+  /** The first lock of `lockAccount`: the merchant's event feed, before its wallet. */
+  private lockFeedOf(tx: Queryable, account: WalletAccount): Promise<void> {
+    return this.events.lockFeeds(tx, account.white_label_id, [account.merchant_id], account.livemode);
   }
 
   /** Moves money. Returns `insufficient_balance` when a debit would take `available` below zero. */
@@ -150,7 +155,7 @@ export class LedgerService {
 
     const now = this.clock.now();
     // Locked as `lockAccount` locks (the feed, then the wallet), the movement key looked up with the wallet's lock.
-    await this.events.lockFeeds(tx, input.account.white_label_id, [input.account.merchant_id], input.account.livemode);
+    await this.lockFeedOf(tx, input.account);
     const locked = await repository.lockWalletFindingMovement(tx, input.account, input.movement_key, now);
     const wallet = locked.wallet;
     const existing = locked.stale
