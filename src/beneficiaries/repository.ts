@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { rowFromJson, type ReadPart } from '../platform/read-part.ts';
 
 /**
  * All SQL of beneficiaries. Every query is scoped by (white_label_id, merchant_id, livemode); the
@@ -52,6 +53,19 @@ export async function findById(db: Queryable, account: BeneficiaryAccount, benef
     [account.white_label_id, account.merchant_id, account.livemode, beneficiary_id],
   );
   return rows[0] ? normalise(rows[0]) : null;
+}
+
+/** `findById` as a read another statement carries (src/platform/read-part.ts). */
+export function findByIdPart(account: BeneficiaryAccount, beneficiary_id: string): ReadPart<BeneficiaryRow | null> {
+  return {
+    sql: `(SELECT row_to_json(b) FROM (SELECT ${COLUMNS} FROM beneficiaries
+             WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND beneficiary_id = $4) AS b)`,
+    params: [account.white_label_id, account.merchant_id, account.livemode, beneficiary_id],
+    parse: (value) => {
+      const row = rowFromJson<BeneficiaryRow>(value, ['verification_checked_at', 'created_at', 'updated_at', 'verified_at']);
+      return row ? normalise(row) : null;
+    },
+  };
 }
 
 export async function findByAccountHmac(db: Queryable, account: BeneficiaryAccount, account_number_hmac: string): Promise<BeneficiaryRow | null> {

@@ -2,6 +2,8 @@ import type { Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import * as repository from './repository.ts';
+import type { CarriedRead } from '../platform/read-part.ts';
+import { takeCarried } from '../platform/unit-of-work.ts';
 import type { DepositPolicyRow } from './types.ts';
 
 /**
@@ -72,6 +74,10 @@ function policyOf(row: DepositPolicyRow): DepositPolicy {
   };
 }
 
+function creationReadKey(account: { white_label_id: string; merchant_id: string; livemode: boolean }, end_user_ref: string): string {
+  return `deposits:creation-policy:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${end_user_ref}`;
+}
+
 export class DepositPolicyService {
   constructor(private readonly clock: Clock) {}
 
@@ -85,8 +91,15 @@ export class DepositPolicyService {
    * creations until the transaction ends (the advisory lock of `lockEndUser`).
    */
   async policyForCreation(db: Queryable, account: { white_label_id: string; merchant_id: string; livemode: boolean }, end_user_ref: string): Promise<DepositPolicy & { source: 'brand' | 'default' }> {
-    const row = await repository.lockEndUserAndFindPolicy(db, account, end_user_ref);
+    // The request's idempotency statement may have taken the lock and read the policy already (`creationRead`).
+    const carried = takeCarried(db, creationReadKey(account, end_user_ref));
+    const row = carried.found ? (carried.value as DepositPolicyRow | null) : await repository.lockEndUserAndFindPolicy(db, account, end_user_ref);
     return row ? { ...policyOf(row), source: 'brand' } : { ...DEFAULT_DEPOSIT_POLICY, source: 'default' };
+  }
+
+  /** `policyForCreation`'s lock and read, for the request's first statement to carry (src/platform/read-part.ts). */
+  creationRead(account: { white_label_id: string; merchant_id: string; livemode: boolean }, end_user_ref: string): CarriedRead {
+    return { key: creationReadKey(account, end_user_ref), part: repository.lockEndUserAndFindPolicyPart(account, end_user_ref) };
   }
 
   async setPolicy(db: Queryable, white_label_id: string, livemode: boolean, policy: DepositPolicy): Promise<DepositPolicy & { source: 'brand' }> {

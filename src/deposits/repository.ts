@@ -1,5 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite, holdsLock, rememberLocked } from '../platform/unit-of-work.ts';
+import { rowFromJson, type ReadPart } from '../platform/read-part.ts';
 import type { SenderRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
 
 /** All SQL of deposits: policies, orders and legs, each query scoped by brand (and merchant for orders). */
@@ -143,13 +144,32 @@ export async function lockEndUserAndFindPolicy(db: Queryable, account: DepositAc
   const { rows } = await db.query<DepositPolicyRow & { locked: string }>(
     `SELECT ${POLICY_COLUMNS}, pg_advisory_xact_lock(hashtextextended($3, 0))::text AS locked
        FROM (VALUES (1)) AS one (x) LEFT JOIN deposit_policies ON white_label_id = $1 AND livemode = $2`,
-    [account.white_label_id, account.livemode, `deposits:user:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${end_user_ref}`],
+    [account.white_label_id, account.livemode, endUserLockText(account, end_user_ref)],
   );
   const row = rows[0];
   if (!row) throw new Error('the end-user lock returned no row');
   if (row.white_label_id === null) return null;
   const { locked: _locked, ...policy } = row;
   return policy;
+}
+
+/** The advisory lock that serialises one end user's creations. */
+function endUserLockText(account: DepositAccount, end_user_ref: string): string {
+  return `deposits:user:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${end_user_ref}`;
+}
+
+/**
+ * `lockEndUserAndFindPolicy` as a read another statement carries (the request's idempotency statement,
+ * src/platform/read-part.ts): the same lock, taken when the carrying statement evaluates it, and the same
+ * policy row (null: the brand has none).
+ */
+export function lockEndUserAndFindPolicyPart(account: DepositAccount, end_user_ref: string): ReadPart<DepositPolicyRow | null> {
+  return {
+    sql: `(SELECT json_build_object('locked', pg_advisory_xact_lock(hashtextextended($3, 0))::text,
+                                    'policy', (SELECT row_to_json(p) FROM (SELECT ${POLICY_COLUMNS} FROM deposit_policies WHERE white_label_id = $1 AND livemode = $2) AS p)))`,
+    params: [account.white_label_id, account.livemode, endUserLockText(account, end_user_ref)],
+    parse: (value) => rowFromJson<DepositPolicyRow>((value as { policy?: unknown } | null)?.policy ?? null, ['created_at', 'updated_at']),
+  };
 }
 
 /** What creation checks about the merchant's and the end user's other orders, read in one statement. */

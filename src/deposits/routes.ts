@@ -237,6 +237,8 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
     scope: 'pay:write',
     body: createDepositSchema,
     extraBuckets: (body, context) => creationBuckets(body, context),
+    // The end user's lock and the brand's policy, the creation's first step, ride on the idempotency statement.
+    carried_reads: (body, context) => [services.depositPolicies.creationRead(accountOfContext(context), body.end_user_ref)],
     async handler({ context, db, body }) {
       const account = accountOfContext(context);
       const created = await deposits.create(db, account, body, context.cause);

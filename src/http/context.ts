@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import type { Clock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
 import type { Database, Queryable } from '../platform/db.ts';
+import type { CarriedRead } from '../platform/read-part.ts';
 import type { SecretBox } from '../platform/crypto.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { Metrics } from '../ops/metrics.ts';
@@ -165,6 +166,11 @@ export interface MerchantRouteSpec<BodySchema extends z.ZodType | undefined, Que
   outside_test_clock?: boolean;
   /** Buckets that depend on the validated body (e.g. per end user); counted before the handler. */
   extraBuckets?: (body: BodySchema extends z.ZodType ? z.infer<BodySchema> : undefined, context: MerchantContext) => ExtraBucket[];
+  /**
+   * A POST's first reads, which the idempotency statement carries (src/platform/read-part.ts), so that
+   * the handler's service finds them kept in the transaction instead of sending them itself.
+   */
+  carried_reads?: (body: BodySchema extends z.ZodType ? z.infer<BodySchema> : undefined, context: MerchantContext) => readonly CarriedRead[];
   handler: (input: {
     context: MerchantContext;
     /** The transaction of the idempotent write (POST) or the database (GET). */

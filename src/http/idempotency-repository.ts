@@ -1,5 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite } from '../platform/unit-of-work.ts';
+import { renumberPlaceholders, type CarriedRead } from '../platform/read-part.ts';
 
 /** All SQL of idempotency records. */
 
@@ -38,24 +39,40 @@ export interface StoredIdempotentResponse {
  * statement, whose snapshot may predate a first transaction that commits in between; such a request
  * runs its handler, then fails to store its record against the primary key and rolls back (see
  * `insertRecord`), so the work is still never done twice.
+ *
+ * The statement also answers the command's carried reads (src/platform/read-part.ts), in order, but only
+ * when the key is locked and has no record: a request answered in flight or replayed reads nothing
+ * more and takes no lock a carried read would take. The lock and the record are computed in a subquery
+ * that PostgreSQL does not flatten (it calls a volatile function), and each carried read is a scalar
+ * subquery evaluated only when its CASE branch is.
  */
 export async function lockAndFindRecord(
   db: Queryable,
   lock_text: string,
   scope: IdempotencyScope,
   now: Date,
-): Promise<{ locked: boolean; record: StoredIdempotentResponse | null }> {
-  const { rows } = await db.query<{ locked: boolean; record: StoredIdempotentResponse | null }>(
-    `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked,
-            (SELECT json_build_object('request_fingerprint', r.request_fingerprint, 'request_id', r.request_id,
-                      'response_status', r.response_status, 'response_body', r.response_body,
-                      'response_headers', r.response_headers)
-               FROM idempotency_records r
-              WHERE white_label_id = $2 AND merchant_id = $3 AND livemode = $4 AND idempotency_key = $5 AND expires_at > $6) AS record`,
-    [lock_text, scope.white_label_id, scope.merchant_id, scope.livemode, scope.idempotency_key, now],
+  carried: readonly CarriedRead[] = [],
+): Promise<{ locked: boolean; record: StoredIdempotentResponse | null; carried: unknown[] }> {
+  const params: unknown[] = [lock_text, scope.white_label_id, scope.merchant_id, scope.livemode, scope.idempotency_key, now];
+  const carriedColumns = carried.map(({ part }, index) => {
+    const column = `, CASE WHEN k.locked AND k.record IS NULL THEN ${renumberPlaceholders(part.sql, params.length)} END AS carried_${index}`;
+    params.push(...part.params);
+    return column;
+  });
+  const { rows } = await db.query<{ locked: boolean; record: StoredIdempotentResponse | null } & Record<string, unknown>>(
+    `SELECT k.locked, k.record${carriedColumns.join('')}
+       FROM (SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked,
+                    (SELECT json_build_object('request_fingerprint', r.request_fingerprint, 'request_id', r.request_id,
+                              'response_status', r.response_status, 'response_body', r.response_body,
+                              'response_headers', r.response_headers)
+                       FROM idempotency_records r
+                      WHERE white_label_id = $2 AND merchant_id = $3 AND livemode = $4 AND idempotency_key = $5 AND expires_at > $6) AS record) AS k`,
+    params,
   );
   const row = rows[0];
-  return { locked: row?.locked === true, record: row?.record ?? null };
+  const locked = row?.locked === true;
+  const record = row?.record ?? null;
+  return { locked, record, carried: locked && record === null ? carried.map((_, index) => row?.[`carried_${index}`] ?? null) : [] };
 }
 
 /**

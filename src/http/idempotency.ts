@@ -4,6 +4,8 @@ import { ApiError } from '../platform/errors.ts';
 import { sha256Hex, type SecretBox } from '../platform/crypto.ts';
 import { DAY_MS } from '../platform/time.ts';
 import * as repository from './idempotency-repository.ts';
+import type { CarriedRead } from '../platform/read-part.ts';
+import { keepCarried } from '../platform/unit-of-work.ts';
 
 /**
  * Idempotent execution of a write (spec, Common request rules 2 and 4).
@@ -73,6 +75,8 @@ export class IdempotencyService {
     scope: repository.IdempotencyScope,
     input: { fingerprint: string; request_id: string },
     handler: (tx: Queryable) => Promise<{ status: number; body: unknown; headers?: Record<string, string> }>,
+    /** The handler's first reads, carried by the key's statement (src/platform/read-part.ts) and kept for it in the transaction. */
+    carried: readonly CarriedRead[] = [],
   ): Promise<StoredResponse> {
     const lockText = `${scope.white_label_id}|${scope.merchant_id}|${scope.livemode}|${scope.idempotency_key}`;
     if (this.inFlight.has(lockText)) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
@@ -80,8 +84,12 @@ export class IdempotencyService {
     try {
       const outcome = await this.database.transaction(async (tx): Promise<StoredResponse | ApiError> => {
         const now = this.clock.now();
-        const { locked, record: existing } = await repository.lockAndFindRecord(tx, lockText, scope, now);
+        const { locked, record: existing, carried: answers } = await repository.lockAndFindRecord(tx, lockText, scope, now, carried);
         if (!locked) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
+        answers.forEach((answer, index) => {
+          const read = carried[index];
+          if (read) keepCarried(tx, read.key, read.part.parse(answer));
+        });
         if (existing) {
           if (existing.request_fingerprint !== input.fingerprint) {
             throw new ApiError('idempotency_key_reused', { details: { original_request_id: existing.request_id } });

@@ -495,6 +495,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
       { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode, idempotency_key: idempotencyKey },
       { fingerprint: requestFingerprint(request.method, path, decoded), request_id: request.id },
       (tx: Queryable) => inTestClock(clockScope, () => spec.handler({ context, db: tx, body, query, params })),
+      spec.carried_reads?.(body, context) ?? [],
     );
     await ensureRateHeaders(request, reply);
     for (const [name, value] of Object.entries(stored.headers)) reply.header(name, value);

@@ -16,3 +16,28 @@ export interface ReadPart<Value> {
 export function renumberPlaceholders(sql: string, offset: number): string {
   return sql.replace(/\$([0-9]+)/g, (_, number: string) => `$${Number(number) + offset}`);
 }
+
+/**
+ * A read that a command's first statement carries for a later step of the same command (the
+ * idempotency statement carries, say, the deposit creation's policy read): answered in that statement,
+ * kept in the transaction under `key` (src/platform/unit-of-work.ts `keepCarried`), and taken by its
+ * owner instead of a statement of its own. An owner that finds nothing kept reads as it always did.
+ */
+export interface CarriedRead {
+  key: string;
+  part: ReadPart<unknown>;
+}
+
+/**
+ * A row that a read answered as JSON (`row_to_json`, `json_build_object`), with its timestamp columns
+ * turned back into Dates as the driver returns them from a plain SELECT; null for JSON null.
+ */
+export function rowFromJson<Row>(value: unknown, date_columns: readonly (keyof Row & string)[]): Row | null {
+  if (value === null || value === undefined) return null;
+  const row = { ...(value as Record<string, unknown>) };
+  for (const column of date_columns) {
+    const text = row[column];
+    if (typeof text === 'string') row[column] = new Date(text);
+  }
+  return row as Row;
+}

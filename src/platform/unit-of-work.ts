@@ -1,5 +1,5 @@
 import { invariant } from './assert.ts';
-import type { Queryable, QueryResult } from './db.ts';
+import type { Queryable, QueryResult, TransactionConnection } from './db.ts';
 import { renumberPlaceholders } from './read-part.ts';
 
 /**
@@ -21,6 +21,10 @@ import { renumberPlaceholders } from './read-part.ts';
  *   transaction rolls back exactly as it would have.
  * - `replaces` keeps only the last write of a key in the queue: a counter's final value (an event
  *   feed's last sequence) is written once per batch.
+ * - The last batch leaves with the COMMIT, in one round trip where the engine can pipeline them
+ *   (PostgreSQL). The service cannot look at its counts between the two, so that statement checks them
+ *   itself (`deferred_write_check`, migration 0022): a difference fails the statement, the pipelined
+ *   COMMIT then rolls back, and the write's own error is thrown from the failure's detail.
  */
 
 export interface DeferredWrite {
@@ -78,8 +82,24 @@ function checkCount(write: DeferredWrite, changed_rows: number): void {
   invariant(false, `a deferred write changed ${changed_rows} rows instead of ${write.expected_rows}: ${write.sql.slice(0, 80)}`);
 }
 
-/** One statement for several writes: each a CTE, the outer SELECT reading their changed-row counts. */
-export function combineWrites(writes: readonly DeferredWrite[]): { sql: string; params: unknown[] } {
+/** The SQLSTATE of `deferred_write_check` (migration 0022): a write of the statement changed another number of rows. */
+export const UNEXPECTED_ROWS_SQLSTATE = 'UW001';
+
+/** The write and its count named by a `deferred_write_check` failure; null for any other error. */
+function unexpectedRowsOf(error: unknown): { write_index: number; changed_rows: number } | null {
+  if (typeof error !== 'object' || error === null || (error as { code?: unknown }).code !== UNEXPECTED_ROWS_SQLSTATE) return null;
+  const detail = (error as { detail?: unknown }).detail;
+  if (typeof detail !== 'string') return null;
+  const parsed = JSON.parse(detail) as { write_index?: unknown; changed_rows?: unknown };
+  return typeof parsed.write_index === 'number' && typeof parsed.changed_rows === 'number' ? { write_index: parsed.write_index, changed_rows: parsed.changed_rows } : null;
+}
+
+/**
+ * One statement for several writes: each a CTE, the outer SELECT reading their changed-row counts. With
+ * `checked_in_statement` the statement also fails when a count differs from the write's `expected_rows`
+ * (the batch sent with COMMIT, whose counts the service cannot check before the COMMIT runs).
+ */
+export function combineWrites(writes: readonly DeferredWrite[], options: { checked_in_statement?: boolean } = {}): { sql: string; params: unknown[] } {
   invariant(writes.length > 0 && writes.length <= MAXIMUM_WRITES_PER_BATCH, 'a batch holds 1 to 64 writes');
   const params: unknown[] = [];
   const parts: string[] = [];
@@ -91,7 +111,13 @@ export function combineWrites(writes: readonly DeferredWrite[]): { sql: string; 
     params.push(...write.params);
   });
   invariant(params.length <= MAXIMUM_PARAMETERS_PER_STATEMENT, 'a batch stays within the protocol limit of parameters');
-  const counts = writes.map((_, index) => `(SELECT count(*) FROM w${index})::integer AS c${index}`).join(', ');
+  const counts = writes
+    .map((write, index) => {
+      const count = `(SELECT count(*) FROM w${index})`;
+      const checked = options.checked_in_statement === true && write.expected_rows !== undefined;
+      return `${checked ? `deferred_write_check(${index}, ${count}, ${write.expected_rows})` : count}::integer AS c${index}`;
+    })
+    .join(', ');
   return { sql: `WITH ${parts.join(', ')} SELECT ${counts}`, params };
 }
 
@@ -107,7 +133,7 @@ export class UnitOfWork implements Queryable {
   private readonly written = new Set<string>();
   readonly memo = new Map<string, unknown>();
 
-  constructor(private readonly connection: Queryable) {}
+  constructor(private readonly connection: TransactionConnection) {}
 
   defer(write: DeferredWrite): void {
     checkWrite(write);
@@ -132,10 +158,37 @@ export class UnitOfWork implements Queryable {
 
   /** Sends the queue: one statement per batch, in order. */
   async flush(): Promise<void> {
+    for (const batch of this.takeQueue()) await this.send(batch);
+  }
+
+  /**
+   * Ends the transaction: the queue is sent, its last batch with the COMMIT (one round trip on
+   * PostgreSQL, which pipelines them) and checking its own counts. A count that differs fails that
+   * statement, which makes the COMMIT a rollback, and throws the write's own error here.
+   */
+  async commit(): Promise<void> {
+    const batches = this.takeQueue();
+    const last = batches.pop();
+    for (const batch of batches) await this.send(batch);
+    if (!last) {
+      await this.connection.commit(null);
+      return;
+    }
+    try {
+      await this.connection.commit(combineWrites(last, { checked_in_statement: true }));
+    } catch (error) {
+      const failure = unexpectedRowsOf(error);
+      const write = failure ? last[failure.write_index] : undefined;
+      if (failure && write) checkCount(write, failure.changed_rows);
+      throw error;
+    }
+  }
+
+  private takeQueue(): DeferredWrite[][] {
     const batches = this.batches;
     this.batches = [];
     this.written.clear();
-    for (const batch of batches) await this.send(batch);
+    return batches;
   }
 
   private async send(batch: readonly DeferredWrite[]): Promise<void> {
@@ -194,4 +247,20 @@ export function rememberLocked(db: Queryable, row_key: string): void {
 /** True when `db` is a transaction that locked or inserted this row (see `rememberLocked`). */
 export function holdsLock(db: Queryable, row_key: string): boolean {
   return isUnitOfWork(db) && db.memo.get(`locked:${row_key}`) === true;
+}
+
+/** Keeps what a carried read answered (src/platform/read-part.ts `CarriedRead`) for its owner to take. */
+export function keepCarried(db: Queryable, key: string, value: unknown): void {
+  if (isUnitOfWork(db)) db.memo.set(`carried:${key}`, value);
+}
+
+/**
+ * What a carried read answered, once: the owner takes it instead of reading (a second step that needs
+ * the read again reads it anew). `found: false` when nothing carried it (another door, a plain connection).
+ */
+export function takeCarried(db: Queryable, key: string): { found: true; value: unknown } | { found: false } {
+  if (!isUnitOfWork(db) || !db.memo.has(`carried:${key}`)) return { found: false };
+  const value = db.memo.get(`carried:${key}`);
+  db.memo.delete(`carried:${key}`);
+  return { found: true, value };
 }

@@ -1,7 +1,7 @@
 import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
 import { deferWrite, holdsLock, rememberLocked } from '../platform/unit-of-work.ts';
-import { renumberPlaceholders, type ReadPart } from '../platform/read-part.ts';
+import { renumberPlaceholders, rowFromJson, type ReadPart } from '../platform/read-part.ts';
 import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
 /**
@@ -32,35 +32,48 @@ export async function findPolicy(db: Queryable, white_label_id: string, livemode
   return rows[0] ?? null;
 }
 
+/** What a creation reads before it decides (`readCreationContext`). */
+export interface CreationContext<Carried> {
+  /** The brand's policy; null: the default. */
+  policy: WithdrawalPolicyRow | null;
+  /** Another withdrawal of the merchant and environment has this merchant_reference. */
+  reference_taken: boolean;
+  /** What the carried read of another module answered (the fee quote). */
+  carried: Carried | null;
+}
+
 /**
  * What a creation reads before it decides, in one round trip: the brand's policy (null: the default), whether
  * the merchant reference is taken, and a read another module owns that the creation needs as well (its fee
- * quote, src/platform/read-part.ts).
+ * quote, src/platform/read-part.ts). As a part itself, so that the request's idempotency statement can carry
+ * the whole of it (`readCreationContext` sends it alone otherwise).
  */
-export async function readCreationContext<Carried>(
-  db: Queryable,
-  account: WithdrawalAccount,
-  merchant_reference: string,
-  carried: ReadPart<Carried> | null,
-): Promise<{ policy: WithdrawalPolicyRow | null; reference_taken: boolean; carried: Carried | null }> {
+export function creationContextPart<Carried>(account: WithdrawalAccount, merchant_reference: string, carried: ReadPart<Carried> | null): ReadPart<CreationContext<Carried>> {
   const params: unknown[] = [account.white_label_id, account.livemode, account.merchant_id, merchant_reference];
-  const carriedColumn = carried ? `, ${renumberPlaceholders(carried.sql, params.length)} AS carried` : '';
+  const carriedSql = carried ? renumberPlaceholders(carried.sql, params.length) : 'NULL';
   if (carried) params.push(...carried.params);
-  const { rows } = await db.query<WithdrawalPolicyRow & { reference_taken: boolean; carried?: unknown }>(
-    `SELECT ${POLICY_COLUMNS},
-            EXISTS (SELECT 1 FROM withdrawal_orders
-                     WHERE white_label_id = $1 AND merchant_id = $3 AND livemode = $2 AND merchant_reference = $4) AS reference_taken${carriedColumn}
-       FROM (VALUES (1)) AS one (x) LEFT JOIN withdrawal_policies p ON p.white_label_id = $1 AND p.livemode = $2`,
-    params,
-  );
-  const row = rows[0];
-  invariant(row !== undefined, 'the creation read answers one row');
-  const { reference_taken, carried: carriedValue, ...policy } = row;
   return {
-    policy: policy.white_label_id === null ? null : policy,
-    reference_taken,
-    carried: carried ? carried.parse(carriedValue ?? null) : null,
+    sql: `(SELECT json_build_object(
+              'policy', (SELECT row_to_json(x) FROM (SELECT ${POLICY_COLUMNS} FROM withdrawal_policies p WHERE p.white_label_id = $1 AND p.livemode = $2) AS x),
+              'reference_taken', EXISTS (SELECT 1 FROM withdrawal_orders
+                                          WHERE white_label_id = $1 AND merchant_id = $3 AND livemode = $2 AND merchant_reference = $4),
+              'carried', ${carriedSql}))`,
+    params,
+    parse: (value) => {
+      const answer = value as { policy: unknown; reference_taken: boolean; carried: unknown } | null;
+      invariant(answer !== null, 'the creation read answers one object');
+      return {
+        policy: rowFromJson<WithdrawalPolicyRow>(answer.policy, ['created_at', 'updated_at']),
+        reference_taken: answer.reference_taken,
+        carried: carried ? carried.parse(answer.carried ?? null) : null,
+      };
+    },
   };
+}
+
+export async function readCreationContext<Carried>(db: Queryable, part: ReadPart<CreationContext<Carried>>): Promise<CreationContext<Carried>> {
+  const { rows } = await db.query<{ context: unknown }>(`SELECT ${part.sql} AS context`, part.params);
+  return part.parse(rows[0]?.context ?? null);
 }
 
 export async function upsertPolicy(db: Queryable, row: Omit<WithdrawalPolicyRow, 'created_at' | 'updated_at'>, now: Date): Promise<WithdrawalPolicyRow> {

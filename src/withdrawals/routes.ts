@@ -66,6 +66,14 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
     scope: 'pay:write',
     body: createWithdrawalSchema,
     extraBuckets: (body, context) => creationBuckets(body, context),
+    // The beneficiary and the creation's policy, reference and fee reads ride on the idempotency statement.
+    carried_reads: (body, context) => {
+      const account = accountOfContext(context);
+      return [
+        ...(body.beneficiary_id !== undefined ? [services.beneficiaries.forWithdrawalRead(account, body.beneficiary_id)] : []),
+        withdrawals.creationRead(account, body),
+      ];
+    },
     async handler({ context, db, body }) {
       const account = accountOfContext(context);
       // Sandbox 113.00 answers 402 before anything else is looked at, the beneficiary included (spec table).

@@ -2,14 +2,15 @@ import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
-import { holdsLock } from '../platform/unit-of-work.ts';
+import { holdsLock, takeCarried } from '../platform/unit-of-work.ts';
+import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { cancelJobsByKey, scheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { LedgerService } from '../ledger/service.ts';
-import { recognizeFee, recognizeFill, type FeeService } from '../fees/service.ts';
+import { recognizeFee, recognizeFill, type FeeComputation, type FeeService } from '../fees/service.ts';
 import type { BeneficiaryService, Payee } from '../beneficiaries/service.ts';
 import { sandboxScenarioOf, scenarioWithdrawalStartJob } from '../sandbox/scenario-table.ts';
 import * as repository from './repository.ts';
@@ -331,6 +332,11 @@ export interface MatchableWithdrawal {
   beneficiary_id: string;
 }
 
+/** Where a creation's carried first read is kept: the reference and amount it was read for are part of the key. */
+function creationReadKey(account: WithdrawalAccount, input: Pick<CreateWithdrawalInput, 'merchant_reference' | 'amount_minor'>): string {
+  return `withdrawals:creation-context:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${input.amount_minor}:${input.merchant_reference}`;
+}
+
 export class WithdrawalService {
   constructor(private readonly deps: WithdrawalDependencies) {}
 
@@ -401,6 +407,15 @@ export class WithdrawalService {
     });
   }
 
+  private creationContextPart(account: WithdrawalAccount, input: Pick<CreateWithdrawalInput, 'merchant_reference' | 'amount_minor'>, replacement: boolean): ReadPart<repository.CreationContext<FeeComputation>> {
+    return repository.creationContextPart(account, input.merchant_reference, replacement ? null : this.deps.fees.quotePart({ ...account, channel: 'withdrawal' }, input.amount_minor));
+  }
+
+  /** The first read of a merchant's creation (`create`), for the request's idempotency statement to carry (src/platform/read-part.ts). */
+  creationRead(account: WithdrawalAccount, input: Pick<CreateWithdrawalInput, 'merchant_reference' | 'amount_minor'>): CarriedRead {
+    return { key: creationReadKey(account, input), part: this.creationContextPart(account, input, false) };
+  }
+
   async create(
     tx: Queryable,
     account: WithdrawalAccount,
@@ -419,13 +434,12 @@ export class WithdrawalService {
     const replacement = replacement_of_withdrawal_id !== null;
     const internal = replacement || options.sandbox_liquidity === true;
     invariant(!options.sandbox_liquidity || !account.livemode, 'sandbox liquidity exists in test mode only');
-    // The policy, the reference and the fee quote are read in one round trip; a replacement pays no fee.
-    const context = await repository.readCreationContext(
-      tx,
-      account,
-      input.merchant_reference,
-      replacement ? null : this.deps.fees.quotePart({ ...account, channel: 'withdrawal' }, input.amount_minor),
-    );
+    // The policy, the reference and the fee quote are read in one round trip, carried by the request's
+    // idempotency statement when it came through HTTP (`creationRead`); a replacement pays no fee.
+    const carriedContext = replacement ? ({ found: false } as const) : takeCarried(tx, creationReadKey(account, input));
+    const context = carriedContext.found
+      ? (carriedContext.value as repository.CreationContext<FeeComputation>)
+      : await repository.readCreationContext(tx, this.creationContextPart(account, input, replacement));
     const policy = this.deps.policies.fromRow(context.policy);
     if (!internal && (input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor)) {
       return fail('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
