@@ -3,6 +3,7 @@ import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
 import { holdsLock } from '../platform/unit-of-work.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
@@ -1084,6 +1085,14 @@ export class WithdrawalService {
   /** The payee of a reservation just made: its order's beneficiary, without reading the leg again. */
   async payeeOfReservation(tx: Queryable, scope: { white_label_id: string; livemode: boolean }, reservation: Pick<LegReservation, 'merchant_id' | 'beneficiary_id'>): Promise<Payee | null> {
     return this.deps.beneficiaries.payee(tx, { white_label_id: scope.white_label_id, merchant_id: reservation.merchant_id, livemode: scope.livemode }, reservation.beneficiary_id);
+  }
+
+  /**
+   * `payeeOfReservation` as a read another module's statement carries (src/platform/read-part.ts): matching
+   * reads the payees of the orders it is about to reserve with the event feeds it locks.
+   */
+  payeeOfReservationPart(scope: { white_label_id: string; livemode: boolean }, reservation: Pick<LegReservation, 'merchant_id' | 'beneficiary_id'>): ReadPart<Payee | null> {
+    return this.deps.beneficiaries.payeePart({ white_label_id: scope.white_label_id, merchant_id: reservation.merchant_id, livemode: scope.livemode }, reservation.beneficiary_id);
   }
 
   /** The payee of a leg, for the payment instructions the deposit side shows its payer. */
