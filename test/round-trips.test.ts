@@ -14,7 +14,7 @@ import { runJobs, sandboxTransfer, slipBytes, uploadMultipart, type CreatedDepos
 /** The most round trips each command may take (measured on both engines; they send the same statements). */
 const ROUND_TRIP_BOUNDS = {
   withdrawal_creation: 9,
-  deposit_creation: 10,
+  deposit_creation: 9,
   slip_upload: 12,
   slip_processing: 58,
 } as const;

@@ -156,6 +156,8 @@ export class MatchingService {
         deposit_leg_key: leg_ref,
         amount_minor: planned.amount_minor,
         cause,
+        // The key was minted just above: an order the queue locked for this plan is reserved as read.
+        deposit_leg_key_is_new: true,
       });
       // A named target is locked only now: it may have closed, or have too little left, since it was read.
       if (!reserved.ok && request.fill_withdrawal_id !== undefined) return { wait_until: null };
