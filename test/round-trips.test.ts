@@ -14,7 +14,7 @@ import { runJobs, sandboxTransfer, slipBytes, uploadMultipart, type CreatedDepos
 /** The most round trips each command may take (measured on both engines; they send the same statements). */
 const ROUND_TRIP_BOUNDS = {
   withdrawal_creation: 5,
-  deposit_creation: 8,
+  deposit_creation: 6,
   slip_upload: 12,
   slip_processing: 58,
 } as const;

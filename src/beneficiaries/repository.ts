@@ -68,6 +68,23 @@ export function findByIdPart(account: BeneficiaryAccount, beneficiary_id: string
   };
 }
 
+/** The columns of a beneficiary a payout needs, its account number still sealed. */
+export type PayeeRow = Pick<BeneficiaryRow, 'bank_code' | 'account_number_sealed' | 'account_name_th'>;
+
+/**
+ * `findById`, cut to the columns of a payee, as a read another module's statement carries
+ * (src/platform/read-part.ts): matching reads the payees of its legs with the event feeds it locks.
+ */
+export function payeeRowPart(account: BeneficiaryAccount, beneficiary_id: string): ReadPart<PayeeRow | null> {
+  return {
+    sql: `(SELECT json_build_object('bank_code', bank_code, 'account_number_sealed', account_number_sealed, 'account_name_th', account_name_th)
+             FROM beneficiaries
+            WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND beneficiary_id = $4)`,
+    params: [account.white_label_id, account.merchant_id, account.livemode, beneficiary_id],
+    parse: (value) => (value === null ? null : (value as PayeeRow)),
+  };
+}
+
 export async function findByAccountHmac(db: Queryable, account: BeneficiaryAccount, account_number_hmac: string): Promise<BeneficiaryRow | null> {
   const { rows } = await db.query<BeneficiaryRow>(
     `SELECT ${COLUMNS} FROM beneficiaries

@@ -1,5 +1,6 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import { invariant } from '../platform/assert.ts';
 import { hmacSha256Hex, type SecretBox } from '../platform/crypto.ts';
 import { ApiError } from '../platform/errors.ts';
@@ -344,7 +345,22 @@ export class BeneficiaryService {
    */
   async payee(db: Queryable, account: BeneficiaryAccount, beneficiary_id: string): Promise<Payee | null> {
     const row = await repository.findById(db, account, beneficiary_id);
-    if (!row) return null;
+    return row ? this.payeeOf(row) : null;
+  }
+
+  /** `payee` as a read another module's statement carries (src/platform/read-part.ts). */
+  payeePart(account: BeneficiaryAccount, beneficiary_id: string): ReadPart<Payee | null> {
+    const part = repository.payeeRowPart(account, beneficiary_id);
+    return {
+      ...part,
+      parse: (value) => {
+        const row = part.parse(value);
+        return row ? this.payeeOf(row) : null;
+      },
+    };
+  }
+
+  private payeeOf(row: repository.PayeeRow): Payee {
     return {
       bank_code: row.bank_code,
       account_number: this.deps.secretBox.open(row.account_number_sealed, ACCOUNT_NUMBER_PURPOSE),

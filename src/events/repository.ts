@@ -1,5 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite } from '../platform/unit-of-work.ts';
+import { renumberPlaceholders, type ReadPart } from '../platform/read-part.ts';
 
 /** All SQL of the events module: the outbox table and the per-merchant sequence counter. */
 
@@ -21,24 +22,41 @@ export interface EventRow {
  * Locks the event feeds of several merchants of one brand and environment, in merchant-id order,
  * creating any that do not exist yet. Taken first, this fixes one lock order for transactions that
  * write events for several merchants (a deposit reserving or filling other merchants' withdrawals).
+ * The statement carries reads other modules own (src/platform/read-part.ts), answered in their order;
+ * with no feed to lock, they are read alone.
  */
-export async function lockFeeds(
+export async function lockFeeds<Carried>(
   db: Queryable,
   white_label_id: string,
   merchant_ids: readonly string[],
   livemode: boolean,
-): Promise<{ merchant_id: string; last_sequence: number }[]> {
+  carried: readonly ReadPart<Carried>[] = [],
+): Promise<{ feeds: { merchant_id: string; last_sequence: number }[]; carried: Carried[] }> {
   const sorted = [...new Set(merchant_ids)].sort();
-  if (sorted.length === 0) return [];
+  if (sorted.length === 0 && carried.length === 0) return { feeds: [], carried: [] };
+  const params: unknown[] = sorted.length === 0 ? [] : [white_label_id, sorted, livemode];
+  // Each carried read is uncorrelated, so it runs once for the statement, not once per feed.
+  const carriedColumns = carried.map((part, index) => {
+    const column = `${renumberPlaceholders(part.sql, params.length)} AS carried${index}`;
+    params.push(...part.params);
+    return column;
+  });
+  if (sorted.length === 0) {
+    const { rows } = await db.query<Record<string, unknown>>(`SELECT ${carriedColumns.join(', ')}`, params);
+    return { feeds: [], carried: carried.map((part, index) => part.parse(rows[0]?.[`carried${index}`] ?? null)) };
+  }
   // One statement; the rows are upserted, and so locked, in the order of the sorted array.
-  const { rows } = await db.query<{ merchant_id: string; last_sequence: number }>(
+  const { rows } = await db.query<{ merchant_id: string; last_sequence: number } & Record<string, unknown>>(
     `INSERT INTO event_sequences AS s (white_label_id, merchant_id, livemode, last_sequence)
      SELECT $1, feed.merchant_id, $3, 0 FROM unnest($2::text[]) WITH ORDINALITY AS feed (merchant_id, position) ORDER BY feed.position
      ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = s.last_sequence
-     RETURNING merchant_id, last_sequence`,
-    [white_label_id, sorted, livemode],
+     RETURNING merchant_id, last_sequence${carriedColumns.map((column) => `, ${column}`).join('')}`,
+    params,
   );
-  return rows;
+  return {
+    feeds: rows.map((row) => ({ merchant_id: row.merchant_id, last_sequence: row.last_sequence })),
+    carried: carried.map((part, index) => part.parse(rows[0]?.[`carried${index}`] ?? null)),
+  };
 }
 
 /**

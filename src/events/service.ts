@@ -5,6 +5,7 @@ import { invariant } from '../platform/assert.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import { CURRENT_API_VERSION, type EventEnvelope } from './envelope.ts';
 import { isUnitOfWork } from '../platform/unit-of-work.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import * as repository from './repository.ts';
 
 /**
@@ -65,12 +66,22 @@ export class EventsService {
    * transactions over the same merchants queue instead of deadlocking.
    */
   async lockFeeds(tx: Queryable, white_label_id: string, merchant_ids: readonly string[], livemode: boolean): Promise<void> {
+    await this.lockFeedsAndRead(tx, white_label_id, merchant_ids, livemode, []);
+  }
+
+  /**
+   * `lockFeeds`, and reads another module owns sent in the same statement (src/platform/read-part.ts),
+   * answered in their order. A plain read waits for no lock, so it changes nothing in the lock order.
+   */
+  async lockFeedsAndRead<Carried>(tx: Queryable, white_label_id: string, merchant_ids: readonly string[], livemode: boolean, carried: readonly ReadPart<Carried>[]): Promise<Carried[]> {
     // Feeds this transaction locked already stay locked until it ends: asking again would change nothing.
     const missing = isUnitOfWork(tx) ? merchant_ids.filter((merchant_id) => !tx.memo.has(feedMemoKey(white_label_id, merchant_id, livemode))) : merchant_ids;
-    if (missing.length === 0) return;
-    const feeds = await repository.lockFeeds(tx, white_label_id, missing, livemode);
-    if (!isUnitOfWork(tx)) return;
-    for (const feed of feeds) tx.memo.set(feedMemoKey(white_label_id, feed.merchant_id, livemode), feed.last_sequence);
+    if (missing.length === 0 && carried.length === 0) return [];
+    const locked = await repository.lockFeeds(tx, white_label_id, missing, livemode, carried);
+    if (isUnitOfWork(tx)) {
+      for (const feed of locked.feeds) tx.memo.set(feedMemoKey(white_label_id, feed.merchant_id, livemode), feed.last_sequence);
+    }
+    return locked.carried;
   }
 
   /**

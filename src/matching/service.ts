@@ -133,15 +133,18 @@ export class MatchingService {
     // Reserving writes events to the withdrawing merchants' feeds and creating the deposit to the
     // depositor's: all of them are locked in one statement, after the candidates (withdrawal rows come
     // before feeds in the lock order, src/platform/lock-order.ts), so that crossing deposits queue.
-    await this.deps.events.lockFeeds(tx, request.white_label_id, [request.merchant_id, ...plan.map((leg) => leg.merchant_id)], request.livemode);
-    // Payees known from the queue are read before any reservation, so that the reservations' writes and the
-    // deposit's leave together at COMMIT instead of being flushed by a read in between (src/platform/unit-of-work.ts).
-    const payeesRead = new Map<number, Payee | null>();
-    for (const [index, planned] of plan.entries()) {
-      if (planned.beneficiary_id !== undefined) {
-        payeesRead.set(index, await this.deps.withdrawals.payeeOfReservation(tx, request, { merchant_id: planned.merchant_id, beneficiary_id: planned.beneficiary_id }));
-      }
-    }
+    // Payees known from the queue are read in that statement too, before any reservation, so that the
+    // reservations' writes and the deposit's leave together at COMMIT instead of being flushed by a read
+    // in between (src/platform/unit-of-work.ts); a plain read waits for no lock.
+    const payeesKnown = plan.flatMap((planned, index) => (planned.beneficiary_id === undefined ? [] : [{ index, merchant_id: planned.merchant_id, beneficiary_id: planned.beneficiary_id }]));
+    const payeesCarried = await this.deps.events.lockFeedsAndRead(
+      tx,
+      request.white_label_id,
+      [request.merchant_id, ...plan.map((leg) => leg.merchant_id)],
+      request.livemode,
+      payeesKnown.map((known) => this.deps.withdrawals.payeeOfReservationPart(request, known)),
+    );
+    const payeesRead = new Map<number, Payee | null>(payeesKnown.map((known, position) => [known.index, payeesCarried[position] ?? null]));
     const legs: MatchedLeg[] = [];
     for (const [index, planned] of plan.entries()) {
       const leg_ref = newId('deposit_leg');
@@ -153,6 +156,8 @@ export class MatchingService {
         deposit_leg_key: leg_ref,
         amount_minor: planned.amount_minor,
         cause,
+        // The key was minted just above: an order the queue locked for this plan is reserved as read.
+        deposit_leg_key_is_new: true,
       });
       // A named target is locked only now: it may have closed, or have too little left, since it was read.
       if (!reserved.ok && request.fill_withdrawal_id !== undefined) return { wait_until: null };

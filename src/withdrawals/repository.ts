@@ -1,6 +1,6 @@
 import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
-import { deferWrite, holdsLock, rememberLocked } from '../platform/unit-of-work.ts';
+import { deferWrite, holdsLock, isUnitOfWork, rememberLocked } from '../platform/unit-of-work.ts';
 import { renumberPlaceholders, rowFromJson, type ReadPart } from '../platform/read-part.ts';
 import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
@@ -146,6 +146,7 @@ export async function updateOrder(db: Queryable, row: WithdrawalRow, expected_ve
       row.dispute === null ? null : JSON.stringify(row.dispute), row.funds_on_hold,
   ];
   const key = orderRowKey(row.white_label_id, row.withdrawal_id);
+  forgetCandidate(db, row.white_label_id, row.withdrawal_id);
   if (!holdsLock(db, key)) return (await db.query(sql, params)).rowCount === 1;
   // The transaction holds the row: the version cannot have moved, and the write is queued.
   await deferWrite(db, { sql, params, expected_rows: 1, rows_written: [key] });
@@ -204,8 +205,16 @@ export async function lockMatchable(
   // values can still use them. Oldest-first is planned per call: for an amount that few orders can
   // take whole, the range of `remaining_minor` is the short way; for a common amount, the oldest end.
   const order = input.largest_first ? 'o.remaining_minor DESC, o.created_at, o.withdrawal_id' : 'o.created_at, o.withdrawal_id';
-  const { rows } = await db.query<WithdrawalRow>(
-    `${input.largest_first ? '' : PLANNED_PER_CALL} SELECT ${ORDER_COLUMNS} FROM withdrawal_orders o
+  // The answer also carries what a reservation of the order must know, so that `reserveLeg` need not read it
+  // again (see `rememberCandidate`): the legs holding a reservation, and the order's version as this
+  // statement's snapshot saw it, which differs from the locked row's when a change committed in between.
+  const { rows } = await db.query<WithdrawalRow & { reserved_legs: number; version_in_snapshot: number | null }>(
+    `${input.largest_first ? '' : PLANNED_PER_CALL} SELECT ${ORDER_COLUMNS},
+            (SELECT count(*)::integer FROM withdrawal_legs l
+              WHERE l.white_label_id = o.white_label_id AND l.withdrawal_id = o.withdrawal_id AND l.status = 'reserved') AS reserved_legs,
+            (SELECT s.version FROM withdrawal_orders s
+              WHERE s.white_label_id = o.white_label_id AND s.withdrawal_id = o.withdrawal_id) AS version_in_snapshot
+       FROM withdrawal_orders o
       WHERE o.white_label_id = $1 AND o.livemode = $2 AND o.status IN ('open', 'partially_filled')
         AND o.remaining_minor > 0 AND o.remaining_minor >= $3 AND o.expires_at > $4
         AND ($5::text IS NULL OR o.merchant_id <> $5::text)
@@ -217,8 +226,48 @@ export async function lockMatchable(
       FOR UPDATE SKIP LOCKED`,
     [input.white_label_id, input.livemode, input.amount_minor, input.now, input.exclude_merchant_id, input.limit],
   );
-  for (const row of rows) rememberLocked(db, orderRowKey(row.white_label_id, row.withdrawal_id));
-  return rows;
+  return rows.map(({ reserved_legs, version_in_snapshot, ...order }) => {
+    const row = order as WithdrawalRow;
+    rememberLocked(db, orderRowKey(row.white_label_id, row.withdrawal_id));
+    if (version_in_snapshot !== null && Number(version_in_snapshot) === Number(row.version)) rememberCandidate(db, row, Number(reserved_legs));
+    return row;
+  });
+}
+
+/** The memo key of an order as the matching queue read and locked it (src/platform/unit-of-work.ts). */
+function candidateMemoKey(white_label_id: string, withdrawal_id: string): string {
+  return `candidate:${orderRowKey(white_label_id, withdrawal_id)}`;
+}
+
+/**
+ * Remembers an order as the matching queue locked it, with its legs holding a reservation, for a
+ * reservation later in the transaction. Only when the statement's snapshot saw the version it locked:
+ * a change committed between the snapshot and the lock (the lock then takes the newer row, but the legs
+ * are counted in the older snapshot) leaves nothing remembered, and the reservation reads the order again.
+ * Every change of an order's reserved legs moves its version, so an unchanged version means the count holds.
+ */
+function rememberCandidate(db: Queryable, row: WithdrawalRow, reserved_legs: number): void {
+  if (isUnitOfWork(db)) db.memo.set(candidateMemoKey(row.white_label_id, row.withdrawal_id), { row, reserved_legs });
+}
+
+/** Forgets what the matching queue read of an order: a write of the order or of its legs makes it stale. */
+function forgetCandidate(db: Queryable, white_label_id: string, withdrawal_id: string): void {
+  if (isUnitOfWork(db)) db.memo.delete(candidateMemoKey(white_label_id, withdrawal_id));
+}
+
+/**
+ * The order as this transaction's matching queue read and locked it, with its legs holding a reservation,
+ * or null when it was not read so or has been written since. The row lock kept it unchanged, so it is what
+ * a new read would answer. Taken once: the reservation that uses it writes the order.
+ */
+export function takeCandidate(db: Queryable, white_label_id: string, withdrawal_id: string): { row: WithdrawalRow; reserved_legs: number } | null {
+  if (!isUnitOfWork(db)) return null;
+  const key = candidateMemoKey(white_label_id, withdrawal_id);
+  const candidate = db.memo.get(key) as { row: WithdrawalRow; reserved_legs: number } | undefined;
+  if (candidate === undefined) return null;
+  db.memo.delete(key);
+  invariant(holdsLock(db, orderRowKey(white_label_id, withdrawal_id)), 'a candidate is locked by this transaction');
+  return candidate;
 }
 
 /**
@@ -248,6 +297,7 @@ export async function merchantsOf(db: Queryable, white_label_id: string, withdra
 
 /** Queued in the transaction (src/platform/unit-of-work.ts); the leg's order is locked by it. */
 export async function insertLeg(db: Queryable, row: WithdrawalLegRow): Promise<void> {
+  forgetCandidate(db, row.white_label_id, row.withdrawal_id);
   await deferWrite(db, {
     sql: `INSERT INTO withdrawal_legs (${LEG_COLUMNS})
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
@@ -278,6 +328,7 @@ function legUpdateParams(row: WithdrawalLegRow, expected_status: WithdrawalLegRo
 
 /** Moves a leg on from `expected_status`; a short fill also lowers `amount_minor` to what was paid. */
 export async function updateLeg(db: Queryable, row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): Promise<boolean> {
+  forgetCandidate(db, row.white_label_id, row.withdrawal_id);
   const result = await db.query(LEG_UPDATE_SQL, legUpdateParams(row, expected_status));
   return result.rowCount === 1;
 }
@@ -288,6 +339,7 @@ export async function updateLeg(db: Queryable, row: WithdrawalLegRow, expected_s
  * Without the lock it is sent at once and the same check throws.
  */
 export async function updateLockedLeg(db: Queryable, row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): Promise<void> {
+  forgetCandidate(db, row.white_label_id, row.withdrawal_id);
   if (!holdsLock(db, orderRowKey(row.white_label_id, row.withdrawal_id))) {
     invariant(await updateLeg(db, row, expected_status), 'the leg is locked through its order');
     return;

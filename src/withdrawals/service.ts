@@ -721,14 +721,32 @@ export class WithdrawalService {
    */
   async reserveLeg(
     tx: Queryable,
-    input: { white_label_id: string; livemode: boolean; withdrawal_id: string; deposit_id: string; deposit_leg_key: string; amount_minor: number; cause: EventCause },
+    input: {
+      white_label_id: string;
+      livemode: boolean;
+      withdrawal_id: string;
+      deposit_id: string;
+      deposit_leg_key: string;
+      amount_minor: number;
+      cause: EventCause;
+      /**
+       * True when the caller minted `deposit_leg_key` for this call, so that no leg can hold it yet: an order
+       * the matching queue read and locked in this transaction is then reserved as that read answered it.
+       */
+      deposit_leg_key_is_new?: boolean;
+    },
   ): Promise<Result<LegReservation>> {
     invariant(Number.isSafeInteger(input.amount_minor) && input.amount_minor > 0, 'a leg amount is a positive safe integer');
-    // An order the matching queue locked in this transaction is read with its legs in one statement;
-    // otherwise it is locked first, and its legs read after the lock, so that both see every leg committed before.
-    const held = holdsLock(tx, repository.orderRowKey(input.white_label_id, input.withdrawal_id))
-      ? await repository.readHeldOrderForReservation(tx, input.white_label_id, input.withdrawal_id, input.deposit_leg_key)
-      : null;
+    // An order the matching queue read and locked in this transaction, unwritten since, is what a new read
+    // would answer (the row lock holds it), and a new key has no leg to find: it is not read again. Another
+    // order this transaction locked is read with its legs in one statement; any other is locked first, and
+    // its legs read after the lock, so that both see every leg committed before.
+    const candidate = input.deposit_leg_key_is_new === true ? repository.takeCandidate(tx, input.white_label_id, input.withdrawal_id) : null;
+    const held = candidate
+      ? { row: candidate.row, existing_leg_ref: null, reserved_legs: candidate.reserved_legs }
+      : holdsLock(tx, repository.orderRowKey(input.white_label_id, input.withdrawal_id))
+        ? await repository.readHeldOrderForReservation(tx, input.white_label_id, input.withdrawal_id, input.deposit_leg_key)
+        : null;
     const row = held ? held.row : await repository.lockOrderInBrand(tx, input.white_label_id, input.withdrawal_id);
     if (!row || row.livemode !== input.livemode) return fail('withdrawal_state_conflict', { details: { reason: 'not_found' } });
     const { existing_leg_ref, reserved_legs: reservedLegs } = held ?? (await repository.legsOfReservation(tx, input.white_label_id, input.withdrawal_id, input.deposit_leg_key));
@@ -1098,6 +1116,14 @@ export class WithdrawalService {
   /** The payee of a reservation just made: its order's beneficiary, without reading the leg again. */
   async payeeOfReservation(tx: Queryable, scope: { white_label_id: string; livemode: boolean }, reservation: Pick<LegReservation, 'merchant_id' | 'beneficiary_id'>): Promise<Payee | null> {
     return this.deps.beneficiaries.payee(tx, { white_label_id: scope.white_label_id, merchant_id: reservation.merchant_id, livemode: scope.livemode }, reservation.beneficiary_id);
+  }
+
+  /**
+   * `payeeOfReservation` as a read another module's statement carries (src/platform/read-part.ts): matching
+   * reads the payees of the orders it is about to reserve with the event feeds it locks.
+   */
+  payeeOfReservationPart(scope: { white_label_id: string; livemode: boolean }, reservation: Pick<LegReservation, 'merchant_id' | 'beneficiary_id'>): ReadPart<Payee | null> {
+    return this.deps.beneficiaries.payeePart({ white_label_id: scope.white_label_id, merchant_id: reservation.merchant_id, livemode: scope.livemode }, reservation.beneficiary_id);
   }
 
   /** The payee of a leg, for the payment instructions the deposit side shows its payer. */
