@@ -162,8 +162,7 @@ function readDepositSettings(): DepositSettings {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Counting the server's database work: statements, transactions (each adds BEGIN and COMMIT), and
-// optionally the wall time of each statement.
+// Counting the server's database work: round trips, transactions, and optionally the wall time of each statement.
 
 interface ReadyMessage {
   type: 'ready';
@@ -195,7 +194,7 @@ async function serve(): Promise<void> {
     WORKER_ENABLED: 'false',
     DB_POOL_SIZE: process.env.BENCH_DB_POOL ?? '10',
   });
-  const stats: StatementStats = { statements: 0, transactions: 0, profile: {} };
+  const stats: StatementStats = { round_trips: 0, transactions: 0, profile: {} };
   const opened = await openDatabase({ database_url: databaseUrl, data_dir: null, pool_size: config.db_pool_size });
   const database = countingDatabase(opened, stats, process.env.BENCH_STATEMENT_PROFILE === '1');
   const instance = createServiceInstance({
@@ -218,7 +217,7 @@ async function serve(): Promise<void> {
   process.on('message', (message: ParentMessage) => {
     if (message.type === 'usage') {
       const usage = process.cpuUsage();
-      const copy: StatementStats = { statements: stats.statements, transactions: stats.transactions, profile: structuredClone(stats.profile) };
+      const copy: StatementStats = { round_trips: stats.round_trips, transactions: stats.transactions, profile: structuredClone(stats.profile) };
       process.send?.({ type: 'usage', id: message.id, cpu_us: usage.user + usage.system, stats: copy, peak_rss_bytes: peakResidentBytes() } satisfies UsageMessage);
     } else if (message.type === 'stop') {
       void stop();
@@ -1136,13 +1135,13 @@ function report(
   if (create) {
     const stats = create.cost.stats;
     const per = (value: number) => fixed(value / Math.max(1, create.cost.ops), 1);
-    costRows.push(costRow('deposit_create', create.cost, stats ? per(stats.statements + 2 * stats.transactions) : 'n/a', stats ? per(stats.transactions) : 'n/a'));
+    costRows.push(costRow('deposit_create', create.cost, stats ? per(stats.round_trips) : 'n/a', stats ? per(stats.transactions) : 'n/a'));
   }
   if (costRows.length > 0) {
     lines.push('');
     lines.push(
       markdownTable(
-        ['per operation (closed loop)', 'service CPU µs', 'load generator CPU µs', 'PostgreSQL CPU µs', 'sum µs', 'other processes µs', 'machine busy', 'DB round trips (statements + BEGIN/COMMIT)', 'transactions', 'WAL KB'],
+        ['per operation (closed loop)', 'service CPU µs', 'load generator CPU µs', 'PostgreSQL CPU µs', 'sum µs', 'other processes µs', 'machine busy', 'DB round trips', 'transactions', 'WAL KB'],
         ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
         costRows,
       ),

@@ -6,18 +6,20 @@ import type { Database } from '../src/platform/db.ts';
  * (a wrapper around its Database), and the CPU of processes read from /proc.
  */
 
-// Counting the database work of the service: statements and transactions (each transaction adds a
-// BEGIN and a COMMIT round trip), and optionally the time spent in each statement.
+// Counting the database work of the service: round trips and transactions, and optionally the time spent
+// in each statement.
 
 export interface StatementStats {
-  statements: number;
+  /** Every round trip: a statement, or statements sent together (BEGIN with the first, the last writes with COMMIT). */
+  round_trips: number;
+  /** Transactions begun (round trips that carry a BEGIN). */
   transactions: number;
   /** By statement (its first 90 characters, whitespace folded): calls and total milliseconds. */
   profile: Record<string, { calls: number; ms: number }>;
 }
 
 export function newStats(): StatementStats {
-  return { statements: 0, transactions: 0, profile: {} };
+  return { round_trips: 0, transactions: 0, profile: {} };
 }
 
 export function statementKey(sql: string): string {
@@ -29,11 +31,10 @@ export function countingDatabase(inner: Database, stats: StatementStats, profile
   // statement included. The key is computed only when profiling: normalising every statement's text
   // costs the server CPU.
   inner.statement_observer = (sql, duration_ms) => {
-    const transactionControl = sql === 'BEGIN' || sql === 'COMMIT' || sql === 'ROLLBACK';
-    if (sql === 'BEGIN') stats.transactions += 1;
-    else if (!transactionControl) stats.statements += 1;
+    stats.round_trips += 1;
+    if (sql.startsWith('BEGIN')) stats.transactions += 1;
     if (!profile) return;
-    const key = transactionControl ? '(BEGIN + COMMIT)' : statementKey(sql);
+    const key = sql === 'COMMIT' || sql === 'ROLLBACK' ? '(COMMIT alone)' : statementKey(sql);
     const entry = (stats.profile[key] ??= { calls: 0, ms: 0 });
     entry.calls += 1;
     entry.ms += duration_ms;
@@ -47,11 +48,11 @@ export function diffStats(after: StatementStats, before: StatementStats): Statem
     const earlier = before.profile[key] ?? { calls: 0, ms: 0 };
     if (value.calls > earlier.calls) profile[key] = { calls: value.calls - earlier.calls, ms: value.ms - earlier.ms };
   }
-  return { statements: after.statements - before.statements, transactions: after.transactions - before.transactions, profile };
+  return { round_trips: after.round_trips - before.round_trips, transactions: after.transactions - before.transactions, profile };
 }
 
 export function copyStats(stats: StatementStats): StatementStats {
-  return { statements: stats.statements, transactions: stats.transactions, profile: structuredClone(stats.profile) };
+  return { round_trips: stats.round_trips, transactions: stats.transactions, profile: structuredClone(stats.profile) };
 }
 
 /** utime + stime of a process in clock ticks, or null once it has gone. */

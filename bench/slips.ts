@@ -305,7 +305,7 @@ async function serve(): Promise<void> {
   process.on('message', (message: ParentMessage) => {
     if (message.type === 'usage') {
       const usage = process.cpuUsage();
-      const copy: StatementStats = { statements: stats.statements, transactions: stats.transactions, profile: structuredClone(stats.profile) };
+      const copy: StatementStats = { round_trips: stats.round_trips, transactions: stats.transactions, profile: structuredClone(stats.profile) };
       process.send?.({ type: 'usage', id: message.id, cpu_us: usage.user + usage.system, stats: copy, max_rss_bytes: peakResidentBytes() } satisfies UsageMessage);
     } else if (message.type === 'stop') {
       void stop();
@@ -560,7 +560,7 @@ function costOf(input: {
     other_cpu_us: (input.reading.machine_cpu_us - accounted) / count,
     machine_busy: input.reading.machine_busy,
     wal_bytes: input.reading.wal_bytes / count,
-    round_trips: input.stats ? (input.stats.statements + 2 * input.stats.transactions) / count : null,
+    round_trips: input.stats ? input.stats.round_trips / count : null,
     transactions: input.stats ? input.stats.transactions / count : null,
     peak_rss_bytes: input.peak_rss_bytes,
     stats: input.stats,
@@ -862,7 +862,8 @@ async function runPgbenchPhase(settings: SlipSettings, databaseUrl: string): Pro
     service_us: 0,
     load_generator_us: reading.self_cpu_us + reading.postgres_us.pgbench_client,
     postgres_groups: ['pgbench', 'other'],
-    stats: { statements: 5 * operations, transactions: operations, profile: {} },
+    // Its 5 statements, BEGIN and END, each a round trip.
+    stats: { round_trips: 7 * operations, transactions: operations, profile: {} },
     peak_rss_bytes: null,
   });
   log(`pgbench TPC-B: ${fixed(result.tps, 0)} tps, p50 ${fixed(result.p50_ms, 2)} ms, p99 ${fixed(result.p99_ms, 2)} ms`);
@@ -939,7 +940,7 @@ async function runStoragePhase(settings: SlipSettings, databaseUrl: string, rowB
         service_us: 0,
         load_generator_us: reading.self_cpu_us,
         postgres_groups: ['storage', 'other'],
-        stats: { statements: measured.rows, transactions: 0, profile: {} },
+        stats: { round_trips: measured.rows, transactions: 0, profile: {} },
         peak_rss_bytes: null,
       }),
     };
@@ -1266,7 +1267,7 @@ async function runEndToEndPhase(
       service_us: serverUs + workerUs,
       load_generator_us: reading.self_cpu_us,
       postgres_groups: ['api', 'worker', 'other'],
-      stats: workerStats ? { statements: serverStats.statements + workerStats.statements, transactions: serverStats.transactions + workerStats.transactions, profile: {} } : serverStats,
+      stats: workerStats ? { round_trips: serverStats.round_trips + workerStats.round_trips, transactions: serverStats.transactions + workerStats.transactions, profile: {} } : serverStats,
       peak_rss_bytes: Math.max(serverAfter.max_rss_bytes, workerAfter?.max_rss_bytes ?? 0),
     });
     return {
@@ -1545,7 +1546,7 @@ function report(input: {
     lines.push(
       'PostgreSQL backends: the sessions of the row\'s own process (application_name); background: the WAL writer, checkpointer, background writer and autovacuum, ' +
         'shared by everything in the phase. In the end-to-end rows, "other processes" is the machine minus everything measured in the phase; the worker\'s CPU ' +
-        'includes its idle polls and the webhook dispatcher of that process. DB round trips are statements plus BEGIN and COMMIT; pgbench\'s are its 5 statements.',
+        'includes its idle polls and the webhook dispatcher of that process. DB round trips count statements sent together (BEGIN with the first statement, the last writes with COMMIT) once; pgbench\'s are its 5 statements, BEGIN and END.',
     );
   }
 

@@ -883,12 +883,12 @@ function report(
   if (pgbench) costRows.push(costRow('pgbench TPC-B', pgbench.cost, '7', '1'));
   if (create) {
     costRows.push(
-      costRow('withdrawal_create', create.cost, perOp(create.cost, (stats) => stats.statements + 2 * stats.transactions), perOp(create.cost, (stats) => stats.transactions)),
+      costRow('withdrawal_create', create.cost, perOp(create.cost, (stats) => stats.round_trips), perOp(create.cost, (stats) => stats.transactions)),
     );
   }
   if (fill) {
     costRows.push(
-      costRow('fill_record', fill.cost, perOp(fill.cost, (stats) => stats.statements + 2 * stats.transactions), perOp(fill.cost, (stats) => stats.transactions)),
+      costRow('fill_record', fill.cost, perOp(fill.cost, (stats) => stats.round_trips), perOp(fill.cost, (stats) => stats.transactions)),
     );
   }
   lines.push('');
@@ -902,7 +902,7 @@ function report(
         'sum µs',
         'other processes µs',
         'machine busy',
-        'DB round trips (statements + BEGIN/COMMIT)',
+        'DB round trips',
         'transactions',
         'WAL KB',
       ],
