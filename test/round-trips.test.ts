@@ -16,7 +16,7 @@ const ROUND_TRIP_BOUNDS = {
   withdrawal_creation: 9,
   deposit_creation: 11,
   slip_upload: 12,
-  slip_processing: 43,
+  slip_processing: 42,
 } as const;
 
 function expectWithin(recorded: Recorded, bound: number): void {

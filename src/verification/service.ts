@@ -320,16 +320,21 @@ export class VerificationService {
     const scope = { white_label_id: receipt.white_label_id, livemode: receipt.livemode, sending_bank_code: transfer.sending_bank_code, trans_ref: transfer.trans_ref };
     if (mode === 'after_settlement') return this.afterSettlement(tx, receipt, parties, transfer, finish);
 
-    const held = await repository.findTransfer(tx, scope);
     const assessWith = (duplicate: boolean): Assessment =>
       assess({ order: parties.order, legs: parties.legs, sender: parties.sender, transfer, duplicate, reference_only: reading.reference_only, now: this.deps.clock.now() });
-    let assessment = assessWith(held !== null);
     // The transfer is claimed for this order only when one of its legs received it: a slip of someone
-    // else's transfer (wrong receiver) must not block that transfer's own order.
-    if (assessment.leg_ref !== null && held === null) {
+    // else's transfer (wrong receiver) must not block that transfer's own order. When a leg received it,
+    // the claim itself says whether someone held the transfer already (the insert changes nothing then
+    // and answers the holder), so the transfer is not read first; otherwise only the read can say.
+    let held: { deposit_id: string; receipt_id: string } | null;
+    let assessment = assessWith(false);
+    if (assessment.leg_ref !== null) {
       const holder = await repository.claimTransfer(tx, { ...scope, deposit_id: receipt.deposit_id, receipt_id: receipt.receipt_id, amount_minor: transfer.amount_minor, created_at: this.deps.clock.now() });
-      if (holder.receipt_id !== receipt.receipt_id) assessment = assessWith(true);
+      held = holder.receipt_id === receipt.receipt_id ? null : holder;
+    } else {
+      held = await repository.findTransfer(tx, scope);
     }
+    if (held !== null) assessment = assessWith(true);
     const summary = { booleans: assessment.verification, reasons: assessment.reasons.map((reason) => reason.code), leg_ref: assessment.leg_ref, duplicate: held !== null };
     if (mode === 'attached') return finish('attached_to_review', summary, transfer);
 
