@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
-import { deferWrite, holdsLock, rememberLocked } from '../platform/unit-of-work.ts';
+import { deferWrite, holdsLock, isUnitOfWork, rememberLocked } from '../platform/unit-of-work.ts';
 import { rowFromJson, type ReadPart } from '../platform/read-part.ts';
 import type { SenderRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
 
@@ -51,6 +51,40 @@ export async function upsertPolicy(db: Queryable, row: Omit<DepositPolicyRow, 'c
 /** The row key under which a transaction remembers that it holds an order's lock (src/platform/unit-of-work.ts). */
 export function orderRowKey(white_label_id: string, deposit_id: string): string {
   return `deposit_orders:${white_label_id}:${deposit_id}`;
+}
+
+/**
+ * What a transaction knows of an order it locked, kept in its `memo` (src/platform/unit-of-work.ts) so
+ * that the order and its legs are read once per transaction: the order's row lock keeps every other
+ * transaction from changing them (the legs change only under their order's lock), and this
+ * transaction's own writes of them all go through this file, which keeps the copy up to date.
+ * `legs` is null until the legs are first read.
+ */
+interface LockedOrder {
+  row: DepositRow;
+  legs: DepositLegRow[] | null;
+}
+
+function lockedOrderMemoKey(white_label_id: string, deposit_id: string): string {
+  return `deposits:locked_order:${white_label_id}:${deposit_id}`;
+}
+
+/** The transaction's copy of an order it holds locked, if it has one. */
+function lockedOrder(db: Queryable, white_label_id: string, deposit_id: string): LockedOrder | undefined {
+  if (!isUnitOfWork(db) || !holdsLock(db, orderRowKey(white_label_id, deposit_id))) return undefined;
+  return db.memo.get(lockedOrderMemoKey(white_label_id, deposit_id)) as LockedOrder | undefined;
+}
+
+/** Copies, so that a caller changing what it was given cannot change the transaction's copy. */
+function copiedLegs(legs: readonly DepositLegRow[]): DepositLegRow[] {
+  return legs.map((leg) => ({ ...leg }));
+}
+
+/** Applies a write of one leg to the transaction's copy of its order's legs, when it has them. */
+function changeKnownLeg(db: Queryable, white_label_id: string, deposit_id: string, leg_ref: string, change: Partial<DepositLegRow>): void {
+  const legs = lockedOrder(db, white_label_id, deposit_id)?.legs;
+  const index = legs?.findIndex((leg) => leg.leg_ref === leg_ref) ?? -1;
+  if (legs && index >= 0) legs[index] = { ...legs[index]!, ...change };
 }
 
 /**
@@ -107,6 +141,8 @@ export async function updateOrder(db: Queryable, row: DepositRow, expected_versi
   if (!holdsLock(db, key)) return (await db.query(sql, params)).rowCount === 1;
   // The transaction holds the row: the version cannot have moved, and the write is queued.
   await deferWrite(db, { sql, params, expected_rows: 1, rows_written: [key] });
+  const known = lockedOrder(db, row.white_label_id, row.deposit_id);
+  if (known) known.row = { ...row };
   return true;
 }
 
@@ -118,14 +154,22 @@ export async function findOrder(db: Queryable, account: DepositAccount, deposit_
   return rows[0] ?? null;
 }
 
-/** Locks an order for the rest of the transaction (jobs, which know only the brand and the id). */
+/**
+ * Locks an order for the rest of the transaction (jobs, which know only the brand and the id). A
+ * transaction that locked it already gets its own copy back without a round trip (see LockedOrder).
+ */
 export async function lockOrderInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+  const known = lockedOrder(db, white_label_id, deposit_id);
+  if (known) return { ...known.row };
   const { rows } = await db.query<DepositRow>(`SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE`, [
     white_label_id,
     deposit_id,
   ]);
-  if (rows[0]) rememberLocked(db, orderRowKey(white_label_id, deposit_id));
-  return rows[0] ?? null;
+  const row = rows[0];
+  if (!row) return null;
+  rememberLocked(db, orderRowKey(white_label_id, deposit_id));
+  if (isUnitOfWork(db)) db.memo.set(lockedOrderMemoKey(white_label_id, deposit_id), { row: { ...row }, legs: null } satisfies LockedOrder);
+  return row;
 }
 
 /** An order by id within a brand, for a capability link that names the brand (no merchant in scope). */
@@ -230,33 +274,47 @@ export async function insertLeg(db: Queryable, row: DepositLegRow): Promise<void
     expected_rows: 1,
     rows_written: [`deposit_legs:${row.white_label_id}:${row.leg_ref}`],
   });
+  // The legs are read again when next asked for, in their stored order.
+  const known = lockedOrder(db, row.white_label_id, row.deposit_id);
+  if (known) known.legs = null;
 }
 
+/** An order's legs in sequence; read once per transaction that holds the order locked (see LockedOrder). */
 export async function listLegs(db: Queryable, white_label_id: string, deposit_id: string): Promise<DepositLegRow[]> {
+  const known = lockedOrder(db, white_label_id, deposit_id);
+  if (known?.legs) return copiedLegs(known.legs);
   const { rows } = await db.query<DepositLegRow>(
     `SELECT ${LEG_COLUMNS} FROM deposit_legs WHERE white_label_id = $1 AND deposit_id = $2 ORDER BY sequence`,
     [white_label_id, deposit_id],
   );
+  if (known) known.legs = copiedLegs(rows);
   return rows;
 }
 
+/** A leg by its brand, order and reference: the order names the transaction's copy of its legs (see LockedOrder). */
+type LegKey = Pick<DepositLegRow, 'white_label_id' | 'deposit_id' | 'leg_ref'>;
+
 /** Points a deposit leg at a new withdrawal leg (a late slip reserving its withdrawal again). */
-export async function relinkLeg(db: Queryable, white_label_id: string, leg_ref: string, withdrawal_leg_ref: string, now: Date): Promise<boolean> {
+export async function relinkLeg(db: Queryable, leg: LegKey, withdrawal_leg_ref: string, now: Date): Promise<boolean> {
   const { rows } = await db.query(
     `UPDATE deposit_legs SET withdrawal_leg_ref = $3, status = 'reserved', updated_at = $4
       WHERE white_label_id = $1 AND leg_ref = $2 AND status = 'released' RETURNING leg_ref`,
-    [white_label_id, leg_ref, withdrawal_leg_ref, now],
+    [leg.white_label_id, leg.leg_ref, withdrawal_leg_ref, now],
   );
-  return rows.length === 1;
+  if (rows.length !== 1) return false;
+  changeKnownLeg(db, leg.white_label_id, leg.deposit_id, leg.leg_ref, { withdrawal_leg_ref, status: 'reserved', updated_at: now });
+  return true;
 }
 
 /** Records what verified slips paid into a leg of an order still waiting for its other legs. */
-export async function setLegPaid(db: Queryable, white_label_id: string, leg_ref: string, paid_minor: number, now: Date): Promise<boolean> {
+export async function setLegPaid(db: Queryable, leg: LegKey, paid_minor: number, now: Date): Promise<boolean> {
   const { rows } = await db.query(
     `UPDATE deposit_legs SET paid_minor = $3, updated_at = $4 WHERE white_label_id = $1 AND leg_ref = $2 AND status = 'reserved' RETURNING leg_ref`,
-    [white_label_id, leg_ref, paid_minor, now],
+    [leg.white_label_id, leg.leg_ref, paid_minor, now],
   );
-  return rows.length === 1;
+  if (rows.length !== 1) return false;
+  changeKnownLeg(db, leg.white_label_id, leg.deposit_id, leg.leg_ref, { paid_minor, updated_at: now });
+  return true;
 }
 
 /**
@@ -270,14 +328,17 @@ export async function setLockedLegStatus(db: Queryable, leg: DepositLegRow, from
     expected_rows: 1,
     rows_written: [`deposit_legs:${leg.white_label_id}:${leg.leg_ref}`],
   });
+  changeKnownLeg(db, leg.white_label_id, leg.deposit_id, leg.leg_ref, { status: leg.status, updated_at: leg.updated_at });
 }
 
-export async function setLegStatus(db: Queryable, white_label_id: string, leg_ref: string, from: DepositLegRow['status'], to: DepositLegRow['status'], now: Date): Promise<boolean> {
+export async function setLegStatus(db: Queryable, leg: LegKey, from: DepositLegRow['status'], to: DepositLegRow['status'], now: Date): Promise<boolean> {
   const { rows } = await db.query(
     `UPDATE deposit_legs SET status = $4, updated_at = $5 WHERE white_label_id = $1 AND leg_ref = $2 AND status = $3 RETURNING leg_ref`,
-    [white_label_id, leg_ref, from, to, now],
+    [leg.white_label_id, leg.leg_ref, from, to, now],
   );
-  return rows.length === 1;
+  if (rows.length !== 1) return false;
+  changeKnownLeg(db, leg.white_label_id, leg.deposit_id, leg.leg_ref, { status: to, updated_at: now });
+  return true;
 }
 
 export interface ListFilters {

@@ -1138,7 +1138,7 @@ export class DepositService {
     // The expiry job may have run while the slip was processed and left the deadline to this consumer.
     const view = await this.transition(tx, { before: row, after, trigger: 'leg_paid', cause: input.cause, legs, jobs: [this.expireJob(row)] });
     // Written after the transition, which reads the legs as they were for `previous_attributes`.
-    for (const leg of legs) invariant(await repository.setLegPaid(tx, row.white_label_id, leg.leg_ref, leg.paid_minor, now), 'the leg is locked through its order');
+    for (const leg of legs) invariant(await repository.setLegPaid(tx, leg, leg.paid_minor, now), 'the leg is locked through its order');
     return ok(view);
   }
 
@@ -1389,7 +1389,7 @@ export class DepositService {
         }
       }
       if (leg.destination === 'gateway') {
-        invariant(await repository.setLegStatus(tx, row.white_label_id, leg.leg_ref, 'released', 'reserved', now), 'the leg is locked through its order');
+        invariant(await repository.setLegStatus(tx, leg, 'released', 'reserved', now), 'the leg is locked through its order');
         leg.status = 'reserved';
         continue;
       }
@@ -1405,7 +1405,7 @@ export class DepositService {
       });
       // Thrown, not returned: legs reserved again before this one must roll back with the transaction.
       if (!again.ok) throw new ApiError('alloc_state_conflict', { details: { leg_ref: leg.leg_ref, withdrawal_id: leg.withdrawal_id } });
-      invariant(await repository.relinkLeg(tx, row.white_label_id, leg.leg_ref, again.value.leg_ref, now), 'the leg is locked through its order');
+      invariant(await repository.relinkLeg(tx, leg, again.value.leg_ref, now), 'the leg is locked through its order');
       leg.status = 'reserved';
       leg.withdrawal_leg_ref = again.value.leg_ref;
     }

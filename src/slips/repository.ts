@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { deferWrite, holdsLock, rememberLocked } from '../platform/unit-of-work.ts';
 import type { BlobAddress } from './evidence-store.ts';
 import type { SlipReceiptRow, SlipReceiptStatus } from './types.ts';
 
@@ -66,6 +67,11 @@ export async function findImageReceipt(
   return rows[0] ?? null;
 }
 
+/** The row key under which a transaction remembers that it holds a receipt's lock (src/platform/unit-of-work.ts). */
+function receiptRowKey(white_label_id: string, receipt_id: string): string {
+  return `slip_receipts:${white_label_id}:${receipt_id}`;
+}
+
 /**
  * The oldest unprocessed receipt of an order, locked: receipts of one order are processed one at a
  * time in arrival order, each starting from a status no other slip is changing.
@@ -77,30 +83,57 @@ export async function lockHeadOfQueue(db: Queryable, white_label_id: string, dep
       ORDER BY received_at, receipt_id LIMIT 1 FOR UPDATE`,
     [white_label_id, deposit_id],
   );
+  if (rows[0]) rememberLocked(db, receiptRowKey(white_label_id, rows[0].receipt_id));
   return rows[0] ?? null;
 }
 
-export async function setReceiptStatus(db: Queryable, white_label_id: string, receipt_id: string, from: SlipReceiptStatus, to: SlipReceiptStatus): Promise<boolean> {
-  const { rows } = await db.query(
-    'UPDATE slip_receipts SET status = $4 WHERE white_label_id = $1 AND receipt_id = $2 AND status = $3 RETURNING receipt_id',
-    [white_label_id, receipt_id, from, to],
-  );
-  return rows.length === 1;
+/**
+ * Sends a guarded write of one receipt, or queues it when the transaction holds the receipt's lock: the
+ * guard can then only fail through a bug, and the flush throws `unexpected()` as this would have.
+ */
+async function writeReceipt(db: Queryable, white_label_id: string, receipt_id: string, sql: string, params: unknown[], unexpected: () => Error): Promise<void> {
+  const key = receiptRowKey(white_label_id, receipt_id);
+  if (!holdsLock(db, key)) {
+    if ((await db.query(sql, params)).rowCount !== 1) throw unexpected();
+    return;
+  }
+  await deferWrite(db, { sql, params, expected_rows: 1, on_unexpected_rows: unexpected, rows_written: [key] });
 }
 
+/** Moves a receipt from one status to another; `unexpected()` is thrown when it was not in `from`. */
+export async function setReceiptStatus(
+  db: Queryable,
+  input: { white_label_id: string; receipt_id: string; from: SlipReceiptStatus; to: SlipReceiptStatus },
+  unexpected: () => Error,
+): Promise<void> {
+  await writeReceipt(
+    db,
+    input.white_label_id,
+    input.receipt_id,
+    'UPDATE slip_receipts SET status = $4 WHERE white_label_id = $1 AND receipt_id = $2 AND status = $3',
+    [input.white_label_id, input.receipt_id, input.from, input.to],
+    unexpected,
+  );
+}
+
+/** Records a receipt's outcome; `unexpected()` is thrown when it was processed already. */
 export async function completeReceipt(
   db: Queryable,
   input: { white_label_id: string; receipt_id: string; outcome: string; verification: Record<string, unknown> | null; transfer_sealed: string | null; processed_at: Date },
-): Promise<boolean> {
-  const { rows } = await db.query(
+  unexpected: () => Error,
+): Promise<void> {
+  await writeReceipt(
+    db,
+    input.white_label_id,
+    input.receipt_id,
     `UPDATE slip_receipts SET status = 'processed', outcome = $3, verification = $4, transfer_sealed = $5, processed_at = $6
-      WHERE white_label_id = $1 AND receipt_id = $2 AND status <> 'processed' RETURNING receipt_id`,
+      WHERE white_label_id = $1 AND receipt_id = $2 AND status <> 'processed'`,
     [
       input.white_label_id, input.receipt_id, input.outcome, input.verification === null ? null : JSON.stringify(input.verification),
       input.transfer_sealed, input.processed_at,
     ],
+    unexpected,
   );
-  return rows.length === 1;
 }
 
 /** How many receipts an order has, and how many of them are not processed yet. */

@@ -298,25 +298,39 @@ export class SlipsService {
     return repository.lockHeadOfQueue(tx, white_label_id, deposit_id);
   }
 
+  /**
+   * Marks the locked head receipt claimed. The write is queued in the transaction (the receipt's lock is
+   * held since `headOfQueue`), and a receipt that was not `accepted` fails the transaction at the flush.
+   */
   async markClaimed(tx: Queryable, row: SlipReceiptRow): Promise<void> {
-    invariant(await repository.setReceiptStatus(tx, row.white_label_id, row.receipt_id, 'accepted', 'claimed'), 'an accepted receipt is claimed once');
+    await repository.setReceiptStatus(
+      tx,
+      { white_label_id: row.white_label_id, receipt_id: row.receipt_id, from: 'accepted', to: 'claimed' },
+      () => new InvariantViolation('an accepted receipt is claimed once'),
+    );
   }
 
-  /** Records what processing concluded; the bank's transfer is kept sealed, for the reviewer. */
+  /**
+   * Records what processing concluded; the bank's transfer is kept sealed, for the reviewer. Queued like
+   * `markClaimed`: a receipt completed twice fails the transaction at the flush.
+   */
   async complete(
     tx: Queryable,
     row: SlipReceiptRow,
     input: { outcome: string; verification: Record<string, unknown> | null; transfer: Record<string, unknown> | null },
   ): Promise<void> {
-    const completed = await repository.completeReceipt(tx, {
-      white_label_id: row.white_label_id,
-      receipt_id: row.receipt_id,
-      outcome: input.outcome,
-      verification: input.verification,
-      transfer_sealed: input.transfer === null ? null : this.deps.secretBox.seal(JSON.stringify(input.transfer), TRANSFER_PURPOSE),
-      processed_at: this.deps.clock.now(),
-    });
-    invariant(completed, 'a receipt is completed once');
+    await repository.completeReceipt(
+      tx,
+      {
+        white_label_id: row.white_label_id,
+        receipt_id: row.receipt_id,
+        outcome: input.outcome,
+        verification: input.verification,
+        transfer_sealed: input.transfer === null ? null : this.deps.secretBox.seal(JSON.stringify(input.transfer), TRANSFER_PURPOSE),
+        processed_at: this.deps.clock.now(),
+      },
+      () => new InvariantViolation('a receipt is completed once'),
+    );
   }
 
   /** For cancel and expiry: how many slips an order has, and how many are still being processed. */

@@ -115,38 +115,52 @@ export class VerificationService {
   jobHandlers(): Record<string, JobHandler> {
     return {
       [PROCESS_SLIP_TASK]: async (job) => {
-        await this.processOrder(String(job.payload.white_label_id), String(job.payload.deposit_id));
+        const receipt_id = typeof job.payload.receipt_id === 'string' ? job.payload.receipt_id : null;
+        await this.processOrder(String(job.payload.white_label_id), String(job.payload.deposit_id), receipt_id);
       },
     };
   }
 
   /**
-   * Processes every unprocessed receipt of an order in arrival order (there are at most three). Each
+   * Processes the unprocessed receipts of an order in arrival order (there are at most three). Each
    * receipt's job runs this; a job whose receipt an earlier job already processed finds nothing to do.
+   *
+   * A job that names its receipt (`receipt_id`) stops once this run has recorded that receipt's outcome,
+   * instead of opening one more transaction only to find the queue empty. Every later receipt has a job of
+   * its own, enqueued in the transaction that stored it, so it is claimable only after that receipt is
+   * visible, and its job processes it. A run that did not record its own receipt (another run of the same
+   * receipt was first, or the head was an older receipt) keeps going as before, so that no receipt is left
+   * behind a run that took over its predecessor.
    */
-  async processOrder(white_label_id: string, deposit_id: string): Promise<void> {
+  async processOrder(white_label_id: string, deposit_id: string, receipt_id: string | null = null): Promise<void> {
     for (let round = 0; round < MAX_RECEIPTS_PER_ORDER; round += 1) {
-      if (!(await this.processHead(white_label_id, deposit_id))) return;
+      const processed = await this.processHead(white_label_id, deposit_id);
+      if (processed === null) return;
+      if (receipt_id !== null && processed.concluded === receipt_id) return;
     }
   }
 
-  /** Processes the oldest unprocessed receipt of the order; false when there is none. */
-  private async processHead(white_label_id: string, deposit_id: string): Promise<boolean> {
+  /**
+   * Processes the oldest unprocessed receipt of the order: null when there is none, else the receipt whose
+   * outcome this run recorded (`concluded`), or null there when another run recorded it first.
+   */
+  private async processHead(white_label_id: string, deposit_id: string): Promise<{ concluded: string | null } | null> {
     const claimed = await this.deps.database.transaction((tx) => this.claim(tx, white_label_id, deposit_id));
-    if (claimed === null) return false;
-    if (claimed.mode === null) return true;
+    if (claimed === null) return null;
+    if (claimed.mode === null) return { concluded: claimed.receipt.receipt_id };
     const reading = await this.read(claimed.receipt);
     const decide = (allocation_conflict: boolean, conflict_leg_ref: string | null = null) =>
       this.deps.database.transaction((tx) => this.decide(tx, claimed.receipt, claimed.mode as Mode, reading, allocation_conflict, conflict_leg_ref));
+    let concluded: boolean;
     try {
-      await decide(false);
+      concluded = await decide(false);
     } catch (error) {
       // A late slip whose destination went to another payment meanwhile: settling rolled back whole,
       // and the slip goes to a person instead (ALLOCATION_CONFLICT); the refusal names the deposit leg.
       if (!(error instanceof ApiError && error.code === 'alloc_state_conflict')) throw error;
-      await decide(true, typeof error.details.leg_ref === 'string' ? error.details.leg_ref : null);
+      concluded = await decide(true, typeof error.details.leg_ref === 'string' ? error.details.leg_ref : null);
     }
-    return true;
+    return { concluded: concluded ? claimed.receipt.receipt_id : null };
   }
 
   /**
@@ -255,11 +269,14 @@ export class VerificationService {
     return reading;
   }
 
-  /** Step 3: the outcome, in one transaction, for a receipt that is still claimed. */
-  private async decide(tx: Queryable, claimed: SlipReceiptRow, mode: Mode, reading: Reading, allocation_conflict: boolean, conflict_leg_ref: string | null = null): Promise<void> {
+  /**
+   * Step 3: the outcome, in one transaction, for a receipt that is still claimed. True when this run
+   * recorded it, false when another run had.
+   */
+  private async decide(tx: Queryable, claimed: SlipReceiptRow, mode: Mode, reading: Reading, allocation_conflict: boolean, conflict_leg_ref: string | null = null): Promise<boolean> {
     const receipt = await this.deps.slips.headOfQueue(tx, claimed.white_label_id, claimed.deposit_id);
     // Another run of this receipt finished first: its outcome stands.
-    if (!receipt || receipt.receipt_id !== claimed.receipt_id || receipt.status !== 'claimed') return;
+    if (!receipt || receipt.receipt_id !== claimed.receipt_id || receipt.status !== 'claimed') return false;
     const parties = await this.deps.deposits.paymentParties(tx, receipt.white_label_id, receipt.deposit_id, { lock: true });
     invariant(parties, 'a receipt belongs to an order');
     const record = {
@@ -267,13 +284,14 @@ export class VerificationService {
       unreadable_reason: reading.unreadable_reason,
       bank: reading.lookup === null ? null : reading.lookup.outcome,
     };
-    const finish = async (outcome: string, extra: Record<string, unknown> = {}, transfer: VerifiedTransfer | null = null) => {
+    const finish = async (outcome: string, extra: Record<string, unknown> = {}, transfer: VerifiedTransfer | null = null): Promise<true> => {
       await this.deps.slips.complete(tx, receipt, { outcome, verification: { ...record, ...extra }, transfer: transfer === null ? null : transferRecord(transfer) });
       // Counted before the commit: a commit that then fails is retried and counted again. The counter is
       // an operator's rate of outcomes, not a record; the receipt row is the record.
       this.deps.metrics.slips_processed_total.inc({ outcome, source: reading.source ?? 'none' });
       this.deps.metrics.slip_processing_delay_seconds.observe((this.deps.clock.now().getTime() - receipt.received_at.getTime()) / 1000);
       this.deps.logger.info({ receipt_id: receipt.receipt_id, deposit_id: receipt.deposit_id, outcome, source: reading.source, bank: record.bank }, 'slip processed');
+      return true;
     };
     const target = { white_label_id: receipt.white_label_id, deposit_id: receipt.deposit_id, cause: SYSTEM_CAUSE };
     const fourEyes = parties.four_eyes_min_amount_minor !== null && parties.order.amount_minor >= parties.four_eyes_min_amount_minor;
@@ -302,16 +320,21 @@ export class VerificationService {
     const scope = { white_label_id: receipt.white_label_id, livemode: receipt.livemode, sending_bank_code: transfer.sending_bank_code, trans_ref: transfer.trans_ref };
     if (mode === 'after_settlement') return this.afterSettlement(tx, receipt, parties, transfer, finish);
 
-    const held = await repository.findTransfer(tx, scope);
     const assessWith = (duplicate: boolean): Assessment =>
       assess({ order: parties.order, legs: parties.legs, sender: parties.sender, transfer, duplicate, reference_only: reading.reference_only, now: this.deps.clock.now() });
-    let assessment = assessWith(held !== null);
     // The transfer is claimed for this order only when one of its legs received it: a slip of someone
-    // else's transfer (wrong receiver) must not block that transfer's own order.
-    if (assessment.leg_ref !== null && held === null) {
+    // else's transfer (wrong receiver) must not block that transfer's own order. When a leg received it,
+    // the claim itself says whether someone held the transfer already (the insert changes nothing then
+    // and answers the holder), so the transfer is not read first; otherwise only the read can say.
+    let held: { deposit_id: string; receipt_id: string } | null;
+    let assessment = assessWith(false);
+    if (assessment.leg_ref !== null) {
       const holder = await repository.claimTransfer(tx, { ...scope, deposit_id: receipt.deposit_id, receipt_id: receipt.receipt_id, amount_minor: transfer.amount_minor, created_at: this.deps.clock.now() });
-      if (holder.receipt_id !== receipt.receipt_id) assessment = assessWith(true);
+      held = holder.receipt_id === receipt.receipt_id ? null : holder;
+    } else {
+      held = await repository.findTransfer(tx, scope);
     }
+    if (held !== null) assessment = assessWith(true);
     const summary = { booleans: assessment.verification, reasons: assessment.reasons.map((reason) => reason.code), leg_ref: assessment.leg_ref, duplicate: held !== null };
     if (mode === 'attached') return finish('attached_to_review', summary, transfer);
 
@@ -371,8 +394,8 @@ export class VerificationService {
     receipt: SlipReceiptRow,
     parties: PaymentParties,
     transfer: VerifiedTransfer,
-    finish: (outcome: string, extra?: Record<string, unknown>, transfer?: VerifiedTransfer | null) => Promise<void>,
-  ): Promise<void> {
+    finish: (outcome: string, extra?: Record<string, unknown>, transfer?: VerifiedTransfer | null) => Promise<true>,
+  ): Promise<true> {
     const received = parties.legs.some(
       (leg) => leg.receiver !== null && leg.receiver.bank_code === transfer.receiver.bank_code && accountsMatch(transfer.receiver.account_number, leg.receiver.account_number),
     );

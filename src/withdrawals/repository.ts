@@ -150,6 +150,7 @@ export async function updateOrder(db: Queryable, row: WithdrawalRow, expected_ve
   if (!holdsLock(db, key)) return (await db.query(sql, params)).rowCount === 1;
   // The transaction holds the row: the version cannot have moved, and the write is queued.
   await deferWrite(db, { sql, params, expected_rows: 1, rows_written: [key] });
+  if (isUnitOfWork(db) && lockedOrder(db, row.white_label_id, row.withdrawal_id)) db.memo.set(lockedOrderMemoKey(row.white_label_id, row.withdrawal_id), { ...row });
   return true;
 }
 
@@ -163,14 +164,41 @@ export async function findOrder(db: Queryable, account: WithdrawalAccount, withd
   return rows[0] ?? null;
 }
 
-/** Locks an order for the rest of the transaction; scoped by brand only (matching and back office). */
+function lockedOrderMemoKey(white_label_id: string, withdrawal_id: string): string {
+  return `withdrawals:locked_order:${white_label_id}:${withdrawal_id}`;
+}
+
+/**
+ * The transaction's copy of an order it locked through this file (src/platform/unit-of-work.ts `memo`),
+ * so that the order is read once per transaction: its row lock keeps every other transaction from
+ * changing it, and this transaction's own writes of it (`updateOrder`) keep the copy up to date.
+ */
+function lockedOrder(db: Queryable, white_label_id: string, withdrawal_id: string): WithdrawalRow | undefined {
+  if (!isUnitOfWork(db) || !holdsLock(db, orderRowKey(white_label_id, withdrawal_id))) return undefined;
+  return db.memo.get(lockedOrderMemoKey(white_label_id, withdrawal_id)) as WithdrawalRow | undefined;
+}
+
+/** Remembers the lock of an order just read FOR UPDATE, and keeps a copy of the row. */
+function keepLocked(db: Queryable, row: WithdrawalRow): void {
+  rememberLocked(db, orderRowKey(row.white_label_id, row.withdrawal_id));
+  if (isUnitOfWork(db)) db.memo.set(lockedOrderMemoKey(row.white_label_id, row.withdrawal_id), { ...row });
+}
+
+/**
+ * Locks an order for the rest of the transaction; scoped by brand only (matching and back office). A
+ * transaction that locked it already gets its copy back without a round trip (see `lockedOrder`).
+ */
 export async function lockOrderInBrand(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalRow | null> {
+  const known = lockedOrder(db, white_label_id, withdrawal_id);
+  if (known) return { ...known };
   const { rows } = await db.query<WithdrawalRow>(
     `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = $2 FOR UPDATE`,
     [white_label_id, withdrawal_id],
   );
-  if (rows[0]) rememberLocked(db, orderRowKey(white_label_id, withdrawal_id));
-  return rows[0] ?? null;
+  const row = rows[0];
+  if (!row) return null;
+  keepLocked(db, row);
+  return row;
 }
 
 export async function findOrderInBrand(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalRow | null> {
@@ -272,16 +300,21 @@ export function takeCandidate(db: Queryable, white_label_id: string, withdrawal_
 
 /**
  * Locks these orders of one brand in withdrawal-id order and returns their owners: the withdrawal rank of
- * the lock order (src/platform/lock-order.ts), taken before the owners' event feeds.
+ * the lock order (src/platform/lock-order.ts), taken before the owners' event feeds. The rows are kept
+ * for the transaction (see `lockedOrder`), and a transaction that holds every one of them already (a
+ * deposit locks its withdrawals on each change) is answered from them without a round trip.
  */
 export async function lockOrdersOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
   if (withdrawal_ids.length === 0) return [];
-  const { rows } = await db.query<{ merchant_id: string; withdrawal_id: string }>(
-    `SELECT merchant_id, withdrawal_id FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = ANY($2::text[])
+  const ids = [...new Set(withdrawal_ids)];
+  const known = ids.map((withdrawal_id) => lockedOrder(db, white_label_id, withdrawal_id));
+  if (known.every((row) => row !== undefined)) return [...new Set(known.map((row) => row!.merchant_id))];
+  const { rows } = await db.query<WithdrawalRow>(
+    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = ANY($2::text[])
       ORDER BY withdrawal_id FOR UPDATE`,
-    [white_label_id, [...new Set(withdrawal_ids)]],
+    [white_label_id, ids],
   );
-  for (const row of rows) rememberLocked(db, orderRowKey(white_label_id, row.withdrawal_id));
+  for (const row of rows) keepLocked(db, row);
   return [...new Set(rows.map((row) => row.merchant_id))];
 }
 

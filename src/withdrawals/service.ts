@@ -800,6 +800,20 @@ export class WithdrawalService {
   }
 
   /**
+   * Locks the order of a leg found without its lock, and the leg as it is under that lock: read again,
+   * unless the transaction held the order's lock already when it found the leg (a deposit locks the
+   * withdrawals its legs name before it fills or releases them), since the leg cannot have moved then.
+   */
+  private async lockLegOrder(tx: Queryable, white_label_id: string, found: WithdrawalLegRow): Promise<{ leg: WithdrawalLegRow; order: WithdrawalRow }> {
+    const heldBefore = holdsLock(tx, repository.orderRowKey(white_label_id, found.withdrawal_id));
+    const order = await repository.lockOrderInBrand(tx, white_label_id, found.withdrawal_id);
+    invariant(order, 'a leg belongs to an order');
+    const leg = heldBefore ? found : await repository.findLeg(tx, white_label_id, found.leg_ref);
+    invariant(leg, 'a leg does not disappear');
+    return { leg, order };
+  }
+
+  /**
    * Releases a reserved leg (the deposit did not pay): its amount returns to the order's remaining.
    * Releasing a released leg returns it again; a filled or reversed leg answers `alloc_state_conflict`.
    * An order past its expiry with nothing left in transfer closes here as `expired`.
@@ -807,10 +821,7 @@ export class WithdrawalService {
   async releaseLeg(tx: Queryable, input: { white_label_id: string; leg_ref: string; reason_code: string; cause: EventCause }): Promise<Result<LegReservation>> {
     const found = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
     if (!found) return fail('alloc_state_conflict', { details: { reason: 'not_found' } });
-    const row = await repository.lockOrderInBrand(tx, input.white_label_id, found.withdrawal_id);
-    invariant(row, 'a leg belongs to an order');
-    const leg = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
-    invariant(leg, 'a leg does not disappear');
+    const { leg, order: row } = await this.lockLegOrder(tx, input.white_label_id, found);
     if (leg.status === 'released') return ok(legReservation(leg, row));
     if (leg.status !== 'reserved') return fail('alloc_state_conflict', { details: { reason: leg.status, leg_ref: leg.leg_ref } });
     const now = this.deps.clock.now();
@@ -841,10 +852,7 @@ export class WithdrawalService {
   async recordFill(tx: Queryable, input: { white_label_id: string; leg_ref: string; amount_minor?: number; cause: EventCause }): Promise<Result<FillOutcome>> {
     const found = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
     if (!found) return fail('alloc_state_conflict', { details: { reason: 'not_found' } });
-    const row = await repository.lockOrderInBrand(tx, input.white_label_id, found.withdrawal_id);
-    invariant(row, 'a leg belongs to an order');
-    const leg = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
-    invariant(leg, 'a leg does not disappear');
+    const { leg, order: row } = await this.lockLegOrder(tx, input.white_label_id, found);
     if (leg.status === 'filled') return ok({ fill: fillView(leg, false), withdrawal: withdrawalView(row) });
     if (leg.status !== 'reserved') return fail('alloc_state_conflict', { details: { reason: leg.status, leg_ref: leg.leg_ref } });
     const paid = input.amount_minor ?? leg.amount_minor;
@@ -944,10 +952,7 @@ export class WithdrawalService {
   async reverseFill(tx: Queryable, input: { white_label_id: string; leg_ref: string; reason_code: string; cause: EventCause }): Promise<Result<FillReversalOutcome>> {
     const found = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
     if (!found) return fail('alloc_state_conflict', { details: { reason: 'not_found' } });
-    const row = await repository.lockOrderInBrand(tx, input.white_label_id, found.withdrawal_id);
-    invariant(row, 'a leg belongs to an order');
-    const leg = await repository.findLeg(tx, input.white_label_id, input.leg_ref);
-    invariant(leg, 'a leg does not disappear');
+    const { leg, order: row } = await this.lockLegOrder(tx, input.white_label_id, found);
     if (leg.status === 'reversed') return ok({ withdrawal: withdrawalView(row), replacement_withdrawal_id: leg.replacement_withdrawal_id });
     if (leg.status !== 'filled') return fail('alloc_state_conflict', { details: { reason: leg.status, leg_ref: leg.leg_ref } });
     invariant(leg.balance_transaction_id, 'a fill has its payout movement');
