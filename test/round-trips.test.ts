@@ -15,8 +15,8 @@ import { runJobs, sandboxTransfer, slipBytes, uploadMultipart, type CreatedDepos
 const ROUND_TRIP_BOUNDS = {
   withdrawal_creation: 5,
   deposit_creation: 6,
-  slip_upload: 12,
-  slip_processing: 42,
+  slip_upload: 10,
+  slip_processing: 38,
 } as const;
 
 function expectWithin(recorded: Recorded, bound: number): void {
