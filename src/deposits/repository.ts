@@ -28,6 +28,15 @@ export async function findPolicy(db: Queryable, white_label_id: string, livemode
   return rows[0] ?? null;
 }
 
+/** `findPolicy` as a read another statement carries (src/platform/read-part.ts). */
+export function findPolicyPart(white_label_id: string, livemode: boolean): ReadPart<DepositPolicyRow | null> {
+  return {
+    sql: `(SELECT row_to_json(p) FROM (SELECT ${POLICY_COLUMNS} FROM deposit_policies WHERE white_label_id = $1 AND livemode = $2) AS p)`,
+    params: [white_label_id, livemode],
+    parse: (value) => rowFromJson<DepositPolicyRow>(value, ['created_at', 'updated_at']),
+  };
+}
+
 export async function upsertPolicy(db: Queryable, row: Omit<DepositPolicyRow, 'created_at' | 'updated_at'>, now: Date): Promise<DepositPolicyRow> {
   const { rows } = await db.query<DepositPolicyRow>(
     `INSERT INTO deposit_policies (${POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)
