@@ -9,7 +9,7 @@ import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { CURRENT_API_VERSION } from '../events/envelope.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
-import { scheduleJob, cancelJobsByKey, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { scheduleJob, cancelJobsByKey, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { MatchingService, NoMatch } from '../matching/service.ts';
@@ -1483,7 +1483,8 @@ export class DepositService {
       verification: input.verification ?? row.verification,
       updated_at: now,
     };
-    await cancelJobsByKey(tx, `${EXPIRE_DEPOSIT_TASK}:${row.deposit_id}`);
+    // Queued: nothing here reads whether the deadline job was still pending.
+    await unscheduleJob(tx, `${EXPIRE_DEPOSIT_TASK}:${row.deposit_id}`);
     if (input.sender_verified) {
       await repository.upsertSender(tx, {
         ...account,

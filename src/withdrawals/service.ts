@@ -8,7 +8,7 @@ import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
-import { cancelJobsByKey, scheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { cancelJobsByKey, scheduleJob, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import { recognizeFee, recognizeFill, type FeeComputation, type FeeService } from '../fees/service.ts';
 import type { BeneficiaryService, Payee } from '../beneficiaries/service.ts';
@@ -919,7 +919,8 @@ export class WithdrawalService {
     const jobs = [autoConfirmJob(filledLeg)];
     let moved: Result<WithdrawalView>;
     if (base.remaining_minor === 0 && base.reserved_minor === 0) {
-      await cancelJobsByKey(tx, `${EXPIRE_WITHDRAWAL_TASK}:${row.withdrawal_id}`);
+      // Queued: nothing here reads whether the deadline job was still pending.
+      await unscheduleJob(tx, `${EXPIRE_WITHDRAWAL_TASK}:${row.withdrawal_id}`);
       moved = await this.transition(tx, {
         before: row,
         after: { ...base, status: 'settled', refunded_minor: 0, closed_at: now },
