@@ -2,7 +2,7 @@ import type { Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import * as repository from './repository.ts';
-import type { CarriedRead } from '../platform/read-part.ts';
+import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
 import { takeCarried } from '../platform/unit-of-work.ts';
 import type { DepositPolicyRow } from './types.ts';
 
@@ -84,6 +84,18 @@ export class DepositPolicyService {
   async policyFor(db: Queryable, white_label_id: string, livemode: boolean): Promise<DepositPolicy & { source: 'brand' | 'default' }> {
     const row = await repository.findPolicy(db, white_label_id, livemode);
     return row ? { ...policyOf(row), source: 'brand' } : { ...DEFAULT_DEPOSIT_POLICY, source: 'default' };
+  }
+
+  /** `policyFor`'s read, for another statement of the transaction to carry (src/platform/read-part.ts). */
+  policyPart(white_label_id: string, livemode: boolean): ReadPart<DepositPolicy & { source: 'brand' | 'default' }> {
+    const part = repository.findPolicyPart(white_label_id, livemode);
+    return {
+      ...part,
+      parse: (value) => {
+        const row = part.parse(value);
+        return row ? { ...policyOf(row), source: 'brand' } : { ...DEFAULT_DEPOSIT_POLICY, source: 'default' };
+      },
+    };
   }
 
   /**

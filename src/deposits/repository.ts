@@ -28,6 +28,15 @@ export async function findPolicy(db: Queryable, white_label_id: string, livemode
   return rows[0] ?? null;
 }
 
+/** `findPolicy` as a read another statement carries (src/platform/read-part.ts). */
+export function findPolicyPart(white_label_id: string, livemode: boolean): ReadPart<DepositPolicyRow | null> {
+  return {
+    sql: `(SELECT row_to_json(p) FROM (SELECT ${POLICY_COLUMNS} FROM deposit_policies WHERE white_label_id = $1 AND livemode = $2) AS p)`,
+    params: [white_label_id, livemode],
+    parse: (value) => rowFromJson<DepositPolicyRow>(value, ['created_at', 'updated_at']),
+  };
+}
+
 export async function upsertPolicy(db: Queryable, row: Omit<DepositPolicyRow, 'created_at' | 'updated_at'>, now: Date): Promise<DepositPolicyRow> {
   const { rows } = await db.query<DepositPolicyRow>(
     `INSERT INTO deposit_policies (${POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)
@@ -388,14 +397,21 @@ export async function listLegsOfOrders(db: Queryable, white_label_id: string, de
 const SENDER_COLUMNS = `white_label_id, merchant_id, livemode, sender_id, end_user_ref, bank_code, account_sealed, account_hmac,
   account_last4, name_th, name_en, verified_by_deposit_id, created_at, last_used_at`;
 
-/** Registers a verified sender once per (end user, account); a repeat only refreshes `last_used_at`. */
+/**
+ * Registers a verified sender once per (end user, account); a repeat only refreshes `last_used_at`.
+ * Queued in the transaction (src/platform/unit-of-work.ts): a sender row is written only by a settlement,
+ * which holds its merchant's event feed lock (src/platform/lock-order.ts), so no other transaction can
+ * hold the row when the write leaves at the end, and nothing reads it before then.
+ */
 export async function upsertSender(db: Queryable, row: SenderRow): Promise<void> {
-  await db.query(
-    `INSERT INTO senders (${SENDER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+  await deferWrite(db, {
+    sql: `INSERT INTO senders (${SENDER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
      ON CONFLICT (white_label_id, merchant_id, livemode, end_user_ref, account_hmac) DO UPDATE SET last_used_at = EXCLUDED.last_used_at`,
-    [row.white_label_id, row.merchant_id, row.livemode, row.sender_id, row.end_user_ref, row.bank_code, row.account_sealed, row.account_hmac,
+    params: [row.white_label_id, row.merchant_id, row.livemode, row.sender_id, row.end_user_ref, row.bank_code, row.account_sealed, row.account_hmac,
       row.account_last4, row.name_th, row.name_en, row.verified_by_deposit_id, row.created_at, row.last_used_at],
-  );
+    expected_rows: 1,
+    rows_written: [`senders:${row.white_label_id}:${row.merchant_id}:${row.livemode}:${row.end_user_ref}:${row.account_hmac}`],
+  });
 }
 
 export async function listSenders(db: Queryable, account: DepositAccount, end_user_ref: string): Promise<SenderRow[]> {

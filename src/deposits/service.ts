@@ -9,7 +9,7 @@ import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { CURRENT_API_VERSION } from '../events/envelope.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
-import { scheduleJob, cancelJobsByKey, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { scheduleJob, cancelJobsByKey, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { MatchingService, NoMatch } from '../matching/service.ts';
@@ -17,6 +17,8 @@ import type { LedgerService } from '../ledger/service.ts';
 import { CLEARING_PERIOD_MS } from '../ledger/service.ts';
 import type { FeeService } from '../fees/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
+import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
+import { keepCarried } from '../platform/unit-of-work.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
 import { claimUrl, SLIP_CLAIM_PERIOD_MS, slipUploadOf, slipUploadUrl, type SlipTokenSigner, type SlipUpload } from '../slips/capability.ts';
@@ -516,12 +518,18 @@ export class DepositService {
   }
 
   /** Who a leg pays, in full: the withdrawal's beneficiary, or the brand's gateway account. */
-  private async payeeOf(db: Queryable, livemode: boolean, leg: DepositLegRow): Promise<{ bank_code: string; account_number: string; account_name_th: string } | null> {
+  private async payeeOf(
+    db: Queryable,
+    livemode: boolean,
+    leg: DepositLegRow,
+    known_policy?: DepositPolicy,
+  ): Promise<{ bank_code: string; account_number: string; account_name_th: string } | null> {
     if (leg.destination === 'withdrawal') {
       invariant(leg.withdrawal_leg_ref, 'a withdrawal leg names its withdrawal leg');
       return this.deps.withdrawals.destinationOf(db, leg.white_label_id, leg.withdrawal_leg_ref);
     }
-    const policy = await this.deps.policies.policyFor(db, leg.white_label_id, livemode);
+    // The caller may have read the brand's policy already in this transaction.
+    const policy = known_policy ?? (await this.deps.policies.policyFor(db, leg.white_label_id, livemode));
     if (!policy.gateway) return null;
     return {
       bank_code: policy.gateway.bank_code,
@@ -1017,11 +1025,16 @@ export class DepositService {
     return row;
   }
 
-  private async lockWithdrawalsAndFeedsOf(tx: Queryable, row: DepositRow): Promise<void> {
+  /**
+   * The withdrawal and feed locks of `lockForChange`. `carry` names reads that the feed-lock statement
+   * sends along (src/platform/read-part.ts), answered in their order: it is called once the withdrawals are
+   * locked, since some reads are offered only for orders the transaction holds.
+   */
+  private async lockWithdrawalsAndFeedsOf(tx: Queryable, row: DepositRow, carry: (legs: DepositLegRow[]) => readonly ReadPart<unknown>[] = () => []): Promise<unknown[]> {
     const legs = await repository.listLegs(tx, row.white_label_id, row.deposit_id);
     const withdrawals = legs.flatMap((leg) => (leg.withdrawal_id ? [leg.withdrawal_id] : []));
     const owners = await this.deps.withdrawals.lockOrdersOf(tx, row.white_label_id, withdrawals);
-    await this.deps.events.lockFeeds(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode);
+    return this.deps.events.lockFeedsAndRead(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode, carry(legs));
   }
 
   /** True when an expired or canceled order still takes a slip received at `at` (its late-slip window). */
@@ -1470,7 +1483,8 @@ export class DepositService {
       verification: input.verification ?? row.verification,
       updated_at: now,
     };
-    await cancelJobsByKey(tx, `${EXPIRE_DEPOSIT_TASK}:${row.deposit_id}`);
+    // Queued: nothing here reads whether the deadline job was still pending.
+    await unscheduleJob(tx, `${EXPIRE_DEPOSIT_TASK}:${row.deposit_id}`);
     if (input.sender_verified) {
       await repository.upsertSender(tx, {
         ...account,
@@ -1597,13 +1611,59 @@ export class DepositService {
    * never logged. With `lock`, the order (and its feeds) is locked first, as every change does.
    */
   async paymentParties(db: Queryable, white_label_id: string, deposit_id: string, options: { lock: boolean }): Promise<PaymentParties | null> {
-    const row = options.lock ? await this.lockForChange(db, white_label_id, deposit_id) : await repository.findOrderInBrand(db, white_label_id, deposit_id);
+    if (options.lock) return this.lockPaymentParties(db, white_label_id, deposit_id);
+    const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
     if (!row) return null;
     const legs: PaymentParties['legs'] = [];
     for (const leg of await repository.listLegs(db, white_label_id, deposit_id)) {
       legs.push({ ...leg, receiver: await this.payeeOf(db, row.livemode, leg) });
     }
     const policy = await this.deps.policies.policyFor(db, white_label_id, row.livemode);
+    return this.partiesOf(row, legs, policy);
+  }
+
+  /**
+   * `paymentParties` with the order locked as `lockForChange` locks it. The reads that follow the locks
+   * take none, so they ride on the feed-lock statement instead of a round trip each
+   * (src/platform/read-part.ts): the brand's policy and each withdrawal leg's payee, which the parties
+   * need, and what settling the order reads next (the deposit fee schedule, the reserved withdrawal legs
+   * and their orders' next fill numbers), kept for their owners to take (`keepCarried`): a slip that gets
+   * this far usually settles the order in the same transaction.
+   */
+  private async lockPaymentParties(tx: Queryable, white_label_id: string, deposit_id: string): Promise<PaymentParties | null> {
+    const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    if (!row) return null;
+    const policyPart = this.deps.policies.policyPart(white_label_id, row.livemode);
+    const feeRead = this.deps.fees.scheduleRead({ white_label_id, merchant_id: row.merchant_id, livemode: row.livemode, channel: 'deposit' });
+    let destinations: (ReadPart<Payee | null | undefined> | null)[] = [];
+    let fillReads: CarriedRead[] = [];
+    let listed: DepositLegRow[] = [];
+    const answers = await this.lockWithdrawalsAndFeedsOf(tx, row, (legs) => {
+      listed = legs;
+      destinations = legs.map((leg) =>
+        leg.destination === 'withdrawal' && leg.withdrawal_id && leg.withdrawal_leg_ref
+          ? this.deps.withdrawals.destinationPart(tx, white_label_id, leg.withdrawal_id, leg.withdrawal_leg_ref)
+          : null,
+      );
+      const reserved = legs.flatMap((leg) => (leg.status === 'reserved' && leg.withdrawal_id && leg.withdrawal_leg_ref ? [{ withdrawal_id: leg.withdrawal_id, leg_ref: leg.withdrawal_leg_ref }] : []));
+      fillReads = this.deps.withdrawals.fillReads(tx, white_label_id, reserved);
+      return [policyPart, feeRead.part, ...fillReads.map((read) => read.part), ...destinations.flatMap((part) => (part ? [part] : []))];
+    });
+    // The answers come parsed by each part, in the order given.
+    const policy = answers[0] as DepositPolicy;
+    keepCarried(tx, feeRead.key, answers[1] ?? null);
+    fillReads.forEach((read, index) => keepCarried(tx, read.key, answers[2 + index] ?? null));
+    let next = 2 + fillReads.length;
+    const legs: PaymentParties['legs'] = [];
+    for (const [index, leg] of listed.entries()) {
+      const carried = destinations[index] ? answers[next++] : undefined;
+      // A leg whose payee was not carried (a gateway leg, or one not of the order it names) is read as before.
+      legs.push({ ...leg, receiver: carried !== undefined ? (carried as Payee | null) : await this.payeeOf(tx, row.livemode, leg, policy) });
+    }
+    return this.partiesOf(row, legs, policy);
+  }
+
+  private partiesOf(row: DepositRow, legs: PaymentParties['legs'], policy: DepositPolicy): PaymentParties {
     return {
       order: row,
       sender: {

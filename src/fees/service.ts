@@ -1,6 +1,7 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
-import type { ReadPart } from '../platform/read-part.ts';
+import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
+import { takeCarried } from '../platform/unit-of-work.ts';
 import { invariant } from '../platform/assert.ts';
 import * as repository from './repository.ts';
 import type { FeeChannel } from './repository.ts';
@@ -209,13 +210,28 @@ function scheduleOrDefault(scope: ScheduleScope, row: repository.FeeScheduleRow 
   return schedule;
 }
 
+function scheduleReadKey(scope: ScheduleScope): string {
+  return `fees:schedule:${scope.white_label_id}:${scope.merchant_id}:${scope.livemode}:${scope.channel}`;
+}
+
 /** Fee schedules and quotes; no HTTP here. */
 export class FeeService {
   constructor(private readonly clock: Clock) {}
 
   /** The merchant's own schedule, else its brand's default, else the platform default. */
   async scheduleFor(db: Queryable, scope: ScheduleScope): Promise<FeeSchedule> {
-    return scheduleOrDefault(scope, await repository.findApplicableSchedule(db, scope));
+    // A statement earlier in the transaction may have carried the read (`scheduleRead`).
+    const carried = takeCarried(db, scheduleReadKey(scope));
+    const row = carried.found ? (carried.value as repository.FeeScheduleRow | null) : await repository.findApplicableSchedule(db, scope);
+    return scheduleOrDefault(scope, row);
+  }
+
+  /**
+   * `scheduleFor`'s read, for another module's statement to carry (src/platform/read-part.ts) when the
+   * amount to quote is not known yet: a settlement reads it with the feed lock of the order it settles.
+   */
+  scheduleRead(scope: ScheduleScope): CarriedRead {
+    return { key: scheduleReadKey(scope), part: repository.applicableSchedulePart(scope) };
   }
 
   /** `quote` as a read another module's statement carries (src/platform/read-part.ts). */

@@ -6,6 +6,7 @@ export {
   enqueueJob,
   scheduleJob,
   cancelJobsByKey,
+  unscheduleJob,
   purgeFinishedJobs,
   getJob,
   testClockHasDueJob,

@@ -4,6 +4,7 @@ import { invariant } from '../platform/assert.ts';
 import { newId } from '../platform/ids.ts';
 import { DAY_MS } from '../platform/time.ts';
 import {
+  deferDeletePendingJobsByKey,
   deferInsertJob,
   deletePendingJobsByKey,
   deleteSucceededJobsBefore,
@@ -103,6 +104,15 @@ function jobRow(clock: Clock, spec: JobSpec): InsertJobInput {
  */
 export async function cancelJobsByKey(tx: Queryable, job_key: string): Promise<number> {
   return deletePendingJobsByKey(tx, job_key);
+}
+
+/**
+ * Cancels the pending job with this key as `cancelJobsByKey` does, when the caller does not need the
+ * count: in a transaction the delete is queued and sent with the transaction's next statement
+ * (src/platform/unit-of-work.ts), like `scheduleJob`'s insert.
+ */
+export async function unscheduleJob(tx: Queryable, job_key: string): Promise<void> {
+  await deferDeletePendingJobsByKey(tx, job_key);
 }
 
 /**

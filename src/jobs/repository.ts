@@ -92,10 +92,31 @@ export async function deferInsertJob(tx: Queryable, input: InsertJobInput): Prom
           VALUES ($1, $2, $3, $4::jsonb, $5, 'pending', $6::timestamptz, 0, $7, NULL, NULL, NULL, $9,
                   $8::timestamptz, $8::timestamptz)
           ON CONFLICT (job_key) WHERE job_key IS NOT NULL AND status IN ('pending', 'running') DO NOTHING`,
+    // A delete of the same key queued before it must have run first (`deferDeletePendingJobsByKey`).
+    rows_written: input.job_key === null ? [] : [jobKeyRow(input.job_key)],
     params: [
       input.job_id, input.white_label_id, input.task, input.payload_json, input.job_key, input.run_at, input.max_attempts, input.now,
       input.test_clock_id,
     ],
+  });
+}
+
+/** The key under which a queued write names the jobs of a job key, so that two writes of one key never share a batch. */
+function jobKeyRow(job_key: string): string {
+  return `jobs:key:${job_key}`;
+}
+
+/**
+ * `deletePendingJobsByKey` queued in the caller's transaction (src/platform/unit-of-work.ts), for callers
+ * that need no count. The row it deletes is written otherwise only by the worker's own one-statement
+ * transactions (claim, heartbeat, finish), which hold no other lock, and by transactions that hold the
+ * lock of the object the job is for: sent at the end, the delete waits for nothing that could wait for it.
+ */
+export async function deferDeletePendingJobsByKey(tx: Queryable, job_key: string): Promise<void> {
+  await deferWrite(tx, {
+    sql: `DELETE FROM jobs WHERE job_key = $1 AND status = 'pending'`,
+    params: [job_key],
+    rows_written: [jobKeyRow(job_key)],
   });
 }
 

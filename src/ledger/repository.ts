@@ -12,15 +12,24 @@ export async function lockWallet(db: Queryable, account: WalletAccount, now: Dat
   const select = 'SELECT * FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 FOR UPDATE';
   const keys = [account.white_label_id, account.merchant_id, account.livemode];
   const existing = (await db.query<WalletRow>(select, keys)).rows[0];
-  if (existing) return existing;
-  await db.query(
-    `INSERT INTO wallets (white_label_id, merchant_id, livemode, available_minor, pending_clearing_minor, reserved_minor,
+  return existing ?? createAndLockWallet(db, account, now);
+}
+
+/**
+ * A wallet's first use: creates it and locks it in one statement. The update of a conflicting row (a
+ * concurrent first use created it) changes nothing, but takes the row's lock as `FOR UPDATE` does and
+ * returns the row as it is.
+ */
+async function createAndLockWallet(db: Queryable, account: WalletAccount, now: Date): Promise<WalletRow> {
+  const { rows } = await db.query<WalletRow>(
+    `INSERT INTO wallets AS w (white_label_id, merchant_id, livemode, available_minor, pending_clearing_minor, reserved_minor,
        last_sequence, created_at, updated_at)
      VALUES ($1, $2, $3, 0, 0, 0, 0, $4, $4)
-     ON CONFLICT (white_label_id, merchant_id, livemode) DO NOTHING`,
-    [...keys, now],
+     ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = w.last_sequence
+     RETURNING *`,
+    [account.white_label_id, account.merchant_id, account.livemode, now],
   );
-  const row = (await db.query<WalletRow>(select, keys)).rows[0];
+  const row = rows[0];
   if (!row) throw new Error('wallet row missing after insert');
   return row;
 }
@@ -49,8 +58,8 @@ export async function lockWalletFindingMovement(
   );
   const found = rows[0];
   if (!found) {
-    // A wallet's first movement: created and locked as `lockWallet` does; no movement can exist yet.
-    return { wallet: await lockWallet(db, account, now), existing_balance_transaction_id: null, stale: false };
+    // A wallet's first movement: created and locked (the statement above found no row to lock); no movement can exist yet.
+    return { wallet: await createAndLockWallet(db, account, now), existing_balance_transaction_id: null, stale: false };
   }
   const { existing_balance_transaction_id, seen_sequence, ...wallet } = found;
   return { wallet, existing_balance_transaction_id, stale: Number(seen_sequence) !== wallet.last_sequence };

@@ -149,6 +149,12 @@ export class LedgerService {
 
   /** Moves money. Returns `insufficient_balance` when a debit would take `available` below zero. */
   async post(tx: Queryable, input: PostInput): Promise<Result<BalanceTransactionView>> {
+    const posted = await this.postMovement(tx, input);
+    return posted.ok ? ok(posted.value.view) : posted;
+  }
+
+  /** `post`, saying whether this call created the movement (false: its key had one already). */
+  private async postMovement(tx: Queryable, input: PostInput): Promise<Result<{ view: BalanceTransactionView; created: boolean }>> {
     assertPositiveMinor(input.amount_minor, 'amount_minor');
     const rule = MOVEMENT_RULES[input.type].find((candidate) => candidate.from === input.bucket_from && candidate.to === input.bucket_to);
     invariant(rule, `a ${input.type} movement cannot go from ${String(input.bucket_from)} to ${String(input.bucket_to)}`);
@@ -165,7 +171,7 @@ export class LedgerService {
         : await repository.findBalanceTransaction(tx, input.account, locked.existing_balance_transaction_id);
     if (existing) {
       invariant(existing.type === input.type && existing.amount_minor === input.amount_minor, `movement ${input.movement_key} was posted with other terms`);
-      return ok(balanceTransactionView(existing));
+      return ok({ view: balanceTransactionView(existing), created: false });
     }
 
     const before: Balances = {
@@ -226,7 +232,7 @@ export class LedgerService {
       previous_attributes: undefined,
       cause: input.cause,
     });
-    return ok(view);
+    return ok({ view, created: true });
   }
 
   /**
@@ -238,7 +244,7 @@ export class LedgerService {
     input: { account: WalletAccount; deposit_id: string; amount_minor: number; cause: EventCause; balance_transaction_id?: string },
   ): Promise<BalanceTransactionView> {
     const availableAt = new Date(this.clock.now().getTime() + CLEARING_PERIOD_MS);
-    const posted = await this.post(tx, {
+    const posted = await this.postMovement(tx, {
       account: input.account,
       type: 'deposit_settled',
       amount_minor: input.amount_minor,
@@ -251,8 +257,9 @@ export class LedgerService {
       cause: input.cause,
     });
     invariant(posted.ok, 'a credit into pending_clearing cannot be refused');
-    const view = posted.value;
-    const existingClearing = await repository.lockClearing(tx, input.account.white_label_id, view.id);
+    const { view, created } = posted.value;
+    // A credit this call created has no clearing yet: only a credit posted before can have one to find.
+    const existingClearing = created ? null : await repository.lockClearing(tx, input.account.white_label_id, view.id);
     if (!existingClearing) {
       const now = this.clock.now();
       const when = new Date(view.available_at ?? availableAt);

@@ -13,7 +13,10 @@
  * here, but they wait for no lock the transaction does not hold: an update is queued only for a row the
  * transaction locked or inserted (an order, a wallet, a feed) or one locked through such a row (an
  * order's legs), and the new rows it inserts are keyed by objects it holds (an order's id, a feed's
- * sequence, a wallet's movement key).
+ * sequence, a wallet's movement key). A settlement's sender registration is an upsert of a row that only
+ * a settlement of the same merchant writes, under that merchant's feed lock, which this transaction holds;
+ * a queued delete of a pending job by its key can meet only the worker's one-statement transactions on
+ * that row, which hold no other lock.
  */
 export const LOCK_ORDER = [
   /** `IdempotencyService.execute`: a try-lock on the key (a second request answers `idempotency_in_flight`). */

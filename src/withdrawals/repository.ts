@@ -1,7 +1,7 @@
 import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
-import { deferWrite, holdsLock, isUnitOfWork, rememberLocked } from '../platform/unit-of-work.ts';
-import { renumberPlaceholders, rowFromJson, type ReadPart } from '../platform/read-part.ts';
+import { deferWrite, holdsLock, isUnitOfWork, rememberLocked, takeCarried } from '../platform/unit-of-work.ts';
+import { renumberPlaceholders, rowFromJson, type CarriedRead, type ReadPart } from '../platform/read-part.ts';
 import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
 /**
@@ -178,6 +178,12 @@ function lockedOrder(db: Queryable, white_label_id: string, withdrawal_id: strin
   return db.memo.get(lockedOrderMemoKey(white_label_id, withdrawal_id)) as WithdrawalRow | undefined;
 }
 
+/** The transaction's copy of an order it holds locked (see `lockedOrder`), or null. */
+export function heldOrder(db: Queryable, white_label_id: string, withdrawal_id: string): WithdrawalRow | null {
+  const known = lockedOrder(db, white_label_id, withdrawal_id);
+  return known ? { ...known } : null;
+}
+
 /** Remembers the lock of an order just read FOR UPDATE, and keeps a copy of the row. */
 function keepLocked(db: Queryable, row: WithdrawalRow): void {
   rememberLocked(db, orderRowKey(row.white_label_id, row.withdrawal_id));
@@ -331,6 +337,7 @@ export async function merchantsOf(db: Queryable, white_label_id: string, withdra
 /** Queued in the transaction (src/platform/unit-of-work.ts); the leg's order is locked by it. */
 export async function insertLeg(db: Queryable, row: WithdrawalLegRow): Promise<void> {
   forgetCandidate(db, row.white_label_id, row.withdrawal_id);
+  forgetCarriedLeg(db, row);
   await deferWrite(db, {
     sql: `INSERT INTO withdrawal_legs (${LEG_COLUMNS})
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
@@ -362,6 +369,7 @@ function legUpdateParams(row: WithdrawalLegRow, expected_status: WithdrawalLegRo
 /** Moves a leg on from `expected_status`; a short fill also lowers `amount_minor` to what was paid. */
 export async function updateLeg(db: Queryable, row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): Promise<boolean> {
   forgetCandidate(db, row.white_label_id, row.withdrawal_id);
+  forgetCarriedLeg(db, row);
   const result = await db.query(LEG_UPDATE_SQL, legUpdateParams(row, expected_status));
   return result.rowCount === 1;
 }
@@ -373,6 +381,7 @@ export async function updateLeg(db: Queryable, row: WithdrawalLegRow, expected_s
  */
 export async function updateLockedLeg(db: Queryable, row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): Promise<void> {
   forgetCandidate(db, row.white_label_id, row.withdrawal_id);
+  forgetCarriedLeg(db, row);
   if (!holdsLock(db, orderRowKey(row.white_label_id, row.withdrawal_id))) {
     invariant(await updateLeg(db, row, expected_status), 'the leg is locked through its order');
     return;
@@ -434,7 +443,56 @@ export async function readHeldOrderForReservation(
   return { row: row as WithdrawalRow, existing_leg_ref, reserved_legs: Number(reserved_legs) };
 }
 
+function carriedLegKey(white_label_id: string, leg_ref: string): string {
+  return `withdrawals:leg:${white_label_id}:${leg_ref}`;
+}
+
+function carriedNextFillKey(white_label_id: string, withdrawal_id: string): string {
+  return `withdrawals:next-fill:${white_label_id}:${withdrawal_id}`;
+}
+
+/**
+ * Forgets what another statement carried about a leg and its order's fill numbers (`legRead`,
+ * `nextFillSequenceRead`): a write of one of the order's legs makes it stale, so the next read asks the
+ * database again.
+ */
+function forgetCarriedLeg(db: Queryable, row: Pick<WithdrawalLegRow, 'white_label_id' | 'withdrawal_id' | 'leg_ref'>): void {
+  takeCarried(db, carriedLegKey(row.white_label_id, row.leg_ref));
+  takeCarried(db, carriedNextFillKey(row.white_label_id, row.withdrawal_id));
+}
+
+/**
+ * `findLeg` as a read another module's statement carries (src/platform/read-part.ts), for a leg whose
+ * order the transaction has locked: the leg cannot move under that lock, so the answer stays what
+ * `findLeg` would read until this transaction writes one of the order's legs (which forgets it).
+ */
+export function legRead(white_label_id: string, leg_ref: string): CarriedRead {
+  return {
+    key: carriedLegKey(white_label_id, leg_ref),
+    part: {
+      sql: `(SELECT row_to_json(l) FROM (SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND leg_ref = $2) AS l)`,
+      params: [white_label_id, leg_ref],
+      parse: (value) => rowFromJson<WithdrawalLegRow>(value, ['settled_at', 'auto_confirm_at', 'created_at', 'updated_at']),
+    },
+  };
+}
+
+/** `nextFillSequence` as a carried read, for an order the transaction has locked (see `legRead`). */
+export function nextFillSequenceRead(white_label_id: string, withdrawal_id: string): CarriedRead {
+  return {
+    key: carriedNextFillKey(white_label_id, withdrawal_id),
+    part: {
+      sql: `(SELECT coalesce(max(sequence), 0)::integer + 1 FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2)`,
+      params: [white_label_id, withdrawal_id],
+      parse: (value) => Number(value ?? 1),
+    },
+  };
+}
+
+/** A leg; what a carried read answered about it (`legRead`) is taken instead of a round trip. */
 export async function findLeg(db: Queryable, white_label_id: string, leg_ref: string): Promise<WithdrawalLegRow | null> {
+  const carried = takeCarried(db, carriedLegKey(white_label_id, leg_ref));
+  if (carried.found) return carried.value as WithdrawalLegRow | null;
   const { rows } = await db.query<WithdrawalLegRow>(`SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND leg_ref = $2`, [
     white_label_id,
     leg_ref,
@@ -458,6 +516,28 @@ export async function findLegOwner(
   return rows[0] ?? null;
 }
 
+/**
+ * Whether a leg belongs to an order, and a read another module owns about that order (its beneficiary's
+ * payee), as one carried read (src/platform/read-part.ts): `findLegOwner` and the payee read in the
+ * statement that carries it, for an order whose owner the caller knows already.
+ */
+export function legOfOrderWith<Carried>(white_label_id: string, withdrawal_id: string, leg_ref: string, carried: ReadPart<Carried>): ReadPart<{ leg_of_order: boolean; carried: Carried }> {
+  const params: unknown[] = [white_label_id, withdrawal_id, leg_ref];
+  const carriedSql = renumberPlaceholders(carried.sql, params.length);
+  params.push(...carried.params);
+  return {
+    sql: `(SELECT json_build_object(
+              'leg_of_order', EXISTS (SELECT 1 FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 AND leg_ref = $3),
+              'carried', ${carriedSql}))`,
+    params,
+    parse: (value) => {
+      const answer = value as { leg_of_order: boolean; carried: unknown } | null;
+      invariant(answer !== null, 'the leg read answers one object');
+      return { leg_of_order: answer.leg_of_order, carried: carried.parse(answer.carried ?? null) };
+    },
+  };
+}
+
 export async function listLegs(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalLegRow[]> {
   const { rows } = await db.query<WithdrawalLegRow>(
     `SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 ORDER BY created_at, leg_ref`,
@@ -478,6 +558,9 @@ export async function listFills(db: Queryable, white_label_id: string, withdrawa
 
 /** The next fill number of an order (a reversed fill keeps its number). */
 export async function nextFillSequence(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<number> {
+  // Taken from a carried read (`nextFillSequenceRead`) when one answered it since the order's legs were last written.
+  const carried = takeCarried(db, carriedNextFillKey(white_label_id, withdrawal_id));
+  if (carried.found) return carried.value as number;
   const { rows } = await db.query<{ next: number }>(
     `SELECT coalesce(max(sequence), 0)::integer + 1 AS next FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2`,
     [white_label_id, withdrawal_id],

@@ -8,7 +8,7 @@ import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
-import { cancelJobsByKey, scheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { cancelJobsByKey, scheduleJob, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import { recognizeFee, recognizeFill, type FeeComputation, type FeeService } from '../fees/service.ts';
 import type { BeneficiaryService, Payee } from '../beneficiaries/service.ts';
@@ -919,7 +919,8 @@ export class WithdrawalService {
     const jobs = [autoConfirmJob(filledLeg)];
     let moved: Result<WithdrawalView>;
     if (base.remaining_minor === 0 && base.reserved_minor === 0) {
-      await cancelJobsByKey(tx, `${EXPIRE_WITHDRAWAL_TASK}:${row.withdrawal_id}`);
+      // Queued: nothing here reads whether the deadline job was still pending.
+      await unscheduleJob(tx, `${EXPIRE_WITHDRAWAL_TASK}:${row.withdrawal_id}`);
       moved = await this.transition(tx, {
         before: row,
         after: { ...base, status: 'settled', refunded_minor: 0, closed_at: now },
@@ -1129,6 +1130,40 @@ export class WithdrawalService {
    */
   payeeOfReservationPart(scope: { white_label_id: string; livemode: boolean }, reservation: Pick<LegReservation, 'merchant_id' | 'beneficiary_id'>): ReadPart<Payee | null> {
     return this.deps.beneficiaries.payeePart({ white_label_id: scope.white_label_id, merchant_id: reservation.merchant_id, livemode: scope.livemode }, reservation.beneficiary_id);
+  }
+
+  /**
+   * `destinationOf` as a read another module's statement carries (src/platform/read-part.ts), for a leg of
+   * an order this transaction holds locked (a deposit change locks the withdrawals its legs name before
+   * their feeds): the order's copy names its owner and beneficiary, so the leg's owner is not read first.
+   * Null when the order is not held. The part answers `undefined` when the leg is not of that order, and the
+   * caller asks `destinationOf` then.
+   */
+  destinationPart(tx: Queryable, white_label_id: string, withdrawal_id: string, leg_ref: string): ReadPart<Payee | null | undefined> | null {
+    const order = repository.heldOrder(tx, white_label_id, withdrawal_id);
+    if (!order) return null;
+    const part = repository.legOfOrderWith(white_label_id, withdrawal_id, leg_ref, this.deps.beneficiaries.payeePart(accountOf(order), order.beneficiary_id));
+    return {
+      ...part,
+      parse: (value) => {
+        const answer = part.parse(value);
+        if (!answer.leg_of_order) return undefined;
+        invariant(answer.carried, 'an order keeps its beneficiary');
+        return answer.carried;
+      },
+    };
+  }
+
+  /**
+   * What filling these legs reads (each leg, and its order's next fill number), as reads another module's
+   * statement carries for `recordFill` to take later in the transaction (src/platform/read-part.ts). Only
+   * for orders this transaction holds locked: their legs cannot move under that lock, and a write of one of
+   * them here forgets what was carried.
+   */
+  fillReads(tx: Queryable, white_label_id: string, legs: readonly { withdrawal_id: string; leg_ref: string }[]): CarriedRead[] {
+    const held = legs.filter((leg) => holdsLock(tx, repository.orderRowKey(white_label_id, leg.withdrawal_id)));
+    const orders = [...new Set(held.map((leg) => leg.withdrawal_id))];
+    return [...held.map((leg) => repository.legRead(white_label_id, leg.leg_ref)), ...orders.map((withdrawal_id) => repository.nextFillSequenceRead(white_label_id, withdrawal_id))];
   }
 
   /** The payee of a leg, for the payment instructions the deposit side shows its payer. */
