@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
+// Types only: the embedded engine is loaded when it is opened (`openDatabase`), so that a service on
+// PostgreSQL never holds PGlite's code and memory (about 40 MB resident, docs/benchmarks.md).
+import type { PGlite } from '@electric-sql/pglite';
 import { UnitOfWork } from './unit-of-work.ts';
 
 /**
@@ -381,6 +383,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
     });
     return new PostgresDatabase(pool);
   }
+  const { PGlite } = await import('@electric-sql/pglite');
   let releaseLock = () => {};
   let pglite: PGlite;
   if (options.data_dir) {

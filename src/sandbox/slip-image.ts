@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
-import { createCanvas, GlobalFonts, type SKRSContext2D } from '@napi-rs/canvas';
+import type * as CanvasModule from '@napi-rs/canvas';
+import type { SKRSContext2D } from '@napi-rs/canvas';
 import QRCode from 'qrcode';
 import { invariant } from '../platform/assert.ts';
 import { buildSlipPayload, parseSlipPayload } from '../verification/slip-payload.ts';
@@ -68,21 +69,32 @@ function bankStyle(bank_code: string): BankStyle {
 
 const FONT_FAMILY = 'Sarabun';
 const FONT_FILES = ['sarabun-thai-400-normal.woff2', 'sarabun-latin-400-normal.woff2', 'sarabun-thai-700-normal.woff2', 'sarabun-latin-700-normal.woff2'];
-let fonts_registered = false;
+let canvasLoaded: Promise<typeof CanvasModule> | null = null;
+
+/**
+ * The canvas library (Skia) is loaded with the first sandbox slip drawn, not when the service starts: a
+ * process that never draws one does not hold it (docs/benchmarks.md, resident memory). Its fonts are
+ * registered then, once.
+ */
+function loadCanvas(): Promise<typeof CanvasModule> {
+  canvasLoaded ??= import('@napi-rs/canvas').then((canvas) => {
+    registerFonts(canvas.GlobalFonts);
+    return canvas;
+  });
+  return canvasLoaded;
+}
 
 /**
  * Registers Sarabun once per process. The Thai and the Latin subsets are separate files of one family,
  * so both are registered under the same name and a line mixing scripts is drawn in one typeface.
  * Paths are resolved through the package, so the working directory does not matter.
  */
-function registerFonts(): void {
-  if (fonts_registered) return;
+function registerFonts(GlobalFonts: typeof CanvasModule.GlobalFonts): void {
   const require = createRequire(import.meta.url);
   for (const file of FONT_FILES) {
     const key = GlobalFonts.registerFromPath(require.resolve(`@fontsource/sarabun/files/${file}`), FONT_FAMILY);
     if (key === null) throw new Error(`the font file ${file} could not be registered`);
   }
-  fonts_registered = true;
 }
 
 const THAI_MONTHS_SHORT = ['ม.ค.', 'ก.พ.', 'มี.ค.', 'เม.ย.', 'พ.ค.', 'มิ.ย.', 'ก.ค.', 'ส.ค.', 'ก.ย.', 'ต.ค.', 'พ.ย.', 'ธ.ค.'] as const;
@@ -271,7 +283,7 @@ export async function renderSlipImage(
   details: SlipImageDetails,
   options?: { format?: 'png' | 'jpeg'; jpeg_quality?: number },
 ): Promise<RenderedSlipImage> {
-  registerFonts();
+  const { createCanvas } = await loadCanvas();
   const payload = buildSlipPayload({ sending_bank_code: details.sending_bank_code, trans_ref: details.trans_ref });
   // The sandbox bank makes its own references; one that its own reader would refuse is a programming error.
   invariant(parseSlipPayload(payload).ok, 'the slip reference is a 3-digit bank code and 1-50 ASCII letters and digits');

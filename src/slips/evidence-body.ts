@@ -1,5 +1,4 @@
 import busboy from 'busboy';
-import { fileTypeFromBuffer } from 'file-type';
 import { decodeJson, isJsonMediaType } from '../http/json-body.ts';
 import { ApiError, type FieldProblem } from '../platform/errors.ts';
 import { sha256Hex } from '../platform/crypto.ts';
@@ -51,6 +50,8 @@ function mediaTypeOf(header: string | undefined): 'multipart' | 'json' | null {
 async function checkedImage(path: string, image: Buffer): Promise<{ image: Buffer; image_sha256: string; media_type: SlipImageMediaType }> {
   if (image.length === 0) refuse([{ path, reason: 'empty', hint: 'the slip image' }]);
   if (image.length > SLIP_MAX_BYTES) refuse([{ path, reason: 'too_large', hint: `at most ${SLIP_MAX_BYTES} decoded bytes` }]);
+  // Loaded with the first upload, not at start-up: a process that takes no slip does not hold it.
+  const { fileTypeFromBuffer } = await import('file-type');
   const detected = await fileTypeFromBuffer(image);
   const mediaType = SLIP_IMAGE_MEDIA_TYPES.find((allowed) => allowed === detected?.mime);
   if (!mediaType) refuse([{ path, reason: 'unsupported_type', hint: MEDIA_TYPE_HINT }]);

@@ -1,8 +1,19 @@
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import sharp from 'sharp';
+import type sharpModule from 'sharp';
 import { prepareZXingModule, purgeZXingModule, readBarcodes, type ReaderOptions } from 'zxing-wasm/reader';
 import { parseSlipPayload, type SlipReference } from './slip-payload.ts';
+
+let sharpLoaded: Promise<typeof sharpModule> | null = null;
+
+/**
+ * sharp is loaded on the first slip decoded, not when the service starts: a process that never reads a
+ * slip (an API process beside a separate worker) does not hold libvips (about 18 MB resident).
+ */
+function loadSharp(): Promise<typeof sharpModule> {
+  sharpLoaded ??= import('sharp').then((module) => module.default);
+  return sharpLoaded;
+}
 
 /**
  * Reads the mini-QR of a slip image: checks the size and the magic bytes, reads the header for the
@@ -124,6 +135,8 @@ export async function decodeSlipImage(
   if (!Buffer.isBuffer(bytes) || bytes.length === 0 || bytes.length > MAX_SLIP_BYTES) return { ok: false, reason: 'undecodable' };
   if (!looksLikeSupportedImage(bytes)) return { ok: false, reason: 'undecodable' };
   const input_options = { limitInputPixels: MAX_SLIP_PIXELS, failOn: 'error', pages: 1 } as const;
+  // Loaded outside the try: a sharp that cannot load is a broken installation, not an undecodable slip.
+  const sharp = await loadSharp();
   try {
     // The header alone: sharp reads the dimensions without decoding pixels, whatever the limit says.
     const metadata = await sharp(bytes, { ...input_options, limitInputPixels: false }).metadata();
@@ -160,7 +173,7 @@ export async function attemptPixels(image: DecodedSlipImage, read_attempt: SlipR
   if (Math.min(scaled_width, scaled_height) < MINIMUM_ATTEMPT_EDGE_PX) return null;
   if (left === 0 && top === 0 && width === image.width && height === image.height && read_attempt.scale === 1) return image;
   const source = Buffer.from(image.data.buffer, image.data.byteOffset, image.data.byteLength);
-  let pipeline = sharp(source, { raw: { width: image.width, height: image.height, channels: 4 } }).extract({ left, top, width, height });
+  let pipeline = (await loadSharp())(source, { raw: { width: image.width, height: image.height, channels: 4 } }).extract({ left, top, width, height });
   if (read_attempt.scale !== 1) pipeline = pipeline.resize({ width: scaled_width, height: scaled_height, fit: 'fill', kernel: read_attempt.scale > 1 ? 'cubic' : 'lanczos3' });
   const { data, info } = await pipeline.raw().toBuffer({ resolveWithObject: true });
   return { data: new Uint8ClampedArray(data.buffer, data.byteOffset, data.length), width: info.width, height: info.height };
