@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
 import { usingPostgres } from './support/database.ts';
 import { accountOf, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
+import { depositPolicyBody } from './support/slips.ts';
 import * as beneficiaries from '../src/beneficiaries/repository.ts';
 import * as deposits from '../src/deposits/repository.ts';
 import type { ReadPart } from '../src/platform/read-part.ts';
@@ -56,17 +57,7 @@ describe('carried reads', () => {
     const stored = await app.backoffice({
       method: 'POST',
       url: '/v1/bo/deposit-policy',
-      body: {
-        white_label_id: merchant.white_label_id,
-        mode: 'test',
-        min_amount_minor: 50_000,
-        max_amount_minor: 5_000_000,
-        default_expires_in_seconds: 900,
-        max_expires_in_seconds: 3600,
-        max_legs: 3,
-        liquidity_wait_seconds: 300,
-        gateway: null,
-      },
+      body: depositPolicyBody({ white_label_id: merchant.white_label_id, min_amount_minor: 50_000 }),
     });
     expect(stored.statusCode, stored.body).toBe(200);
     const policy = await inTransaction(app, (tx) => deposits.lockEndUserAndFindPolicy(tx, account, 'someone'));
