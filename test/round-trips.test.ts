@@ -14,7 +14,7 @@ import { runJobs, sandboxTransfer, slipBytes, uploadMultipart, type CreatedDepos
 /** The most round trips each command may take (measured on both engines; they send the same statements). */
 const ROUND_TRIP_BOUNDS = {
   withdrawal_creation: 5,
-  deposit_creation: 6,
+  deposit_creation: 5,
   slip_upload: 10,
   slip_processing: 24,
 } as const;

@@ -232,43 +232,60 @@ export interface CreationConflicts {
   /** Orders awaiting payment with the same amount and the same sender account (the duplicate check), oldest first. */
   duplicate_ids: string[];
   /**
-   * The end user's open unpaid orders (awaiting liquidity or payment), oldest first, locked so that two
-   * concurrent creations for one user count each other. Only the device's, when a fingerprint is given.
+   * The end user's open unpaid orders (awaiting liquidity or payment), oldest first; two concurrent creations
+   * for one user count each other through the end user's advisory lock. Only the device's, when a fingerprint
+   * is given.
    */
   open_ids: string[];
 }
 
+/** What `creationConflictsPart` is asked about: the new order's reference, amount, sender and end user. */
+export interface CreationConflictsInput {
+  merchant_reference: string;
+  amount_minor: number;
+  sender_account_hmac: string;
+  end_user_ref: string;
+  device_fingerprint: string | null;
+}
+
 /**
- * The three checks of a creation in one round trip. Run after the end user's advisory lock, in a
- * statement of its own, so that it sees every order committed by a creation it waited for.
+ * The three checks of a creation, as one read another statement carries (src/platform/read-part.ts): the
+ * matching queue's candidate statement, or a statement of its own (`readCreationConflicts`). Either runs
+ * after the end user's advisory lock, in a later statement, so that its snapshot sees every order committed
+ * by a creation it waited for. The end user's open orders are not locked: the advisory lock already
+ * serialises the end user's creations, and the read carried by the candidate statement, which locks
+ * withdrawal orders, must wait for no deposit order (a rank before them, src/platform/lock-order.ts).
  */
-export async function readCreationConflicts(
-  db: Queryable,
-  account: DepositAccount,
-  input: { merchant_reference: string; amount_minor: number; sender_account_hmac: string; end_user_ref: string; device_fingerprint: string | null },
-): Promise<CreationConflicts> {
-  const { rows } = await db.query<CreationConflicts>(
-    `SELECT
-       EXISTS (SELECT 1 FROM deposit_orders
-                WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND merchant_reference = $4) AS reference_taken,
-       ARRAY(SELECT deposit_id FROM deposit_orders
-              WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND status = 'awaiting_payment'
-                AND amount_minor = $5 AND sender_account_hmac = $6
-              ORDER BY created_at, deposit_id) AS duplicate_ids,
-       ARRAY(SELECT deposit_id FROM deposit_orders
-              WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND end_user_ref = $7
-                AND status IN ('awaiting_liquidity', 'awaiting_payment')
-                AND ($8::text IS NULL OR device_fingerprint = $8::text)
-              ORDER BY created_at, deposit_id
-              FOR UPDATE) AS open_ids`,
-    [
+export function creationConflictsPart(account: DepositAccount, input: CreationConflictsInput): ReadPart<CreationConflicts> {
+  return {
+    sql: `(SELECT json_build_object(
+              'reference_taken', EXISTS (SELECT 1 FROM deposit_orders
+                                          WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND merchant_reference = $4),
+              'duplicate_ids', ARRAY(SELECT deposit_id FROM deposit_orders
+                                      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND status = 'awaiting_payment'
+                                        AND amount_minor = $5 AND sender_account_hmac = $6
+                                      ORDER BY created_at, deposit_id),
+              'open_ids', ARRAY(SELECT deposit_id FROM deposit_orders
+                                 WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND end_user_ref = $7
+                                   AND status IN ('awaiting_liquidity', 'awaiting_payment')
+                                   AND ($8::text IS NULL OR device_fingerprint = $8::text)
+                                 ORDER BY created_at, deposit_id)))`,
+    params: [
       account.white_label_id, account.merchant_id, account.livemode, input.merchant_reference, input.amount_minor,
       input.sender_account_hmac, input.end_user_ref, input.device_fingerprint,
     ],
-  );
-  const row = rows[0];
-  if (!row) throw new Error('the creation checks returned no row');
-  return row;
+    parse: (value) => {
+      const answer = value as CreationConflicts | null;
+      if (!answer) throw new Error('the creation checks answered nothing');
+      return { reference_taken: answer.reference_taken, duplicate_ids: answer.duplicate_ids, open_ids: answer.open_ids };
+    },
+  };
+}
+
+/** `creationConflictsPart` in a statement of its own, for a creation whose matching sent no candidate statement. */
+export async function readCreationConflicts(db: Queryable, part: ReadPart<CreationConflicts>): Promise<CreationConflicts> {
+  const { rows } = await db.query<{ conflicts: unknown }>(`SELECT ${part.sql} AS conflicts`, part.params);
+  return part.parse(rows[0]?.conflicts ?? null);
 }
 
 /** Queued in the transaction with its order (src/platform/unit-of-work.ts). */

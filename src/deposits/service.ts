@@ -18,7 +18,7 @@ import { CLEARING_PERIOD_MS } from '../ledger/service.ts';
 import type { FeeService } from '../fees/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
-import { keepCarried } from '../platform/unit-of-work.ts';
+import { keepCarried, takeCarried } from '../platform/unit-of-work.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
 import { claimUrl, SLIP_CLAIM_PERIOD_MS, slipUploadOf, slipUploadUrl, type SlipTokenSigner, type SlipUpload } from '../slips/capability.ts';
@@ -684,19 +684,18 @@ export class DepositService {
     const hmac = sender.account_hmac;
     const client = input.client;
     const clientComplete = Boolean(client?.device_fingerprint && client.ip && client.user_agent);
-    const conflicts = await repository.readCreationConflicts(tx, account, {
+    const deposit_id = newId('deposit');
+    // The duplicate, open-order and reference checks ride on the matching queue's candidate statement, the
+    // next statement this creation sends; they are decided right after matching, before this creation
+    // writes anything of its own, and the reservations matching queued roll back with a refusal.
+    const conflictsPart = repository.creationConflictsPart(account, {
       merchant_reference: input.merchant_reference,
       amount_minor: input.amount_minor,
       sender_account_hmac: hmac,
       end_user_ref: input.end_user_ref,
       device_fingerprint: clientComplete ? (client?.device_fingerprint ?? null) : null,
     });
-    if (conflicts.reference_taken) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
-    if (conflicts.duplicate_ids.length > 0) throw new ApiError('duplicate_open_deposit', { details: { open_deposit_ids: conflicts.duplicate_ids } });
-    const cap = clientComplete ? OPEN_ORDER_CAP_WITH_CLIENT : OPEN_ORDER_CAP_WITHOUT_CLIENT;
-    if (conflicts.open_ids.length >= cap) throw new ApiError('too_many_open_deposits', { details: { open_deposit_ids: conflicts.open_ids, limit: cap } });
-
-    const deposit_id = newId('deposit');
+    const conflictsRead: CarriedRead = { key: `deposits:creation-conflicts:${deposit_id}`, part: conflictsPart };
     const row: DepositRow = {
       ...account,
       deposit_id,
@@ -748,7 +747,13 @@ export class DepositService {
       updated_at: now,
     };
 
-    const reservation = await this.reserve(tx, row, policy, cause, options.fill_withdrawal_id);
+    const reservation = await this.reserve(tx, row, policy, cause, options.fill_withdrawal_id, [conflictsRead]);
+    const carriedConflicts = takeCarried(tx, conflictsRead.key);
+    const conflicts = carriedConflicts.found ? (carriedConflicts.value as repository.CreationConflicts) : await repository.readCreationConflicts(tx, conflictsPart);
+    if (conflicts.reference_taken) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
+    if (conflicts.duplicate_ids.length > 0) throw new ApiError('duplicate_open_deposit', { details: { open_deposit_ids: conflicts.duplicate_ids } });
+    const cap = clientComplete ? OPEN_ORDER_CAP_WITH_CLIENT : OPEN_ORDER_CAP_WITHOUT_CLIENT;
+    if (conflicts.open_ids.length >= cap) throw new ApiError('too_many_open_deposits', { details: { open_deposit_ids: conflicts.open_ids, limit: cap } });
     if (chunk && !('legs' in reservation)) throw new ApiError('withdrawal_state_conflict', { details: { reason: 'not_matchable' } });
     if ('legs' in reservation) {
       const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
@@ -808,6 +813,8 @@ export class DepositService {
     policy: DepositPolicy,
     cause: EventCause,
     fill_withdrawal_id?: string,
+    /** Reads of the caller's that the matching queue's candidate statement carries (`MatchRequest.carried_reads`). */
+    carried_reads: readonly CarriedRead[] = [],
   ): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway'; payees: Map<string, Payee> } | NoMatch> {
     const match = await this.deps.matching.match(
       tx,
@@ -820,6 +827,7 @@ export class DepositService {
         fill_preference: row.fill_preference,
         order_created_at: row.created_at,
         fill_withdrawal_id,
+        carried_reads,
       },
       { max_legs: policy.max_legs, gateway: policy.gateway },
       cause,

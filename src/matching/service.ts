@@ -6,6 +6,7 @@ import { findBank } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import type { EventsService } from '../events/service.ts';
+import type { CarriedRead } from '../platform/read-part.ts';
 
 /**
  * Peer-to-peer matching: which withdrawals of the brand a deposit pays, and the reservation of those
@@ -42,7 +43,7 @@ export interface NoMatch {
 export interface LiquidityProvider {
   ensureFor(
     tx: Queryable,
-    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date },
+    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date; carried_reads?: readonly CarriedRead[] },
   ): Promise<LiquidityDecision>;
 }
 
@@ -60,6 +61,11 @@ export interface MatchRequest {
    * chunk of it); no other order is considered, and no liquidity is provided. Absent for every other order.
    */
   fill_withdrawal_id?: string | undefined;
+  /**
+   * The caller's reads that the candidate statement carries (src/platform/read-part.ts), kept in the
+   * transaction when a candidate statement finds a row; a caller whose reads were not kept reads them itself.
+   */
+  carried_reads?: readonly CarriedRead[];
 }
 
 export interface GatewayDestination {
@@ -105,7 +111,7 @@ export class MatchingService {
   /** Matches and reserves, or answers NoMatch when the amount cannot be covered now (nothing reserved then). */
   async match(tx: Queryable, request: MatchRequest, policy: { max_legs: number; gateway: GatewayDestination | null }, cause: EventCause): Promise<Match | NoMatch> {
     const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
-    const decision = request.fill_withdrawal_id !== undefined ? await this.targetOf(tx, request, request.fill_withdrawal_id) : this.deps.liquidity ? await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at }) : 'match';
+    const decision = request.fill_withdrawal_id !== undefined ? await this.targetOf(tx, request, request.fill_withdrawal_id) : this.deps.liquidity ? await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at, carried_reads: request.carried_reads ?? [] }) : 'match';
     if (decision === null) return { wait_until: null };
     if (typeof decision === 'object' && 'wait_until' in decision) return { wait_until: decision.wait_until };
     const plan =
@@ -191,10 +197,12 @@ export class MatchingService {
   /** Rules 2 and 3: the parts to reserve, or none. */
   private async plan(tx: Queryable, request: MatchRequest, max_legs: number): Promise<PlannedLeg[]> {
     const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
-    const [whole] = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: request.amount_minor, limit: 1 });
+    const carried = request.carried_reads ?? [];
+    const [whole] = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: request.amount_minor, limit: 1 }, carried);
     if (whole) return [{ withdrawal_id: whole.id, merchant_id: whole.merchant_id, amount_minor: request.amount_minor, beneficiary_id: whole.beneficiary_id }];
     if (max_legs <= 1) return [];
-    const candidates = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: 100, limit: max_legs, largest_first: true });
+    // The first statement found no row, so it answered none of the carried reads: the second carries them again.
+    const candidates = await this.deps.withdrawals.findMatchable(tx, { ...scope, amount_minor: 100, limit: max_legs, largest_first: true }, carried);
     const plan: PlannedLeg[] = [];
     let left = request.amount_minor;
     for (const candidate of candidates) {

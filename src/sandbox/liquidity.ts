@@ -1,3 +1,4 @@
+import type { CarriedRead } from '../platform/read-part.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
@@ -56,7 +57,7 @@ export class SandboxLiquidity implements LiquidityProvider {
    */
   async ensureFor(
     tx: Queryable,
-    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date },
+    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date; carried_reads?: readonly CarriedRead[] },
   ): Promise<LiquidityDecision> {
     if (input.livemode) return 'match';
     if (input.amount_minor === LATE_LIQUIDITY_AMOUNT_MINOR) {
@@ -68,10 +69,12 @@ export class SandboxLiquidity implements LiquidityProvider {
     // The order found here is the one rule 2 would pick (same scope, oldest first) and this transaction
     // holds its row lock, so the matcher takes it as it is instead of searching the queue again.
     const scope = { white_label_id: input.white_label_id, livemode: false, amount_minor: input.amount_minor, exclude_merchant_id: input.exclude_merchant_id, limit: 1 };
-    const [present] = await this.deps.withdrawals.findMatchable(tx, scope);
+    // Its candidate statement carries the matcher's caller's reads (`MatchRequest.carried_reads`), as the matcher's own would.
+    const carried = input.carried_reads ?? [];
+    const [present] = await this.deps.withdrawals.findMatchable(tx, scope, carried);
     if (present) return { withdrawal_id: present.id, merchant_id: present.merchant_id, beneficiary_id: present.beneficiary_id };
     await repository.lockBrandLiquidity(tx, input.white_label_id);
-    const [arrived] = await this.deps.withdrawals.findMatchable(tx, scope);
+    const [arrived] = await this.deps.withdrawals.findMatchable(tx, scope, carried);
     if (arrived) return { withdrawal_id: arrived.id, merchant_id: arrived.merchant_id, beneficiary_id: arrived.beneficiary_id };
     const counterparty = await this.counterparty(tx, input.white_label_id);
     // The counterparty never pays its own deposits; a deposit of the counterparty itself gets no help.

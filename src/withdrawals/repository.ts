@@ -1,6 +1,6 @@
 import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
-import { deferWrite, holdsLock, isUnitOfWork, rememberLocked, takeCarried } from '../platform/unit-of-work.ts';
+import { deferWrite, holdsLock, isUnitOfWork, keepCarried, rememberLocked, takeCarried } from '../platform/unit-of-work.ts';
 import { renumberPlaceholders, rowFromJson, type CarriedRead, type ReadPart } from '../platform/read-part.ts';
 import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
@@ -233,6 +233,7 @@ export async function findOpenRefund(db: Queryable, white_label_id: string, depo
 export async function lockMatchable(
   db: Queryable,
   input: { white_label_id: string; livemode: boolean; amount_minor: number; now: Date; exclude_merchant_id: string | null; limit: number; largest_first: boolean },
+  carried: readonly CarriedRead[] = [],
 ): Promise<WithdrawalRow[]> {
   // Two fixed statements rather than a dynamic ORDER BY, each in the order of its index (migration 0010).
   // The literal `remaining_minor > 0` repeats the indexes' predicate so that a plan made without the
@@ -242,8 +243,16 @@ export async function lockMatchable(
   // The answer also carries what a reservation of the order must know, so that `reserveLeg` need not read it
   // again (see `rememberCandidate`): the legs holding a reservation, and the order's version as this
   // statement's snapshot saw it, which differs from the locked row's when a change committed in between.
-  const { rows } = await db.query<WithdrawalRow & { reserved_legs: number; version_in_snapshot: number | null }>(
-    `${input.largest_first ? '' : PLANNED_PER_CALL} SELECT ${ORDER_COLUMNS},
+  // Reads of the caller's that ride on the statement (src/platform/read-part.ts), each answered in every row and
+  // kept for the caller from the first (a statement that finds no candidate answers none of them).
+  const params: unknown[] = [input.white_label_id, input.livemode, input.amount_minor, input.now, input.exclude_merchant_id, input.limit];
+  const carriedColumns = carried.map(({ part }, index) => {
+    const column = `${renumberPlaceholders(part.sql, params.length)} AS carried_${index},`;
+    params.push(...part.params);
+    return column;
+  });
+  const { rows } = await db.query<WithdrawalRow & { reserved_legs: number; version_in_snapshot: number | null } & Record<string, unknown>>(
+    `${input.largest_first ? '' : PLANNED_PER_CALL} SELECT ${carriedColumns.join(' ')} ${ORDER_COLUMNS},
             (SELECT count(*)::integer FROM withdrawal_legs l
               WHERE l.white_label_id = o.white_label_id AND l.withdrawal_id = o.withdrawal_id AND l.status = 'reserved') AS reserved_legs,
             (SELECT s.version FROM withdrawal_orders s
@@ -258,10 +267,14 @@ export async function lockMatchable(
       ORDER BY ${order}
       LIMIT $6
       FOR UPDATE SKIP LOCKED`,
-    [input.white_label_id, input.livemode, input.amount_minor, input.now, input.exclude_merchant_id, input.limit],
+    params,
   );
-  return rows.map(({ reserved_legs, version_in_snapshot, ...order }) => {
-    const row = order as WithdrawalRow;
+  const first = rows[0];
+  if (first) carried.forEach(({ key, part }, index) => keepCarried(db, key, part.parse(first[`carried_${index}`] ?? null)));
+  return rows.map(({ reserved_legs, version_in_snapshot, ...answered }) => {
+    const order: Record<string, unknown> = answered;
+    carried.forEach((_, index) => delete order[`carried_${index}`]);
+    const row = order as unknown as WithdrawalRow;
     rememberLocked(db, orderRowKey(row.white_label_id, row.withdrawal_id));
     if (version_in_snapshot !== null && Number(version_in_snapshot) === Number(row.version)) rememberCandidate(db, row, Number(reserved_legs));
     return row;

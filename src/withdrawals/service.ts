@@ -704,13 +704,19 @@ export class WithdrawalService {
   async findMatchable(
     tx: Queryable,
     input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string | null; limit?: number; largest_first?: boolean },
+    /** The caller's reads that ride on the candidate statement, kept for it when a candidate is found (src/platform/read-part.ts). */
+    carried: readonly CarriedRead[] = [],
   ): Promise<MatchableWithdrawal[]> {
-    const rows = await repository.lockMatchable(tx, {
-      ...input,
-      largest_first: input.largest_first ?? false,
-      now: this.deps.clock.now(),
-      limit: Math.min(Math.max(input.limit ?? 1, 1), 50),
-    });
+    const rows = await repository.lockMatchable(
+      tx,
+      {
+        ...input,
+        largest_first: input.largest_first ?? false,
+        now: this.deps.clock.now(),
+        limit: Math.min(Math.max(input.limit ?? 1, 1), 50),
+      },
+      carried,
+    );
     return rows.map((row) => ({ id: row.withdrawal_id, merchant_id: row.merchant_id, remaining_minor: row.remaining_minor, beneficiary_id: row.beneficiary_id }));
   }
 
