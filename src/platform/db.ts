@@ -141,6 +141,18 @@ async function observed<T>(observer: StatementObserver | null | undefined, sql: 
   }
 }
 
+/**
+ * The answers of the statements of one pipelined round trip, once every one has answered; the first failure
+ * is thrown then. Waiting for all (not `Promise.all`, which rejects at the first failure) means no statement of
+ * a transaction is still in flight when its client goes back to the pool, and no failure goes unheard.
+ */
+async function allAnswered(answers: readonly Promise<pg.QueryResult>[]): Promise<pg.QueryResult[]> {
+  const settled = await Promise.allSettled(answers);
+  const failed = settled.find((answer): answer is PromiseRejectedResult => answer.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((answer) => (answer as PromiseFulfilledResult<pg.QueryResult>).value);
+}
+
 class PostgresDatabase implements Database {
   readonly engine = 'postgres' as const;
   statement_observer: StatementObserver | null = null;
@@ -182,13 +194,11 @@ class PostgresDatabase implements Database {
     let begun = false;
     /** COMMIT has been sent: the server has left the transaction block, committed or (after a failure) rolled back. */
     let ended = false;
-    // Promise.all hears both answers of a pipelined round trip, so that a failed BEGIN never leaves the
-    // statement's failure unheard; a statement after a failed BEGIN fails too (the connection is broken).
     const send = async (sql: string, statement: string | pg.QueryConfig): Promise<pg.QueryResult> => {
       if (begun) return observed(observer, sql, () => client.query(statement));
       begun = true;
-      const [, result] = await observed(observer, `BEGIN;\n${sql}`, () => Promise.all([client.query('BEGIN'), client.query(statement)]));
-      return result;
+      const [, result] = await observed(observer, `BEGIN;\n${sql}`, () => allAnswered([client.query('BEGIN'), client.query(statement)]));
+      return result as pg.QueryResult;
     };
     try {
       const tx = new UnitOfWork({
@@ -204,7 +214,7 @@ class PostgresDatabase implements Database {
           ended = true;
           const texts = [...(begun ? [] : ['BEGIN']), ...(last ? [last.sql] : []), 'COMMIT'];
           await observed(observer, texts.join(';\n'), () =>
-            Promise.all([...(begun ? [] : [client.query('BEGIN')]), ...(last ? [client.query(preparedQuery(last.sql, last.params))] : []), client.query('COMMIT')]),
+            allAnswered([...(begun ? [] : [client.query('BEGIN')]), ...(last ? [client.query(preparedQuery(last.sql, last.params))] : []), client.query('COMMIT')]),
           );
           begun = true;
         },
