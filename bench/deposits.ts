@@ -29,18 +29,29 @@ import {
   readSettings,
   runClosedLoop,
   runPaced,
-  runPgbench,
   type BenchRequest,
   type BenchSettings,
   type ClosedLoopResult,
-  type CpuTimes,
   type Failures,
   type PacedResult,
-  type PgbenchResult,
   type RequestFactory,
 } from './support.ts';
 import { fundWithdrawer } from './setup.ts';
-import { countingDatabase, diffStats, peakResidentBytes, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
+import {
+  adminQuery,
+  COST_COLUMNS,
+  costRow,
+  countingDatabase,
+  diffStats,
+  peakResidentBytes,
+  perOperation,
+  runPgbenchTpcbPhase,
+  startMeter,
+  stopMeter,
+  type Cost,
+  type PgbenchPhase,
+  type StatementStats,
+} from './meters.ts';
 
 /**
  * `npm run bench:deposits`: the deposit benchmark of issue 4, in one run on real PostgreSQL.
@@ -102,8 +113,6 @@ const CREATE_PATH = '/v1/pay/deposits';
 const SENDER_BANK = '004';
 const SENDER_NAME = 'สมหญิง รักไทย';
 const BENCH_ACTOR = { actor_type: 'system' as const, actor_id: 'bench', request_id: null };
-const CLOCK_TICKS_PER_SECOND = 100;
-const SAMPLE_INTERVAL_MS = 250;
 /** Pause between the closed loop and the open loop, for the closed loop's requests in flight to finish. */
 const SETTLE_MS = 2000;
 
@@ -288,79 +297,7 @@ class ServerProcess {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// CPU and WAL meters: the machine (/proc/stat), this process, the server process (IPC), and PostgreSQL
-// on behalf of the bench database (its backends plus the WAL writer, checkpointer and background
-// writer, sampled from /proc), so that other people's processes show up as "other".
-
-class CpuSampler {
-  private readonly last = new Map<number, number>();
-  private readonly totals = { postgres: 0, pgbench: 0 };
-  private readonly groups = new Map<number, 'postgres' | 'pgbench'>();
-  private timer: NodeJS.Timeout | null = null;
-  private sampling: Promise<void> = Promise.resolve();
-
-  private constructor(
-    private readonly client: pg.Client,
-    private readonly database_name: string,
-  ) {}
-
-  static async start(serverUrl: string, databaseName: string): Promise<CpuSampler> {
-    const client = new pg.Client({ connectionString: serverUrl });
-    await client.connect();
-    const sampler = new CpuSampler(client, databaseName);
-    await sampler.sample();
-    sampler.timer = setInterval(() => {
-      sampler.sampling = sampler.sampling.then(() => sampler.sample());
-    }, SAMPLE_INTERVAL_MS);
-    return sampler;
-  }
-
-  private async sample(): Promise<void> {
-    const { rows } = await this.client.query<{ pid: number }>(
-      `SELECT pid FROM pg_stat_activity
-        WHERE (datname = $1 OR backend_type IN ('walwriter', 'checkpointer', 'background writer')) AND pid <> pg_backend_pid()`,
-      [this.database_name],
-    );
-    for (const row of rows) this.groups.set(row.pid, 'postgres');
-    for (const pid of pgbenchChildren()) this.groups.set(pid, 'pgbench');
-    for (const [pid, group] of this.groups) {
-      const ticks = processTicks(pid);
-      if (ticks === null) continue;
-      const previous = this.last.get(pid);
-      if (previous !== undefined) this.totals[group] += ticks - previous;
-      this.last.set(pid, ticks);
-    }
-  }
-
-  async stop(): Promise<{ postgres_us: number; pgbench_us: number }> {
-    if (this.timer) clearInterval(this.timer);
-    await this.sampling;
-    await this.sample();
-    await this.client.end();
-    const micros = 1e6 / CLOCK_TICKS_PER_SECOND;
-    return { postgres_us: this.totals.postgres * micros, pgbench_us: this.totals.pgbench * micros };
-  }
-}
-
-async function adminQuery<Row extends pg.QueryResultRow>(serverUrl: string, sql: string, params: unknown[] = []): Promise<Row[]> {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    return (await client.query<Row>(sql, params)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
-function lsnBytes(lsn: string): number {
-  const [high, low] = lsn.split('/');
-  return parseInt(high ?? '0', 16) * 2 ** 32 + parseInt(low ?? '0', 16);
-}
-
-async function walBytes(serverUrl: string): Promise<number> {
-  const rows = await adminQuery<{ lsn: string }>(serverUrl, 'SELECT pg_current_wal_lsn()::text AS lsn');
-  return lsnBytes(rows[0]?.lsn ?? '0/0');
-}
+// What PostgreSQL waits on (the CPU and WAL meters are bench/meters.ts's).
 
 /**
  * What the bench database's active backends are doing, sampled every 20 ms during the closed loop:
@@ -409,53 +346,6 @@ class WaitSampler {
       .sort((a, b) => b.backends - a.backends);
     return { samples: this.samples, rows };
   }
-}
-
-interface Meter {
-  machine: CpuTimes | null;
-  self_us: number;
-  wal: number;
-  sampler: CpuSampler;
-}
-
-interface Cost {
-  ops: number;
-  app_cpu_us: number;
-  loadgen_cpu_us: number;
-  postgres_cpu_us: number;
-  other_cpu_us: number;
-  machine_busy: number;
-  wal_bytes: number;
-  stats: StatementStats | null;
-}
-
-async function startMeter(settings: DepositSettings): Promise<Meter> {
-  const sampler = await CpuSampler.start(settings.database_url, settings.database_name);
-  const usage = process.cpuUsage();
-  return { machine: machineCpu(), self_us: usage.user + usage.system, wal: await walBytes(settings.database_url), sampler };
-}
-
-/** `app_us` is the service's CPU over the phase; null means this process is the service (no load generator). */
-async function stopMeter(settings: DepositSettings, meter: Meter, ops: number, app_us: number | null, stats: StatementStats | null): Promise<Cost> {
-  const usage = process.cpuUsage();
-  const machine = machineCpu();
-  const wal = await walBytes(settings.database_url);
-  const sampled = await meter.sampler.stop();
-  const self = usage.user + usage.system - meter.self_us;
-  const app = app_us ?? self;
-  const loadgen = (app_us === null ? 0 : self) + sampled.pgbench_us;
-  const count = Math.max(1, ops);
-  const machineMicros = meter.machine && machine ? ((machine.busy - meter.machine.busy) * 1e6) / CLOCK_TICKS_PER_SECOND : Number.NaN;
-  return {
-    ops,
-    app_cpu_us: app / count,
-    loadgen_cpu_us: loadgen / count,
-    postgres_cpu_us: sampled.postgres_us / count,
-    other_cpu_us: (machineMicros - app - loadgen - sampled.postgres_us) / count,
-    machine_busy: busyShare(meter.machine, machine),
-    wal_bytes: (wal - meter.wal) / count,
-    stats,
-  };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -576,26 +466,7 @@ async function analyze(database: Database): Promise<void> {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Phase 1: pgbench TPC-B
-
-interface PgbenchPhase {
-  result: PgbenchResult;
-  cost: Cost;
-}
-
-async function runPgbenchPhase(settings: DepositSettings, databaseUrl: string): Promise<PgbenchPhase> {
-  const args = { pgbench_path: settings.pgbench_path, database_url: databaseUrl, clients: settings.pgbench_clients, builtin: 'tpcb-like' };
-  if (settings.warmup_seconds > 0) {
-    log(`pgbench TPC-B: warm-up ${settings.warmup_seconds} s`);
-    await runPgbench({ ...args, seconds: settings.warmup_seconds });
-  }
-  log(`pgbench TPC-B: ${settings.pgbench_clients} clients, ${settings.seconds} s`);
-  const meter = await startMeter(settings);
-  const result = await runPgbench({ ...args, seconds: settings.seconds, log: true });
-  const cost = await stopMeter(settings, meter, Math.round(result.tps * settings.seconds), 0, null);
-  log(`pgbench TPC-B: ${fixed(result.tps, 0)} tps, p50 ${fixed(result.p50_ms, 2)} ms, p99 ${fixed(result.p99_ms, 2)} ms`);
-  return { result, cost };
-}
+// Phase 1: pgbench TPC-B, measured by runPgbenchTpcbPhase of bench/meters.ts (shared with bench/foundation.ts)
 
 // ---------------------------------------------------------------------------------------------------
 // Phase 2: deposit creation over HTTP
@@ -1121,34 +992,16 @@ function report(
     );
   }
 
-  const costRow = (name: string, cost: Cost, roundTrips: string, transactions: string): string[] => [
-    name,
-    fixed(cost.app_cpu_us, 0),
-    fixed(cost.loadgen_cpu_us, 0),
-    fixed(cost.postgres_cpu_us, 0),
-    fixed(cost.app_cpu_us + cost.loadgen_cpu_us + cost.postgres_cpu_us, 0),
-    fixed(cost.other_cpu_us, 0),
-    `${fixed(cost.machine_busy * 100, 0)} %`,
-    roundTrips,
-    transactions,
-    fixed(cost.wal_bytes / 1024, 1),
-  ];
   const costRows: string[][] = [];
   if (pgbench) costRows.push(costRow('pgbench TPC-B', pgbench.cost, '7', '1'));
   if (create) {
-    const stats = create.cost.stats;
-    const per = (value: number) => fixed(value / Math.max(1, create.cost.ops), 1);
-    costRows.push(costRow('deposit_create', create.cost, stats ? per(stats.round_trips) : 'n/a', stats ? per(stats.transactions) : 'n/a'));
+    costRows.push(
+      costRow('deposit_create', create.cost, perOperation(create.cost, (stats) => stats.round_trips), perOperation(create.cost, (stats) => stats.transactions)),
+    );
   }
   if (costRows.length > 0) {
     lines.push('');
-    lines.push(
-      markdownTable(
-        ['per operation (closed loop)', 'service CPU µs', 'load generator CPU µs', 'PostgreSQL CPU µs', 'sum µs', 'other processes µs', 'machine busy', 'DB round trips', 'transactions', 'WAL KB'],
-        ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
-        costRows,
-      ),
-    );
+    lines.push(markdownTable(['per operation (closed loop)', ...COST_COLUMNS], ['l', ...COST_COLUMNS.map(() => 'r' as const)], costRows));
   }
   if (create) {
     lines.push('');
@@ -1378,7 +1231,7 @@ async function main(): Promise<void> {
     // Start every phase from the same state: no checkpoint owed for the set-up's writes.
     await adminQuery(databaseUrl, 'CHECKPOINT');
 
-    const pgbench = settings.only.has('pgbench') ? await runPgbenchPhase(settings, databaseUrl) : null;
+    const pgbench = settings.only.has('pgbench') ? await runPgbenchTpcbPhase(settings, databaseUrl) : null;
 
     let create: CreatePhase | null = null;
     if (settings.only.has('deposit_create')) {

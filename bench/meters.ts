@@ -1,9 +1,12 @@
 import fs from 'node:fs';
+import pg from 'pg';
 import type { Database } from '../src/platform/db.ts';
+import { busyShare, fixed, log, machineCpu, runPgbench, type BenchSettings, type CpuTimes, type PgbenchResult } from './support.ts';
 
 /**
  * Meters the benchmarks share: the service's database work counted per statement and transaction
- * (a wrapper around its Database), and the CPU of processes read from /proc.
+ * (a wrapper around its Database), the CPU of processes read from /proc, the CPU and WAL of a measured
+ * phase, and the pgbench TPC-B phase that issue 15's ratios divide by.
  */
 
 // Counting the database work of the service: round trips and transactions, and optionally the time spent
@@ -97,4 +100,199 @@ export function peakResidentBytes(): number {
     // Not Linux: fall through to the portable figure.
   }
   return process.resourceUsage().maxRSS * 1024;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// CPU and WAL meters of a measured phase: the machine (/proc/stat), this process, the server process
+// (its CPU passed in by the caller), and PostgreSQL on behalf of the bench database (its backends plus
+// the WAL writer, checkpointer and background writer, sampled from /proc), so that other people's
+// processes show up as "other". Shared by bench/deposits.ts and bench/foundation.ts, so that the
+// per-operation costs of both are measured the same way and can be compared.
+
+export const CLOCK_TICKS_PER_SECOND = 100;
+const SAMPLE_INTERVAL_MS = 250;
+
+/** Where a phase's meters look: the PostgreSQL server (any database on it) and the bench database's name. */
+export interface MeterTarget {
+  database_url: string;
+  database_name: string;
+}
+
+export class CpuSampler {
+  private readonly last = new Map<number, number>();
+  private readonly totals = { postgres: 0, pgbench: 0 };
+  private readonly groups = new Map<number, 'postgres' | 'pgbench'>();
+  private timer: NodeJS.Timeout | null = null;
+  private sampling: Promise<void> = Promise.resolve();
+
+  private constructor(
+    private readonly client: pg.Client,
+    private readonly database_name: string,
+  ) {}
+
+  static async start(serverUrl: string, databaseName: string): Promise<CpuSampler> {
+    const client = new pg.Client({ connectionString: serverUrl });
+    await client.connect();
+    const sampler = new CpuSampler(client, databaseName);
+    await sampler.sample();
+    sampler.timer = setInterval(() => {
+      sampler.sampling = sampler.sampling.then(() => sampler.sample());
+    }, SAMPLE_INTERVAL_MS);
+    return sampler;
+  }
+
+  private async sample(): Promise<void> {
+    const { rows } = await this.client.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity
+        WHERE (datname = $1 OR backend_type IN ('walwriter', 'checkpointer', 'background writer')) AND pid <> pg_backend_pid()`,
+      [this.database_name],
+    );
+    for (const row of rows) this.groups.set(row.pid, 'postgres');
+    for (const pid of pgbenchChildren()) this.groups.set(pid, 'pgbench');
+    for (const [pid, group] of this.groups) {
+      const ticks = processTicks(pid);
+      if (ticks === null) continue;
+      const previous = this.last.get(pid);
+      if (previous !== undefined) this.totals[group] += ticks - previous;
+      this.last.set(pid, ticks);
+    }
+  }
+
+  async stop(): Promise<{ postgres_us: number; pgbench_us: number }> {
+    if (this.timer) clearInterval(this.timer);
+    await this.sampling;
+    await this.sample();
+    await this.client.end();
+    const micros = 1e6 / CLOCK_TICKS_PER_SECOND;
+    return { postgres_us: this.totals.postgres * micros, pgbench_us: this.totals.pgbench * micros };
+  }
+}
+
+export async function adminQuery<Row extends pg.QueryResultRow>(serverUrl: string, sql: string, params: unknown[] = []): Promise<Row[]> {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    return (await client.query<Row>(sql, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+export function lsnBytes(lsn: string): number {
+  const [high, low] = lsn.split('/');
+  return parseInt(high ?? '0', 16) * 2 ** 32 + parseInt(low ?? '0', 16);
+}
+
+export async function walBytes(serverUrl: string): Promise<number> {
+  const rows = await adminQuery<{ lsn: string }>(serverUrl, 'SELECT pg_current_wal_lsn()::text AS lsn');
+  return lsnBytes(rows[0]?.lsn ?? '0/0');
+}
+
+export interface Meter {
+  machine: CpuTimes | null;
+  self_us: number;
+  wal: number;
+  sampler: CpuSampler;
+}
+
+export interface Cost {
+  ops: number;
+  app_cpu_us: number;
+  loadgen_cpu_us: number;
+  postgres_cpu_us: number;
+  other_cpu_us: number;
+  machine_busy: number;
+  wal_bytes: number;
+  stats: StatementStats | null;
+}
+
+export async function startMeter(target: MeterTarget): Promise<Meter> {
+  const sampler = await CpuSampler.start(target.database_url, target.database_name);
+  const usage = process.cpuUsage();
+  return { machine: machineCpu(), self_us: usage.user + usage.system, wal: await walBytes(target.database_url), sampler };
+}
+
+/** `app_us` is the service's CPU over the phase; null means this process is the service (no load generator). */
+export async function stopMeter(target: MeterTarget, meter: Meter, ops: number, app_us: number | null, stats: StatementStats | null): Promise<Cost> {
+  const usage = process.cpuUsage();
+  const machine = machineCpu();
+  const wal = await walBytes(target.database_url);
+  const sampled = await meter.sampler.stop();
+  const self = usage.user + usage.system - meter.self_us;
+  const app = app_us ?? self;
+  const loadgen = (app_us === null ? 0 : self) + sampled.pgbench_us;
+  const count = Math.max(1, ops);
+  const machineMicros = meter.machine && machine ? ((machine.busy - meter.machine.busy) * 1e6) / CLOCK_TICKS_PER_SECOND : Number.NaN;
+  return {
+    ops,
+    app_cpu_us: app / count,
+    loadgen_cpu_us: loadgen / count,
+    postgres_cpu_us: sampled.postgres_us / count,
+    other_cpu_us: (machineMicros - app - loadgen - sampled.postgres_us) / count,
+    machine_busy: busyShare(meter.machine, machine),
+    wal_bytes: (wal - meter.wal) / count,
+    stats,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The reference of issue 15's ratios: pgbench TPC-B in the same run, on tables `initPgbench` made.
+
+export interface PgbenchPhase {
+  result: PgbenchResult;
+  cost: Cost;
+}
+
+/**
+ * A warm-up, then `pgbench -b tpcb-like` for `seconds` under the meters. The pgbench client processes
+ * count as load generator; the PostgreSQL CPU per transaction is the unit of issue 15's ratios.
+ */
+export async function runPgbenchTpcbPhase(settings: BenchSettings, databaseUrl: string): Promise<PgbenchPhase> {
+  const args = { pgbench_path: settings.pgbench_path, database_url: databaseUrl, clients: settings.pgbench_clients, builtin: 'tpcb-like' };
+  if (settings.warmup_seconds > 0) {
+    log(`pgbench TPC-B: warm-up ${settings.warmup_seconds} s`);
+    await runPgbench({ ...args, seconds: settings.warmup_seconds });
+  }
+  log(`pgbench TPC-B: ${settings.pgbench_clients} clients, ${settings.seconds} s`);
+  const meter = await startMeter(settings);
+  const result = await runPgbench({ ...args, seconds: settings.seconds, log: true });
+  const cost = await stopMeter(settings, meter, Math.round(result.tps * settings.seconds), 0, null);
+  log(`pgbench TPC-B: ${fixed(result.tps, 0)} tps, p50 ${fixed(result.p50_ms, 2)} ms, p99 ${fixed(result.p99_ms, 2)} ms`);
+  return { result, cost };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The per-operation table: one row per operation, in the columns every bench of issue 15 prints.
+
+/** The columns after the row's name. */
+export const COST_COLUMNS = [
+  'service CPU µs',
+  'load generator CPU µs',
+  'PostgreSQL CPU µs',
+  'sum µs',
+  'other processes µs',
+  'machine busy',
+  'DB round trips',
+  'transactions',
+  'WAL KB',
+];
+
+export function costRow(name: string, cost: Cost, roundTrips: string, transactions: string): string[] {
+  return [
+    name,
+    fixed(cost.app_cpu_us, 0),
+    fixed(cost.loadgen_cpu_us, 0),
+    fixed(cost.postgres_cpu_us, 0),
+    fixed(cost.app_cpu_us + cost.loadgen_cpu_us + cost.postgres_cpu_us, 0),
+    fixed(cost.other_cpu_us, 0),
+    `${fixed(cost.machine_busy * 100, 0)} %`,
+    roundTrips,
+    transactions,
+    fixed(cost.wal_bytes / 1024, 1),
+  ];
+}
+
+/** A counted statistic per operation (one decimal), or n/a when the phase counted none. */
+export function perOperation(cost: Cost, pick: (stats: StatementStats) => number): string {
+  return cost.stats ? fixed(pick(cost.stats) / Math.max(1, cost.ops), 1) : 'n/a';
 }
