@@ -8,6 +8,8 @@ import { DEPOSIT_TRANSITIONS, maskName, type CreateDepositInput, type DepositVie
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
 import { SlipTokenSigner } from '../src/slips/capability.ts';
 import type { WithdrawalView } from '../src/withdrawals/service.ts';
+import { MATCHING_QUEUE_HEAD_ORDERS } from '../src/withdrawals/repository.ts';
+import { PLANNED_PER_CALL } from '../src/platform/db.ts';
 
 /**
  * Deposit orders up to the slip (issue 4, first slice): creation rules, peer-to-peer matching through
@@ -359,6 +361,66 @@ describe('matching rule', () => {
     expect(none).toMatchObject({ status: 'awaiting_liquidity', legs: [] });
     expect(none.liquidity?.suggested_amounts_minor).toEqual([20_000, 10_000]);
     expect((await withdrawalOfLeg(none)).map((leg) => leg.withdrawal_id)).not.toContain(own.id);
+  });
+});
+
+describe('storage of a creation', () => {
+  it('keeps the sealed idempotency answer in its own row, with nothing moved out of line (migration 0024)', async () => {
+    const response = await createDeposit(body(10_000));
+    expect(response.statusCode).toBe(201);
+    const { rows } = await app.testDatabase.database.query<{ answer_bytes: number; toast_bytes: string }>(
+      `SELECT max(pg_column_size(r.response_body)) AS answer_bytes,
+              (SELECT pg_relation_size(c.reltoastrelid) FROM pg_class c WHERE c.relname = 'idempotency_records')::text AS toast_bytes
+         FROM idempotency_records r`,
+    );
+    // A deposit's answer is over PostgreSQL's 2 KB threshold, so without the table's toast_tuple_target it would be moved out.
+    expect(Number(rows[0]?.answer_bytes)).toBeGreaterThan(2048);
+    expect(rows[0]?.toast_bytes).toBe('0');
+  });
+});
+
+describe('matching rule behind the head of the queue', () => {
+  it('takes the oldest order that covers the amount when none of the oldest orders can, and the oldest of the head when one can', async () => {
+    const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 't', request_id: null }, { name: 'Queue Head Brand' });
+    const depositor = await app.createMerchant({ white_label_id: brand.id });
+    const withdrawer = await app.createMerchant({ white_label_id: brand.id });
+    const account = accountOf(withdrawer);
+    await fundAvailable(app, account, 100_000_000);
+    const beneficiary_id = await verifiedBeneficiary(app, account);
+    const withdraw = async (amount_minor: number) => {
+      const response = await app.signed({ method: 'POST', url: '/v1/pay/withdrawals', idempotency_key: crypto.randomUUID(), credentials: withdrawer, body: { amount_minor, currency: 'THB', merchant_reference: crypto.randomUUID().slice(0, 30), end_user_ref: 'w', beneficiary_id } });
+      expect(response.statusCode).toBe(201);
+      app.clock.advance(1_000);
+      return response.json<WithdrawalView>();
+    };
+    // The whole head of the queue is too small for 50,000; the orders that can take it come after it.
+    const head: WithdrawalView[] = [];
+    for (let index = 0; index < MATCHING_QUEUE_HEAD_ORDERS; index += 1) head.push(await withdraw(20_000));
+    const behind = await withdraw(100_000);
+    // Larger, so that a split (largest first) would have taken it: only the oldest-first rule picks `behind`.
+    const newest = await withdraw(150_000);
+
+    const plain = depositServiceWithoutSandboxLiquidity(app);
+    const deposit = async (amount_minor: number) =>
+      (await inTransaction(app, (tx) => plain.create(tx, accountOf(depositor), body(amount_minor) as unknown as CreateDepositInput, SYSTEM_CAUSE))).deposit;
+    const candidateStatements: string[] = [];
+    const previousObserver = app.testDatabase.database.statement_observer;
+    app.testDatabase.database.statement_observer = (sql, duration_ms) => {
+      previousObserver?.(sql, duration_ms);
+      if (sql.includes('FOR UPDATE') && sql.includes('SKIP LOCKED')) candidateStatements.push(sql.includes(PLANNED_PER_CALL) ? 'whole queue' : 'head');
+    };
+    try {
+      const large = await deposit(50_000);
+      expect((await withdrawalOfLeg(large)).map((leg) => leg.withdrawal_id)).toEqual([behind.id]);
+      expect(candidateStatements).toEqual(['head', 'whole queue']);
+      candidateStatements.length = 0;
+      const small = await deposit(20_000);
+      expect((await withdrawalOfLeg(small)).map((leg) => leg.withdrawal_id)).toEqual([head[0]!.id]);
+      expect(candidateStatements).toEqual(['head']);
+    } finally {
+      app.testDatabase.database.statement_observer = previousObserver;
+    }
+    expect(newest.status).toBe('open');
   });
 });
 
