@@ -12,9 +12,30 @@ export interface ReadPart<Value> {
   parse(value: unknown): Value;
 }
 
+/**
+ * Renumbered texts by SQL text and offset. The texts are the repositories' statements and the offsets
+ * follow from a command's shape, so the same few pairs recur on every command; the regular-expression
+ * replacement they would otherwise cost was about 2.5 % of the service's CPU per deposit creation
+ * (docs/benchmarks.md). Bounded like the prepared statement names (src/platform/db.ts): past the limit
+ * a text is simply renumbered again.
+ */
+const renumberedTexts = new Map<string, Map<number, string>>();
+const RENUMBERED_TEXT_CACHE_LIMIT = 5000;
+let renumberedTextCount = 0;
+
 /** The SQL with every $n placeholder moved up by `offset`. */
 export function renumberPlaceholders(sql: string, offset: number): string {
-  return sql.replace(/\$([0-9]+)/g, (_, number: string) => `$${Number(number) + offset}`);
+  if (offset === 0) return sql;
+  const byOffset = renumberedTexts.get(sql);
+  const known = byOffset?.get(offset);
+  if (known !== undefined) return known;
+  const renumbered = sql.replace(/\$([0-9]+)/g, (_, number: string) => `$${Number(number) + offset}`);
+  if (renumberedTextCount < RENUMBERED_TEXT_CACHE_LIMIT) {
+    renumberedTextCount += 1;
+    if (byOffset) byOffset.set(offset, renumbered);
+    else renumberedTexts.set(sql, new Map([[offset, renumbered]]));
+  }
+  return renumbered;
 }
 
 /**
