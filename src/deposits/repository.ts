@@ -217,11 +217,12 @@ function endUserLockText(account: DepositAccount, end_user_ref: string): string 
  * policy row (null: the brand has none).
  */
 export function lockEndUserAndFindPolicyPart(account: DepositAccount, end_user_ref: string): ReadPart<DepositPolicyRow | null> {
+  // The policy is `findPolicyPart`'s read, which takes the same $1 and $2.
+  const policy = findPolicyPart(account.white_label_id, account.livemode);
   return {
-    sql: `(SELECT json_build_object('locked', pg_advisory_xact_lock(hashtextextended($3, 0))::text,
-                                    'policy', (SELECT row_to_json(p) FROM (SELECT ${POLICY_COLUMNS} FROM deposit_policies WHERE white_label_id = $1 AND livemode = $2) AS p)))`,
-    params: [account.white_label_id, account.livemode, endUserLockText(account, end_user_ref)],
-    parse: (value) => rowFromJson<DepositPolicyRow>((value as { policy?: unknown } | null)?.policy ?? null, ['created_at', 'updated_at']),
+    sql: `(SELECT json_build_object('locked', pg_advisory_xact_lock(hashtextextended($3, 0))::text, 'policy', ${policy.sql}))`,
+    params: [...policy.params, endUserLockText(account, end_user_ref)],
+    parse: (value) => policy.parse((value as { policy?: unknown } | null)?.policy ?? null),
   };
 }
 
