@@ -36,8 +36,8 @@ export const LOCK_ORDER = [
   'sandbox brand liquidity (advisory)',
   /**
    * `withdrawal_orders` rows: several in withdrawal-id order (`WithdrawalService.lockOrdersOf`, which a
-   * deposit change calls for every withdrawal its legs name). The matcher takes its candidates with
-   * SKIP LOCKED, which never waits, and before any feed.
+   * deposit change calls for every withdrawal its legs name, or `lockOrdersNamedBy`, whose statement reads
+   * those legs itself). The matcher takes its candidates with SKIP LOCKED, which never waits, and before any feed.
    */
   'withdrawal orders',
   /**

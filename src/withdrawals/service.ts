@@ -1184,6 +1184,15 @@ export class WithdrawalService {
     return repository.lockOrdersOf(tx, white_label_id, withdrawal_ids);
   }
 
+  /**
+   * `lockOrdersOf` for orders another module's read names (their ids as a JSON array), with that module's
+   * reads carried in the same statement (src/withdrawals/repository.ts `lockOrdersNamedBy`): a deposit change
+   * names its withdrawals through its legs, which it reads in the statement that locks them.
+   */
+  lockOrdersNamedBy(tx: Queryable, white_label_id: string, ids: ReadPart<unknown>, carried: readonly ReadPart<unknown>[]): Promise<{ owners: string[]; carried: unknown[] }> {
+    return repository.lockOrdersNamedBy(tx, white_label_id, ids, carried);
+  }
+
   /** The merchants owning these orders (read without a lock). */
   merchantsOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
     return repository.merchantsOf(db, white_label_id, withdrawal_ids);
