@@ -16,7 +16,7 @@ const ROUND_TRIP_BOUNDS = {
   withdrawal_creation: 5,
   deposit_creation: 5,
   slip_upload: 10,
-  slip_processing: 19,
+  slip_processing: 18,
 } as const;
 
 function expectWithin(recorded: Recorded, bound: number): void {
