@@ -442,6 +442,48 @@ describe('several movements in one post', () => {
   });
 });
 
+describe('a credit expected ahead (a settlement: fills first, then the depositor’s credit)', () => {
+  it('locks the depositor’s wallet with the first post’s and credits exactly as without, one statement fewer', async () => {
+    const events = app.instance.services.events;
+    const run = async (expect_ahead: boolean) => {
+      const withdrawer = await newMerchantAccount();
+      const depositor = await newMerchantAccount();
+      await credit(depositor, 100);
+      await tx((db) =>
+        ledger.post(db, { account: withdrawer, type: 'adjustment', amount_minor: 1_000, bucket_from: null, bucket_to: 'available', movement_key: 'ahead:funding', source: { type: 'test_funding', id: withdrawer.merchant_id }, reason_code: 'test_funding', cause: SYSTEM_CAUSE }),
+      );
+      const sent: string[] = [];
+      app.testDatabase.database.statement_observer = (sql) => sent.push(sql);
+      try {
+        const answers = await tx(async (db) => {
+          await events.lockFeeds(db, withdrawer.white_label_id, [withdrawer.merchant_id, depositor.merchant_id], false);
+          if (expect_ahead) ledger.expectDepositCredit(db, depositor, 'dep_01K0LEDGERAHEAD00000000000');
+          const paid = await ledger.post(db, {
+            account: withdrawer, type: 'adjustment', amount_minor: 300, bucket_from: 'available', bucket_to: null, movement_key: 'ahead:payout', source: { type: 't', id: 'x' }, reason_code: 'test', cause: SYSTEM_CAUSE,
+          });
+          const credited = await ledger.creditSettledDeposit(db, { account: depositor, deposit_id: 'dep_01K0LEDGERAHEAD00000000000', amount_minor: 700, cause: SYSTEM_CAUSE });
+          // The same credit again in the transaction answers the first one.
+          const again = await ledger.creditSettledDeposit(db, { account: depositor, deposit_id: 'dep_01K0LEDGERAHEAD00000000000', amount_minor: 700, cause: SYSTEM_CAUSE });
+          return { paid, credited, again };
+        });
+        return { answers, statements: sent.length, withdrawer, depositor };
+      } finally {
+        app.testDatabase.database.statement_observer = null;
+      }
+    };
+    const plain = await run(false);
+    const ahead = await run(true);
+    expect(ahead.statements).toBe(plain.statements - 1);
+    expect(ahead.answers.credited.balance_after).toEqual(plain.answers.credited.balance_after);
+    expect(ahead.answers.credited.balance_after).toEqual({ available_minor: 0, pending_clearing_minor: 800, reserved_minor: 0 });
+    expect(ahead.answers.again.id).toBe(ahead.answers.credited.id);
+    expect([plain.answers.paid.ok, ahead.answers.paid.ok]).toEqual([true, true]);
+    expect(ahead.answers.paid.ok && ahead.answers.paid.value.balance_after).toEqual(plain.answers.paid.ok && plain.answers.paid.value.balance_after);
+    for (const target of [ahead.withdrawer, ahead.depositor]) expect((await ledger.verify(app.testDatabase.database, target)).consistent).toBe(true);
+    expect((await balanceEvents(ahead.depositor)).map((event) => event.type)).toEqual((await balanceEvents(plain.depositor)).map((event) => event.type));
+  });
+});
+
 describe('lock order (issue 13, cycle B)', () => {
   it.skipIf(!usingPostgres)('a post takes the merchant’s feed before its wallet, as every deposit and withdrawal path does: no deadlock', async () => {
     const target = await newMerchantAccount();

@@ -1450,6 +1450,8 @@ export class DepositService {
       leg.withdrawal_leg_ref = again.value.leg_ref;
     }
 
+    // The merchant's credit comes after the fills: its wallet is locked with the first withdrawer's, in one statement.
+    if (credited > 0) this.deps.ledger.expectDepositCredit(tx, account, row.deposit_id);
     // Pay the withdrawals by the plan.
     const legs: DepositLegRow[] = [];
     for (const { leg, fill_minor: paid } of plan) {

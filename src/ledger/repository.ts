@@ -67,6 +67,39 @@ export async function lockWalletFindingMovements(
   return { wallet, existing: new Map(Object.entries(existing_movements ?? {})), stale: Number(seen_sequence) !== wallet.last_sequence };
 }
 
+/**
+ * `lockWalletFindingMovements` for several wallets of one brand and environment in one statement, locked in
+ * merchant-id order, each with its own keys looked up. A wallet that does not exist yet is absent from the
+ * answer (its first movement creates it). The caller holds every one of these merchants' feeds, which every
+ * lock of a wallet follows, so no lock here waits and the snapshot is the one the locks see; `stale` is
+ * still answered per wallet, as `lockWalletFindingMovements` answers it.
+ */
+export async function lockWalletsFindingMovements(
+  db: Queryable,
+  white_label_id: string,
+  livemode: boolean,
+  wanted: readonly { merchant_id: string; movement_keys: readonly string[] }[],
+): Promise<Map<string, { wallet: WalletRow; existing: Map<string, string>; stale: boolean }>> {
+  const { rows } = await db.query<WalletRow & { existing_movements: Record<string, string> | null; seen_sequence: number }>(
+    `SELECT w.*,
+            (SELECT json_object_agg(b.movement_key, b.balance_transaction_id) FROM balance_transactions b
+              WHERE b.white_label_id = w.white_label_id AND b.merchant_id = w.merchant_id AND b.livemode = w.livemode
+                AND b.movement_key IN (SELECT json_array_elements_text(wanted.movement_keys))) AS existing_movements,
+            (SELECT coalesce(max(b.sequence), 0) FROM balance_transactions b
+              WHERE b.white_label_id = w.white_label_id AND b.merchant_id = w.merchant_id AND b.livemode = w.livemode) AS seen_sequence
+       FROM wallets w JOIN json_to_recordset($3::json) AS wanted (merchant_id text, movement_keys json) ON wanted.merchant_id = w.merchant_id
+      WHERE w.white_label_id = $1 AND w.livemode = $2
+      ORDER BY w.merchant_id
+      FOR UPDATE OF w`,
+    [white_label_id, livemode, JSON.stringify(wanted)],
+  );
+  const answered = new Map<string, { wallet: WalletRow; existing: Map<string, string>; stale: boolean }>();
+  for (const { existing_movements, seen_sequence, ...wallet } of rows) {
+    answered.set(wallet.merchant_id, { wallet, existing: new Map(Object.entries(existing_movements ?? {})), stale: Number(seen_sequence) !== wallet.last_sequence });
+  }
+  return answered;
+}
+
 export async function findWallet(db: Queryable, account: WalletAccount): Promise<WalletRow | null> {
   const { rows } = await db.query<WalletRow>('SELECT * FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3', [
     account.white_label_id,

@@ -4,6 +4,7 @@ import { invariant } from '../platform/assert.ts';
 import { fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { assertPositiveMinor } from '../platform/money.ts';
+import { isUnitOfWork } from '../platform/unit-of-work.ts';
 import { formatNullableTimestamp, formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import type { EventCause, EventsService } from '../events/service.ts';
 import { cancelJobsByKey, scheduleJob } from '../jobs/index.ts';
@@ -16,6 +17,7 @@ import {
   type BalanceTransactionType,
   type Bucket,
   type WalletAccount,
+  type WalletRow,
 } from './types.ts';
 
 /**
@@ -125,6 +127,55 @@ function applyMovement(balances: Balances, bucket: Bucket | null, delta: number)
   return next;
 }
 
+/** The key that makes a deposit's credit happen once. */
+function depositCreditKey(deposit_id: string): string {
+  return `deposit_settled:${deposit_id}`;
+}
+
+function walletMemoSuffix(account: WalletAccount): string {
+  return `${account.white_label_id}:${account.livemode}:${account.merchant_id}`;
+}
+
+function expectedPrefix(account: Pick<WalletAccount, 'white_label_id' | 'livemode'>): string {
+  return `ledger:expected:${account.white_label_id}:${account.livemode}:`;
+}
+
+/** Where a transaction keeps the keys it will post on a wallet later (`expectDepositCredit`). */
+function expectedMemoKey(account: WalletAccount): string {
+  return `ledger:expected:${walletMemoSuffix(account)}`;
+}
+
+function lockedWalletMemoKey(account: WalletAccount): string {
+  return `ledger:locked_wallet:${walletMemoSuffix(account)}`;
+}
+
+/**
+ * A wallet locked ahead of its post (`lockWalletWithExpected`), as the lock statement answered it, with the
+ * keys it looked up. It stays what a new lock would answer until the first post on the wallet, which takes
+ * it: the wallet's lock keeps every other transaction out, and this transaction writes a wallet only in a post.
+ */
+interface LockedWallet {
+  wallet: WalletRow;
+  existing: Map<string, string>;
+  stale: boolean;
+  movement_keys: readonly string[];
+}
+
+/**
+ * The wallet as a lock statement of this transaction answered it ahead of this post, taken once: null when
+ * there is none, or when it did not look up every key of this post (the post then locks and looks up anew,
+ * and waits for nothing: the transaction holds the wallet).
+ */
+function takeLockedWallet(tx: Queryable, account: WalletAccount, movement_keys: readonly string[]): { wallet: WalletRow; existing: Map<string, string>; stale: boolean } | null {
+  if (!isUnitOfWork(tx)) return null;
+  const key = lockedWalletMemoKey(account);
+  const kept = tx.memo.get(key) as LockedWallet | undefined;
+  if (kept === undefined) return null;
+  tx.memo.delete(key);
+  if (!movement_keys.every((movement_key) => kept.movement_keys.includes(movement_key))) return null;
+  return { wallet: kept.wallet, existing: kept.existing, stale: kept.stale };
+}
+
 export class LedgerService {
   constructor(
     private readonly events: EventsService,
@@ -185,7 +236,7 @@ export class LedgerService {
 
     // Locked as `lockAccount` locks (the feed, then the wallet), the movement keys looked up with the wallet's lock.
     await this.lockFeedOf(tx, account);
-    const locked = await repository.lockWalletFindingMovements(tx, account, keys, this.clock.now());
+    const locked = takeLockedWallet(tx, account, keys) ?? (await this.lockWalletWithExpected(tx, account, keys));
     const wallet = locked.wallet;
     let balances: Balances = {
       available_minor: wallet.available_minor,
@@ -277,6 +328,54 @@ export class LedgerService {
   }
 
   /**
+   * Says that this transaction will credit a settled deposit (`creditSettledDeposit`) after other posts (a
+   * settlement fills its withdrawals first): the next wallet lock the ledger sends in the transaction locks
+   * the depositor's wallet too and looks the credit's key up, so that the credit needs no statement of its
+   * own. Kept only when the transaction holds the depositor's feed, which every lock of a wallet follows:
+   * taking the wallet early then waits for nothing and keeps the lock order. Otherwise, and outside a
+   * transaction, nothing is kept and the credit locks its wallet as always.
+   */
+  expectDepositCredit(tx: Queryable, account: WalletAccount, deposit_id: string): void {
+    if (!isUnitOfWork(tx) || !this.events.holdsFeed(tx, account.white_label_id, account.merchant_id, account.livemode)) return;
+    tx.memo.set(expectedMemoKey(account), [depositCreditKey(deposit_id)]);
+  }
+
+  /**
+   * Locks the wallet and looks its keys up (`lockWalletFindingMovements`), together with the wallets this
+   * transaction said it will post on later (`expectDepositCredit`), in one statement; what those answered is
+   * kept for their posts (`takeLockedWallet`).
+   */
+  private async lockWalletWithExpected(tx: Queryable, account: WalletAccount, movement_keys: readonly string[]) {
+    const now = this.clock.now();
+    if (!isUnitOfWork(tx)) return repository.lockWalletFindingMovements(tx, account, movement_keys, now);
+    // The wallet's own expectation is answered by this lock.
+    tx.memo.delete(expectedMemoKey(account));
+    const expected: { merchant_id: string; movement_keys: readonly string[] }[] = [];
+    for (const [key, value] of tx.memo) {
+      if (!key.startsWith(expectedPrefix(account))) continue;
+      const merchant_id = key.slice(expectedPrefix(account).length);
+      // Only wallets whose feed the transaction holds: their locks cannot wait (see `expectDepositCredit`).
+      if (!this.events.holdsFeed(tx, account.white_label_id, merchant_id, account.livemode)) continue;
+      expected.push({ merchant_id, movement_keys: value as string[] });
+    }
+    if (expected.length === 0) return repository.lockWalletFindingMovements(tx, account, movement_keys, now);
+    const answered = await repository.lockWalletsFindingMovements(tx, account.white_label_id, account.livemode, [
+      { merchant_id: account.merchant_id, movement_keys },
+      ...expected,
+    ]);
+    for (const { merchant_id, movement_keys: keys } of expected) {
+      const wallet = { white_label_id: account.white_label_id, merchant_id, livemode: account.livemode };
+      tx.memo.delete(expectedMemoKey(wallet));
+      const found = answered.get(merchant_id);
+      // A wallet that does not exist yet is created by its first post, as always.
+      if (found) tx.memo.set(lockedWalletMemoKey(wallet), { ...found, movement_keys: keys } satisfies LockedWallet);
+    }
+    const own = answered.get(account.merchant_id);
+    // The wallet's first movement: created and locked by the single lock, which finds no row.
+    return own ?? repository.lockWalletFindingMovements(tx, account, movement_keys, now);
+  }
+
+  /**
    * Credits a settled deposit into pending_clearing with `available_at` 72 hours on, and schedules
    * the durable job that releases it then.
    */
@@ -292,7 +391,7 @@ export class LedgerService {
       ...(input.balance_transaction_id ? { balance_transaction_id: input.balance_transaction_id } : {}),
       bucket_from: null,
       bucket_to: 'pending_clearing',
-      movement_key: `deposit_settled:${input.deposit_id}`,
+      movement_key: depositCreditKey(input.deposit_id),
       source: { type: 'deposit_order', id: input.deposit_id },
       available_at: availableAt,
       cause: input.cause,

@@ -47,7 +47,12 @@ export const LOCK_ORDER = [
   'event feeds',
   /** Rows that hang off an order already locked: a dispute, a claim. */
   'dispute, claim',
-  /** `wallets` rows, always after their merchant's feed (`LedgerService.lockAccount`). */
+  /**
+   * `wallets` rows, always after their merchant's feed (`LedgerService.lockAccount`). A settlement's credit
+   * expected ahead (`LedgerService.expectDepositCredit`) locks the depositor's wallet with the first
+   * withdrawer's, in merchant-id order, only when the transaction holds both feeds: no other transaction can
+   * then hold either wallet, so neither lock waits.
+   */
   'wallets',
   /** `clearings` rows, after their wallet. */
   'clearings',
