@@ -4,7 +4,7 @@ import { createTestApp, errorOf, type TestApp } from './support/app.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
 import { InvariantViolation } from '../src/platform/assert.ts';
 import type { WalletAccount } from '../src/ledger/types.ts';
-import type { LedgerService } from '../src/ledger/service.ts';
+import type { LedgerService, PostInput } from '../src/ledger/service.ts';
 import { usingPostgres } from './support/database.ts';
 
 let app: TestApp;
@@ -391,6 +391,96 @@ describe('GET /v1/pay/balance and GET /v1/bo/wallet', () => {
     expect(errorOf(notFound).code).toBe('resource_not_found');
     const integration = await app.backoffice({ url: `/v1/bo/wallet?merchant_id=${merchant.merchant_id}&mode=test`, token: merchant.api_key });
     expect(errorOf(integration).code).toBe('scope_denied');
+  });
+});
+
+describe('several movements in one post', () => {
+  it('postAll answers and moves exactly as posting them one after another, refusals and replays included', async () => {
+    const one = await newMerchantAccount();
+    const all = await newMerchantAccount();
+    const movements = (target: WalletAccount): PostInput[] => {
+      const base = { account: target, source: { type: 'withdrawal_order', id: `wdr_${target.merchant_id}` }, cause: SYSTEM_CAUSE };
+      return [
+        { ...base, type: 'withdrawal_reserved', amount_minor: 600, bucket_from: 'available', bucket_to: 'reserved', movement_key: 'many:reserve' },
+        // Refused: 400 left in available. The refusal changes nothing and the next movement goes on.
+        { ...base, type: 'withdrawal_reserved', amount_minor: 700, bucket_from: 'available', bucket_to: 'reserved', movement_key: 'many:too_much' },
+        { ...base, type: 'withdrawal_settled', amount_minor: 450, bucket_from: 'reserved', bucket_to: null, movement_key: 'many:settle' },
+        { ...base, type: 'fee', amount_minor: 150, bucket_from: 'reserved', bucket_to: null, movement_key: 'many:fee' },
+      ];
+    };
+    for (const target of [one, all]) {
+      await tx((db) =>
+        ledger.post(db, { account: target, type: 'adjustment', amount_minor: 1_000, bucket_from: null, bucket_to: 'available', movement_key: 'many:funding', source: { type: 'test_funding', id: target.merchant_id }, reason_code: 'test_funding', cause: SYSTEM_CAUSE }),
+      );
+    }
+    const sequential = await tx(async (db) => {
+      const answers = [];
+      for (const movement of movements(one)) answers.push(await ledger.post(db, movement));
+      return answers;
+    });
+    const together = await tx((db) => ledger.postAll(db, movements(all)));
+    // The same answers but for the new ids and times.
+    const comparable = (answers: typeof together) =>
+      answers.map((answer) => (answer.ok ? { ok: true, type: answer.value.type, amount_minor: answer.value.amount_minor, balance_after: answer.value.balance_after } : { ok: false, code: answer.error.code, details: answer.error.details }));
+    expect(comparable(together)).toEqual(comparable(sequential));
+    expect(together.map((answer) => answer.ok)).toEqual([true, false, true, true]);
+    expect(await ledger.balance(app.testDatabase.database, all)).toMatchObject({ available_minor: 400, reserved_minor: 0, pending_clearing_minor: 0 });
+    expect((await balanceEvents(all)).map((event) => event.type)).toEqual((await balanceEvents(one)).map((event) => event.type));
+    expect((await ledger.verify(app.testDatabase.database, all)).consistent).toBe(true);
+
+    // Posted again, with one key new: the posted ones answer their first movement, the new one moves alone.
+    const replayed = await tx((db) =>
+      ledger.postAll(db, [
+        ...movements(all).filter((movement) => movement.movement_key !== 'many:too_much'),
+        { account: all, type: 'withdrawal_reserved', amount_minor: 300, bucket_from: 'available', bucket_to: 'reserved', movement_key: 'many:later', source: { type: 'withdrawal_order', id: 'wdr_later' }, cause: SYSTEM_CAUSE },
+      ]),
+    );
+    const ids = (answers: typeof together) => answers.map((answer) => (answer.ok ? answer.value.id : null));
+    expect(ids(replayed).slice(0, 3)).toEqual([ids(together)[0], ids(together)[2], ids(together)[3]]);
+    expect(replayed[3]?.ok && replayed[3].value.balance_after).toEqual({ available_minor: 100, pending_clearing_minor: 0, reserved_minor: 300 });
+    expect((await ledger.verify(app.testDatabase.database, all)).consistent).toBe(true);
+  });
+});
+
+describe('a credit expected ahead (a settlement: fills first, then the depositor’s credit)', () => {
+  it('locks the depositor’s wallet with the first post’s and credits exactly as without, one statement fewer', async () => {
+    const events = app.instance.services.events;
+    const run = async (expect_ahead: boolean) => {
+      const withdrawer = await newMerchantAccount();
+      const depositor = await newMerchantAccount();
+      await credit(depositor, 100);
+      await tx((db) =>
+        ledger.post(db, { account: withdrawer, type: 'adjustment', amount_minor: 1_000, bucket_from: null, bucket_to: 'available', movement_key: 'ahead:funding', source: { type: 'test_funding', id: withdrawer.merchant_id }, reason_code: 'test_funding', cause: SYSTEM_CAUSE }),
+      );
+      const sent: string[] = [];
+      app.testDatabase.database.statement_observer = (sql) => sent.push(sql);
+      try {
+        const answers = await tx(async (db) => {
+          await events.lockFeeds(db, withdrawer.white_label_id, [withdrawer.merchant_id, depositor.merchant_id], false);
+          if (expect_ahead) ledger.expectDepositCredit(db, depositor, 'dep_01K0LEDGERAHEAD00000000000');
+          const paid = await ledger.post(db, {
+            account: withdrawer, type: 'adjustment', amount_minor: 300, bucket_from: 'available', bucket_to: null, movement_key: 'ahead:payout', source: { type: 't', id: 'x' }, reason_code: 'test', cause: SYSTEM_CAUSE,
+          });
+          const credited = await ledger.creditSettledDeposit(db, { account: depositor, deposit_id: 'dep_01K0LEDGERAHEAD00000000000', amount_minor: 700, cause: SYSTEM_CAUSE });
+          // The same credit again in the transaction answers the first one.
+          const again = await ledger.creditSettledDeposit(db, { account: depositor, deposit_id: 'dep_01K0LEDGERAHEAD00000000000', amount_minor: 700, cause: SYSTEM_CAUSE });
+          return { paid, credited, again };
+        });
+        return { answers, statements: sent.length, withdrawer, depositor };
+      } finally {
+        app.testDatabase.database.statement_observer = null;
+      }
+    };
+    const plain = await run(false);
+    const ahead = await run(true);
+    expect(ahead.statements).toBe(plain.statements - 1);
+    expect(ahead.answers.credited.balance_after).toEqual(plain.answers.credited.balance_after);
+    expect(ahead.answers.credited.balance_after).toEqual({ available_minor: 0, pending_clearing_minor: 800, reserved_minor: 0 });
+    expect(ahead.answers.again.id).toBe(ahead.answers.credited.id);
+    expect([plain.answers.paid.ok, ahead.answers.paid.ok]).toEqual([true, true]);
+    expect(ahead.answers.paid.ok && ahead.answers.paid.value.balance_after).toEqual(plain.answers.paid.ok && plain.answers.paid.value.balance_after);
+    for (const target of [ahead.withdrawer, ahead.depositor]) expect((await ledger.verify(app.testDatabase.database, target)).consistent).toBe(true);
+    expect((await balanceEvents(ahead.depositor)).map((event) => event.type)).toEqual((await balanceEvents(plain.depositor)).map((event) => event.type));
   });
 });
 

@@ -16,7 +16,9 @@ const ROUND_TRIP_BOUNDS = {
   withdrawal_creation: 5,
   deposit_creation: 5,
   slip_upload: 10,
-  slip_processing: 24,
+  slip_processing: 18,
+  /** The same for a depositor whose wallet exists (every settlement after its first): no statement creates it. */
+  slip_processing_wallet_exists: 16,
 } as const;
 
 function expectWithin(recorded: Recorded, bound: number): void {
@@ -115,6 +117,20 @@ describe('round trips per command', () => {
     const { recorded: processing } = await measure(() => runJobs(app));
     expectWithin(processing, ROUND_TRIP_BOUNDS.slip_processing);
     const settled = await app.signed({ url: `/v1/pay/deposits/${deposit.id}`, credentials: depositor });
+    expect(settled.json<{ status: string }>().status).toBe('settled');
+  });
+
+  it('slip processing for a depositor whose wallet exists (the common case: every settlement after its first)', async () => {
+    const created = await app.signed({ method: 'POST', url: '/v1/pay/deposits', body: depositBody(10_000), idempotency_key: crypto.randomUUID(), credentials: depositor });
+    expect(created.statusCode, created.body).toBe(201);
+    const next = created.json<CreatedDeposit>();
+    await runJobs(app);
+    const transfer = await sandboxTransfer(app, next, {}, depositor);
+    const accepted = await uploadMultipart(app, next.slip_upload, slipBytes(transfer));
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    const { recorded: processing } = await measure(() => runJobs(app));
+    expectWithin(processing, ROUND_TRIP_BOUNDS.slip_processing_wallet_exists);
+    const settled = await app.signed({ url: `/v1/pay/deposits/${next.id}`, credentials: depositor });
     expect(settled.json<{ status: string }>().status).toBe('settled');
   });
 });

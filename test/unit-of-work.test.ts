@@ -62,7 +62,7 @@ describe('deferred writes', () => {
     expect(sent).toEqual([]);
   });
 
-  it('flushes before a read, so that the read sees the writes', async () => {
+  it('flushes before a read, so that the read sees the writes, in the same round trip', async () => {
     const seen = await testDatabase.database.transaction(async (tx) => {
       await deferWrite(tx, insert('a', 5));
       const { rows: read } = await tx.query<{ value: number }>('SELECT value FROM uow_rows WHERE id = $1', ['a']);
@@ -70,6 +70,10 @@ describe('deferred writes', () => {
     });
     expect(seen).toBe(5);
     expect(sent.filter((sql) => sql.includes('INSERT'))).toHaveLength(1);
+    // BEGIN, the queued write (checking its own count) and the read in one round trip, then COMMIT alone.
+    expect(sent).toHaveLength(2);
+    expect(sent[0]).toMatch(/^BEGIN;\nWITH w0 AS \(INSERT INTO uow_rows .* SELECT deferred_write_check\(0, .*;\nSELECT value FROM uow_rows WHERE id = \$1$/);
+    expect(sent[1]).toBe('COMMIT');
   });
 
   it('starts a new statement when a row is written twice: an insert then its update both apply, in order', async () => {
@@ -108,16 +112,36 @@ describe('deferred writes', () => {
     expect(await rows()).toEqual({});
   });
 
-  it('checks the counts of a batch flushed by a read in the service, and rolls back', async () => {
+  it('checks the counts of a batch sent with a read in the batch itself: the read is refused, the write’s own error thrown, and all rolls back', async () => {
     class Taken extends Error {}
+    let caught: unknown = null;
     await expect(
       testDatabase.database.transaction(async (tx) => {
         await deferWrite(tx, insert('a', 1));
         await deferWrite(tx, { ...update('missing', 1), on_unexpected_rows: (changed) => new Taken(`changed ${changed}`) });
-        await tx.query('SELECT 1');
+        try {
+          await tx.query('SELECT 1');
+        } catch (error) {
+          caught = error;
+          throw error;
+        }
       }),
     ).rejects.toThrow(Taken);
+    expect(caught).toBeInstanceOf(Taken);
+    expect((caught as Error).message).toBe('changed 0');
+    expect(sent).toHaveLength(2);
+    expect(sent[0]).toMatch(/;\nSELECT 1$/);
     expect(sent.at(-1)).toBe('ROLLBACK');
+    expect(await rows()).toEqual({});
+  });
+
+  it('a write that fails its constraint with a read behind it throws its own error, not the read’s refusal', async () => {
+    await expect(
+      testDatabase.database.transaction(async (tx) => {
+        await deferWrite(tx, insert('a', -1));
+        await tx.query('SELECT 1');
+      }),
+    ).rejects.toThrow(/check constraint/);
     expect(await rows()).toEqual({});
   });
 

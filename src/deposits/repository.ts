@@ -318,6 +318,50 @@ export async function listLegs(db: Queryable, white_label_id: string, deposit_id
   return rows;
 }
 
+/** True when the transaction holds the order's lock (it locked the row, or inserted it). */
+export function holdsOrder(db: Queryable, white_label_id: string, deposit_id: string): boolean {
+  return holdsLock(db, orderRowKey(white_label_id, deposit_id));
+}
+
+/**
+ * The legs of an order the transaction holds locked, when it has read them already (see LockedOrder);
+ * null when they are still to be read.
+ */
+export function knownLegs(db: Queryable, white_label_id: string, deposit_id: string): DepositLegRow[] | null {
+  const legs = lockedOrder(db, white_label_id, deposit_id)?.legs;
+  return legs ? copiedLegs(legs) : null;
+}
+
+/**
+ * `listLegs` as a read another module's statement carries (src/platform/read-part.ts), for an order this
+ * transaction holds locked: the statement that locks the withdrawals the legs name. The legs change only
+ * under their order's lock, which an earlier statement took, so that statement's snapshot sees them as
+ * they are. The answer is kept as the transaction's copy (`keepLegs`).
+ */
+export function legsPart(white_label_id: string, deposit_id: string): ReadPart<DepositLegRow[]> {
+  return {
+    sql: `(SELECT coalesce(json_agg(row_to_json(l) ORDER BY l.sequence), '[]'::json)
+             FROM (SELECT ${LEG_COLUMNS} FROM deposit_legs WHERE white_label_id = $1 AND deposit_id = $2) AS l)`,
+    params: [white_label_id, deposit_id],
+    parse: (value) => (value as unknown[]).map((leg) => rowFromJson<DepositLegRow>(leg, ['expires_at', 'created_at', 'updated_at'])!),
+  };
+}
+
+/** The withdrawals an order's legs name, as a read another statement carries: a JSON array of ids, null for none. */
+export function legWithdrawalIdsPart(white_label_id: string, deposit_id: string): ReadPart<string[]> {
+  return {
+    sql: `(SELECT json_agg(DISTINCT withdrawal_id) FROM deposit_legs WHERE white_label_id = $1 AND deposit_id = $2 AND withdrawal_id IS NOT NULL)`,
+    params: [white_label_id, deposit_id],
+    parse: (value) => (value === null || value === undefined ? [] : (value as string[])),
+  };
+}
+
+/** Keeps legs read by a carried read (`legsPart`) as the transaction's copy, as `listLegs` keeps what it reads. */
+export function keepLegs(db: Queryable, white_label_id: string, deposit_id: string, legs: readonly DepositLegRow[]): void {
+  const known = lockedOrder(db, white_label_id, deposit_id);
+  if (known) known.legs = copiedLegs(legs);
+}
+
 /** A leg by its brand, order and reference: the order names the transaction's copy of its legs (see LockedOrder). */
 type LegKey = Pick<DepositLegRow, 'white_label_id' | 'deposit_id' | 'leg_ref'>;
 

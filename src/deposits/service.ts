@@ -1054,10 +1054,29 @@ export class DepositService {
    * locked, since some reads are offered only for orders the transaction holds.
    */
   private async lockWithdrawalsAndFeedsOf(tx: Queryable, row: DepositRow, carry: (legs: DepositLegRow[]) => readonly ReadPart<unknown>[] = () => []): Promise<unknown[]> {
-    const legs = await repository.listLegs(tx, row.white_label_id, row.deposit_id);
-    const withdrawals = legs.flatMap((leg) => (leg.withdrawal_id ? [leg.withdrawal_id] : []));
-    const owners = await this.deps.withdrawals.lockOrdersOf(tx, row.white_label_id, withdrawals);
+    const { legs, owners } = await this.lockWithdrawalsOf(tx, row);
     return this.deps.events.lockFeedsAndRead(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode, carry(legs));
+  }
+
+  /**
+   * The order's legs and the withdrawals they name, locked. Legs the transaction has not read yet are read
+   * in the statement that locks those withdrawals, which names them through the legs (the legs change only
+   * under the order's lock, which an earlier statement of the transaction took, so its snapshot sees them as
+   * they are); legs it knows already name the withdrawals to lock themselves.
+   */
+  private async lockWithdrawalsOf(tx: Queryable, row: DepositRow): Promise<{ legs: DepositLegRow[]; owners: string[] }> {
+    const known = repository.knownLegs(tx, row.white_label_id, row.deposit_id);
+    if (known === null && repository.holdsOrder(tx, row.white_label_id, row.deposit_id)) {
+      const locked = await this.deps.withdrawals.lockOrdersNamedBy(tx, row.white_label_id, repository.legWithdrawalIdsPart(row.white_label_id, row.deposit_id), [
+        repository.legsPart(row.white_label_id, row.deposit_id),
+      ]);
+      const legs = locked.carried[0] as DepositLegRow[];
+      repository.keepLegs(tx, row.white_label_id, row.deposit_id, legs);
+      return { legs, owners: locked.owners };
+    }
+    const legs = known ?? (await repository.listLegs(tx, row.white_label_id, row.deposit_id));
+    const withdrawals = legs.flatMap((leg) => (leg.withdrawal_id ? [leg.withdrawal_id] : []));
+    return { legs, owners: await this.deps.withdrawals.lockOrdersOf(tx, row.white_label_id, withdrawals) };
   }
 
   /** True when an expired or canceled order still takes a slip received at `at` (its late-slip window). */
@@ -1446,6 +1465,8 @@ export class DepositService {
       leg.withdrawal_leg_ref = again.value.leg_ref;
     }
 
+    // The merchant's credit comes after the fills: its wallet is locked with the first withdrawer's, in one statement.
+    if (credited > 0) this.deps.ledger.expectDepositCredit(tx, account, row.deposit_id);
     // Pay the withdrawals by the plan.
     const legs: DepositLegRow[] = [];
     for (const { leg, fill_minor: paid } of plan) {

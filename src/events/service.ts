@@ -69,6 +69,11 @@ export class EventsService {
     await this.lockFeedsAndRead(tx, white_label_id, merchant_ids, livemode, []);
   }
 
+  /** True when this transaction holds the merchant's feed (locked by `lockFeeds`, held until it ends). */
+  holdsFeed(tx: Queryable, white_label_id: string, merchant_id: string, livemode: boolean): boolean {
+    return isUnitOfWork(tx) && tx.memo.has(feedMemoKey(white_label_id, merchant_id, livemode));
+  }
+
   /**
    * `lockFeeds`, and reads another module owns sent in the same statement (src/platform/read-part.ts),
    * answered in their order. A plain read waits for no lock, so it changes nothing in the lock order.

@@ -35,34 +35,69 @@ async function createAndLockWallet(db: Queryable, account: WalletAccount, now: D
 }
 
 /**
- * Locks the wallet (as `lockWallet`) and looks up a movement key in the same round trip. The lookup runs
- * on the statement's snapshot, taken before the lock was granted. The ledger takes the merchant's feed lock
- * in a statement before this one, so a writer of the wallet has committed before the snapshot is taken;
- * should one ever commit in between, the wallet's last sequence is ahead of the movements the snapshot
- * saw, and the caller looks the key up again after the lock (`stale`): a movement is never missed.
+ * Locks the wallet (as `lockWallet`) and looks up movement keys in the same round trip: the movements
+ * a call posts on one wallet, one or several. The lookup runs on the statement's snapshot, taken before
+ * the lock was granted. The ledger takes the merchant's feed lock in a statement before this one, so a
+ * writer of the wallet has committed before the snapshot is taken; should one ever commit in between, the
+ * wallet's last sequence is ahead of the movements the snapshot saw, and the caller looks the keys up
+ * again after the lock (`stale`): a movement is never missed. `existing` maps each key found to its
+ * movement's id.
  */
-export async function lockWalletFindingMovement(
+export async function lockWalletFindingMovements(
   db: Queryable,
   account: WalletAccount,
-  movement_key: string,
+  movement_keys: readonly string[],
   now: Date,
-): Promise<{ wallet: WalletRow; existing_balance_transaction_id: string | null; stale: boolean }> {
-  const { rows } = await db.query<WalletRow & { existing_balance_transaction_id: string | null; seen_sequence: number }>(
+): Promise<{ wallet: WalletRow; existing: Map<string, string>; stale: boolean }> {
+  const { rows } = await db.query<WalletRow & { existing_movements: Record<string, string> | null; seen_sequence: number }>(
     `SELECT w.*,
-            (SELECT b.balance_transaction_id FROM balance_transactions b
-              WHERE b.white_label_id = $1 AND b.merchant_id = $2 AND b.livemode = $3 AND b.movement_key = $4) AS existing_balance_transaction_id,
+            (SELECT json_object_agg(b.movement_key, b.balance_transaction_id) FROM balance_transactions b
+              WHERE b.white_label_id = $1 AND b.merchant_id = $2 AND b.livemode = $3 AND b.movement_key = ANY($4::text[])) AS existing_movements,
             (SELECT coalesce(max(b.sequence), 0) FROM balance_transactions b
               WHERE b.white_label_id = $1 AND b.merchant_id = $2 AND b.livemode = $3) AS seen_sequence
        FROM wallets w WHERE w.white_label_id = $1 AND w.merchant_id = $2 AND w.livemode = $3 FOR UPDATE OF w`,
-    [account.white_label_id, account.merchant_id, account.livemode, movement_key],
+    [account.white_label_id, account.merchant_id, account.livemode, [...movement_keys]],
   );
   const found = rows[0];
   if (!found) {
     // A wallet's first movement: created and locked (the statement above found no row to lock); no movement can exist yet.
-    return { wallet: await createAndLockWallet(db, account, now), existing_balance_transaction_id: null, stale: false };
+    return { wallet: await createAndLockWallet(db, account, now), existing: new Map(), stale: false };
   }
-  const { existing_balance_transaction_id, seen_sequence, ...wallet } = found;
-  return { wallet, existing_balance_transaction_id, stale: Number(seen_sequence) !== wallet.last_sequence };
+  const { existing_movements, seen_sequence, ...wallet } = found;
+  return { wallet, existing: new Map(Object.entries(existing_movements ?? {})), stale: Number(seen_sequence) !== wallet.last_sequence };
+}
+
+/**
+ * `lockWalletFindingMovements` for several wallets of one brand and environment in one statement, locked in
+ * merchant-id order, each with its own keys looked up. A wallet that does not exist yet is absent from the
+ * answer (its first movement creates it). The caller holds every one of these merchants' feeds, which every
+ * lock of a wallet follows, so no lock here waits and the snapshot is the one the locks see; `stale` is
+ * still answered per wallet, as `lockWalletFindingMovements` answers it.
+ */
+export async function lockWalletsFindingMovements(
+  db: Queryable,
+  white_label_id: string,
+  livemode: boolean,
+  wanted: readonly { merchant_id: string; movement_keys: readonly string[] }[],
+): Promise<Map<string, { wallet: WalletRow; existing: Map<string, string>; stale: boolean }>> {
+  const { rows } = await db.query<WalletRow & { existing_movements: Record<string, string> | null; seen_sequence: number }>(
+    `SELECT w.*,
+            (SELECT json_object_agg(b.movement_key, b.balance_transaction_id) FROM balance_transactions b
+              WHERE b.white_label_id = w.white_label_id AND b.merchant_id = w.merchant_id AND b.livemode = w.livemode
+                AND b.movement_key IN (SELECT json_array_elements_text(wanted.movement_keys))) AS existing_movements,
+            (SELECT coalesce(max(b.sequence), 0) FROM balance_transactions b
+              WHERE b.white_label_id = w.white_label_id AND b.merchant_id = w.merchant_id AND b.livemode = w.livemode) AS seen_sequence
+       FROM wallets w JOIN json_to_recordset($3::json) AS wanted (merchant_id text, movement_keys json) ON wanted.merchant_id = w.merchant_id
+      WHERE w.white_label_id = $1 AND w.livemode = $2
+      ORDER BY w.merchant_id
+      FOR UPDATE OF w`,
+    [white_label_id, livemode, JSON.stringify(wanted)],
+  );
+  const answered = new Map<string, { wallet: WalletRow; existing: Map<string, string>; stale: boolean }>();
+  for (const { existing_movements, seen_sequence, ...wallet } of rows) {
+    answered.set(wallet.merchant_id, { wallet, existing: new Map(Object.entries(existing_movements ?? {})), stale: Number(seen_sequence) !== wallet.last_sequence });
+  }
+  return answered;
 }
 
 export async function findWallet(db: Queryable, account: WalletAccount): Promise<WalletRow | null> {
@@ -75,15 +110,22 @@ export async function findWallet(db: Queryable, account: WalletAccount): Promise
 }
 
 /**
- * Writes a wallet's new balances, queued in the transaction (src/platform/unit-of-work.ts) that holds
- * the wallet's lock; the sequence guard must still find the row it locked when the write is sent.
+ * Writes a wallet's new balances after the movements `from_sequence + 1` to `to_sequence` (one or several
+ * of one call), queued in the transaction (src/platform/unit-of-work.ts) that holds the wallet's lock; the
+ * sequence guard must still find the row as it locked it when the write is sent.
  */
-export async function updateWallet(db: Queryable, account: WalletAccount, balances: Balances, sequence: number, now: Date): Promise<void> {
+export async function updateWallet(
+  db: Queryable,
+  account: WalletAccount,
+  balances: Balances,
+  sequences: { from_sequence: number; to_sequence: number },
+  now: Date,
+): Promise<void> {
   await deferWrite(db, {
     sql: `UPDATE wallets SET available_minor = $4, pending_clearing_minor = $5, reserved_minor = $6, last_sequence = $7, updated_at = $8
-           WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND last_sequence = $7 - 1`,
+           WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND last_sequence = $9`,
     params: [account.white_label_id, account.merchant_id, account.livemode, balances.available_minor, balances.pending_clearing_minor,
-      balances.reserved_minor, sequence, now],
+      balances.reserved_minor, sequences.to_sequence, now, sequences.from_sequence],
     expected_rows: 1,
     on_unexpected_rows: () => new Error('wallet sequence moved under a held lock'),
     rows_written: [`wallets:${account.white_label_id}:${account.merchant_id}:${account.livemode}`],

@@ -4,6 +4,7 @@ import { invariant } from '../platform/assert.ts';
 import { fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { assertPositiveMinor } from '../platform/money.ts';
+import { isUnitOfWork } from '../platform/unit-of-work.ts';
 import { formatNullableTimestamp, formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import type { EventCause, EventsService } from '../events/service.ts';
 import { cancelJobsByKey, scheduleJob } from '../jobs/index.ts';
@@ -16,6 +17,7 @@ import {
   type BalanceTransactionType,
   type Bucket,
   type WalletAccount,
+  type WalletRow,
 } from './types.ts';
 
 /**
@@ -125,6 +127,55 @@ function applyMovement(balances: Balances, bucket: Bucket | null, delta: number)
   return next;
 }
 
+/** The key that makes a deposit's credit happen once. */
+function depositCreditKey(deposit_id: string): string {
+  return `deposit_settled:${deposit_id}`;
+}
+
+function walletMemoSuffix(account: WalletAccount): string {
+  return `${account.white_label_id}:${account.livemode}:${account.merchant_id}`;
+}
+
+function expectedPrefix(account: Pick<WalletAccount, 'white_label_id' | 'livemode'>): string {
+  return `ledger:expected:${account.white_label_id}:${account.livemode}:`;
+}
+
+/** Where a transaction keeps the keys it will post on a wallet later (`expectDepositCredit`). */
+function expectedMemoKey(account: WalletAccount): string {
+  return `ledger:expected:${walletMemoSuffix(account)}`;
+}
+
+function lockedWalletMemoKey(account: WalletAccount): string {
+  return `ledger:locked_wallet:${walletMemoSuffix(account)}`;
+}
+
+/**
+ * A wallet locked ahead of its post (`lockWalletWithExpected`), as the lock statement answered it, with the
+ * keys it looked up. It stays what a new lock would answer until the first post on the wallet, which takes
+ * it: the wallet's lock keeps every other transaction out, and this transaction writes a wallet only in a post.
+ */
+interface LockedWallet {
+  wallet: WalletRow;
+  existing: Map<string, string>;
+  stale: boolean;
+  movement_keys: readonly string[];
+}
+
+/**
+ * The wallet as a lock statement of this transaction answered it ahead of this post, taken once: null when
+ * there is none, or when it did not look up every key of this post (the post then locks and looks up anew,
+ * and waits for nothing: the transaction holds the wallet).
+ */
+function takeLockedWallet(tx: Queryable, account: WalletAccount, movement_keys: readonly string[]): { wallet: WalletRow; existing: Map<string, string>; stale: boolean } | null {
+  if (!isUnitOfWork(tx)) return null;
+  const key = lockedWalletMemoKey(account);
+  const kept = tx.memo.get(key) as LockedWallet | undefined;
+  if (kept === undefined) return null;
+  tx.memo.delete(key);
+  if (!movement_keys.every((movement_key) => kept.movement_keys.includes(movement_key))) return null;
+  return { wallet: kept.wallet, existing: kept.existing, stale: kept.stale };
+}
+
 export class LedgerService {
   constructor(
     private readonly events: EventsService,
@@ -149,90 +200,179 @@ export class LedgerService {
 
   /** Moves money. Returns `insufficient_balance` when a debit would take `available` below zero. */
   async post(tx: Queryable, input: PostInput): Promise<Result<BalanceTransactionView>> {
-    const posted = await this.postMovement(tx, input);
+    const [posted] = await this.postMovements(tx, [input]);
+    invariant(posted, 'one movement posted answers once');
     return posted.ok ? ok(posted.value.view) : posted;
   }
 
-  /** `post`, saying whether this call created the movement (false: its key had one already). */
-  private async postMovement(tx: Queryable, input: PostInput): Promise<Result<{ view: BalanceTransactionView; created: boolean }>> {
-    assertPositiveMinor(input.amount_minor, 'amount_minor');
-    const rule = MOVEMENT_RULES[input.type].find((candidate) => candidate.from === input.bucket_from && candidate.to === input.bucket_to);
-    invariant(rule, `a ${input.type} movement cannot go from ${String(input.bucket_from)} to ${String(input.bucket_to)}`);
+  /**
+   * Several movements on one wallet (a fill's payout and its fee), each answered as `post` answers it
+   * when they are posted one after another in this order: a movement whose key was posted before returns
+   * that movement, one refused changes nothing and the next ones go on from the same balances. The wallet
+   * is locked once and their keys looked up in that statement, instead of a lock and a lookup each.
+   */
+  async postAll(tx: Queryable, inputs: readonly PostInput[]): Promise<Result<BalanceTransactionView>[]> {
+    const posted = await this.postMovements(tx, inputs);
+    return posted.map((result) => (result.ok ? ok(result.value.view) : result));
+  }
 
-    const now = this.clock.now();
-    // Locked as `lockAccount` locks (the feed, then the wallet), the movement key looked up with the wallet's lock.
-    await this.lockFeedOf(tx, input.account);
-    const locked = await repository.lockWalletFindingMovement(tx, input.account, input.movement_key, now);
+  /** `postAll`, saying for each movement whether this call created it (false: its key had one already). */
+  private async postMovements(tx: Queryable, inputs: readonly PostInput[]): Promise<Result<{ view: BalanceTransactionView; created: boolean }>[]> {
+    const first = inputs[0];
+    invariant(first, 'a post moves money at least once');
+    const account = first.account;
+    const rules = inputs.map((input) => {
+      invariant(
+        input.account.white_label_id === account.white_label_id && input.account.merchant_id === account.merchant_id && input.account.livemode === account.livemode,
+        'the movements of one post are on one wallet',
+      );
+      assertPositiveMinor(input.amount_minor, 'amount_minor');
+      const rule = MOVEMENT_RULES[input.type].find((candidate) => candidate.from === input.bucket_from && candidate.to === input.bucket_to);
+      invariant(rule, `a ${input.type} movement cannot go from ${String(input.bucket_from)} to ${String(input.bucket_to)}`);
+      return rule;
+    });
+    const keys = inputs.map((input) => input.movement_key);
+    invariant(new Set(keys).size === keys.length, 'the movements of one post have distinct keys');
+
+    // Locked as `lockAccount` locks (the feed, then the wallet), the movement keys looked up with the wallet's lock.
+    await this.lockFeedOf(tx, account);
+    const locked = takeLockedWallet(tx, account, keys) ?? (await this.lockWalletWithExpected(tx, account, keys));
     const wallet = locked.wallet;
-    const existing = locked.stale
-      ? await repository.findByMovementKey(tx, input.account, input.movement_key)
-      : locked.existing_balance_transaction_id === null
-        ? null
-        : await repository.findBalanceTransaction(tx, input.account, locked.existing_balance_transaction_id);
-    if (existing) {
-      invariant(existing.type === input.type && existing.amount_minor === input.amount_minor, `movement ${input.movement_key} was posted with other terms`);
-      return ok({ view: balanceTransactionView(existing), created: false });
-    }
-
-    const before: Balances = {
+    let balances: Balances = {
       available_minor: wallet.available_minor,
       pending_clearing_minor: wallet.pending_clearing_minor,
       reserved_minor: wallet.reserved_minor,
     };
-    const after = applyMovement(applyMovement(before, input.bucket_from, -input.amount_minor), input.bucket_to, input.amount_minor);
-    invariant(after.pending_clearing_minor >= 0, 'pending_clearing cannot go below zero');
-    invariant(after.reserved_minor >= 0, 'reserved cannot go below zero');
-    if (after.available_minor < 0 && after.available_minor < before.available_minor && !MAY_OVERDRAW_AVAILABLE.has(input.type)) {
-      const pendingAt = await repository.nextClearingAt(tx, input.account);
-      return fail('insufficient_balance', {
-        details: {
-          available_minor: before.available_minor,
-          required_minor: input.amount_minor,
-          pending_clearing_minor: before.pending_clearing_minor,
-          pending_clearing_available_at: formatNullableTimestamp(pendingAt),
-        },
-      });
-    }
-    // Double entry: what left one bucket entered another, or crossed the wallet's edge.
-    const totalBefore = before.available_minor + before.pending_clearing_minor + before.reserved_minor;
-    const totalAfter = after.available_minor + after.pending_clearing_minor + after.reserved_minor;
-    const edgeDelta = (input.bucket_to === null ? -input.amount_minor : 0) + (input.bucket_from === null ? input.amount_minor : 0);
-    invariant(totalAfter - totalBefore === edgeDelta, 'a movement changes the wallet total only across its edge');
+    let sequence = wallet.last_sequence;
+    let updatedAt: Date | null = null;
+    const results: Result<{ view: BalanceTransactionView; created: boolean }>[] = [];
+    for (const [index, input] of inputs.entries()) {
+      const rule = rules[index]!;
+      const now = this.clock.now();
+      const existingId = locked.existing.get(input.movement_key) ?? null;
+      const existing = locked.stale
+        ? await repository.findByMovementKey(tx, account, input.movement_key)
+        : existingId === null
+          ? null
+          : await repository.findBalanceTransaction(tx, account, existingId);
+      if (existing) {
+        invariant(existing.type === input.type && existing.amount_minor === input.amount_minor, `movement ${input.movement_key} was posted with other terms`);
+        results.push(ok({ view: balanceTransactionView(existing), created: false }));
+        continue;
+      }
 
-    const row: BalanceTransactionRow = {
-      ...input.account,
-      balance_transaction_id: input.balance_transaction_id ?? newId('balance_transaction'),
-      sequence: wallet.last_sequence + 1,
-      movement_key: input.movement_key,
-      type: input.type,
-      direction: rule.direction,
-      amount_minor: input.amount_minor,
-      currency: 'THB',
-      bucket_from: input.bucket_from,
-      bucket_to: input.bucket_to,
-      available_at: input.available_at ?? null,
-      available_after: after.available_minor,
-      pending_clearing_after: after.pending_clearing_minor,
-      reserved_after: after.reserved_minor,
-      source_type: input.source.type,
-      source_id: input.source.id,
-      reverses_balance_transaction_id: input.reverses_balance_transaction_id ?? null,
-      reason_code: input.reason_code ?? null,
-      reason_display_th: input.reason_display_th ?? null,
-      cleared_from_balance_transaction_id: input.cleared_from_balance_transaction_id ?? null,
-      created_at: now,
-    };
-    await repository.insertBalanceTransaction(tx, row);
-    await repository.updateWallet(tx, input.account, after, row.sequence, now);
-    const view = balanceTransactionView(row);
-    await this.events.emitEvent(tx, {
-      ...input.account,
-      type: eventTypeOf(row),
-      object: view as unknown as Record<string, unknown>,
-      previous_attributes: undefined,
-      cause: input.cause,
-    });
-    return ok({ view, created: true });
+      const before = balances;
+      const after = applyMovement(applyMovement(before, input.bucket_from, -input.amount_minor), input.bucket_to, input.amount_minor);
+      invariant(after.pending_clearing_minor >= 0, 'pending_clearing cannot go below zero');
+      invariant(after.reserved_minor >= 0, 'reserved cannot go below zero');
+      if (after.available_minor < 0 && after.available_minor < before.available_minor && !MAY_OVERDRAW_AVAILABLE.has(input.type)) {
+        const pendingAt = await repository.nextClearingAt(tx, account);
+        results.push(
+          fail('insufficient_balance', {
+            details: {
+              available_minor: before.available_minor,
+              required_minor: input.amount_minor,
+              pending_clearing_minor: before.pending_clearing_minor,
+              pending_clearing_available_at: formatNullableTimestamp(pendingAt),
+            },
+          }),
+        );
+        continue;
+      }
+      // Double entry: what left one bucket entered another, or crossed the wallet's edge.
+      const totalBefore = before.available_minor + before.pending_clearing_minor + before.reserved_minor;
+      const totalAfter = after.available_minor + after.pending_clearing_minor + after.reserved_minor;
+      const edgeDelta = (input.bucket_to === null ? -input.amount_minor : 0) + (input.bucket_from === null ? input.amount_minor : 0);
+      invariant(totalAfter - totalBefore === edgeDelta, 'a movement changes the wallet total only across its edge');
+
+      sequence += 1;
+      const row: BalanceTransactionRow = {
+        ...account,
+        balance_transaction_id: input.balance_transaction_id ?? newId('balance_transaction'),
+        sequence,
+        movement_key: input.movement_key,
+        type: input.type,
+        direction: rule.direction,
+        amount_minor: input.amount_minor,
+        currency: 'THB',
+        bucket_from: input.bucket_from,
+        bucket_to: input.bucket_to,
+        available_at: input.available_at ?? null,
+        available_after: after.available_minor,
+        pending_clearing_after: after.pending_clearing_minor,
+        reserved_after: after.reserved_minor,
+        source_type: input.source.type,
+        source_id: input.source.id,
+        reverses_balance_transaction_id: input.reverses_balance_transaction_id ?? null,
+        reason_code: input.reason_code ?? null,
+        reason_display_th: input.reason_display_th ?? null,
+        cleared_from_balance_transaction_id: input.cleared_from_balance_transaction_id ?? null,
+        created_at: now,
+      };
+      await repository.insertBalanceTransaction(tx, row);
+      balances = after;
+      updatedAt = now;
+      const view = balanceTransactionView(row);
+      await this.events.emitEvent(tx, {
+        ...account,
+        type: eventTypeOf(row),
+        object: view as unknown as Record<string, unknown>,
+        previous_attributes: undefined,
+        cause: input.cause,
+      });
+      results.push(ok({ view, created: true }));
+    }
+    // One write of the wallet for every movement the call created: the balances and sequence after the last.
+    if (updatedAt !== null) await repository.updateWallet(tx, account, balances, { from_sequence: wallet.last_sequence, to_sequence: sequence }, updatedAt);
+    return results;
+  }
+
+  /**
+   * Says that this transaction will credit a settled deposit (`creditSettledDeposit`) after other posts (a
+   * settlement fills its withdrawals first): the next wallet lock the ledger sends in the transaction locks
+   * the depositor's wallet too and looks the credit's key up, so that the credit needs no statement of its
+   * own. Kept only when the transaction holds the depositor's feed, which every lock of a wallet follows:
+   * taking the wallet early then waits for nothing and keeps the lock order. Otherwise, and outside a
+   * transaction, nothing is kept and the credit locks its wallet as always.
+   */
+  expectDepositCredit(tx: Queryable, account: WalletAccount, deposit_id: string): void {
+    if (!isUnitOfWork(tx) || !this.events.holdsFeed(tx, account.white_label_id, account.merchant_id, account.livemode)) return;
+    tx.memo.set(expectedMemoKey(account), [depositCreditKey(deposit_id)]);
+  }
+
+  /**
+   * Locks the wallet and looks its keys up (`lockWalletFindingMovements`), together with the wallets this
+   * transaction said it will post on later (`expectDepositCredit`), in one statement; what those answered is
+   * kept for their posts (`takeLockedWallet`).
+   */
+  private async lockWalletWithExpected(tx: Queryable, account: WalletAccount, movement_keys: readonly string[]) {
+    const now = this.clock.now();
+    if (!isUnitOfWork(tx)) return repository.lockWalletFindingMovements(tx, account, movement_keys, now);
+    // The wallet's own expectation is answered by this lock.
+    tx.memo.delete(expectedMemoKey(account));
+    const expected: { merchant_id: string; movement_keys: readonly string[] }[] = [];
+    for (const [key, value] of tx.memo) {
+      if (!key.startsWith(expectedPrefix(account))) continue;
+      const merchant_id = key.slice(expectedPrefix(account).length);
+      // Only wallets whose feed the transaction holds: their locks cannot wait (see `expectDepositCredit`).
+      if (!this.events.holdsFeed(tx, account.white_label_id, merchant_id, account.livemode)) continue;
+      expected.push({ merchant_id, movement_keys: value as string[] });
+    }
+    if (expected.length === 0) return repository.lockWalletFindingMovements(tx, account, movement_keys, now);
+    const answered = await repository.lockWalletsFindingMovements(tx, account.white_label_id, account.livemode, [
+      { merchant_id: account.merchant_id, movement_keys },
+      ...expected,
+    ]);
+    for (const { merchant_id, movement_keys: keys } of expected) {
+      const wallet = { white_label_id: account.white_label_id, merchant_id, livemode: account.livemode };
+      tx.memo.delete(expectedMemoKey(wallet));
+      const found = answered.get(merchant_id);
+      // A wallet that does not exist yet is created by its first post, as always.
+      if (found) tx.memo.set(lockedWalletMemoKey(wallet), { ...found, movement_keys: keys } satisfies LockedWallet);
+    }
+    const own = answered.get(account.merchant_id);
+    // The wallet's first movement: created and locked by the single lock, which finds no row.
+    return own ?? repository.lockWalletFindingMovements(tx, account, movement_keys, now);
   }
 
   /**
@@ -244,19 +384,19 @@ export class LedgerService {
     input: { account: WalletAccount; deposit_id: string; amount_minor: number; cause: EventCause; balance_transaction_id?: string },
   ): Promise<BalanceTransactionView> {
     const availableAt = new Date(this.clock.now().getTime() + CLEARING_PERIOD_MS);
-    const posted = await this.postMovement(tx, {
+    const [posted] = await this.postMovements(tx, [{
       account: input.account,
       type: 'deposit_settled',
       amount_minor: input.amount_minor,
       ...(input.balance_transaction_id ? { balance_transaction_id: input.balance_transaction_id } : {}),
       bucket_from: null,
       bucket_to: 'pending_clearing',
-      movement_key: `deposit_settled:${input.deposit_id}`,
+      movement_key: depositCreditKey(input.deposit_id),
       source: { type: 'deposit_order', id: input.deposit_id },
       available_at: availableAt,
       cause: input.cause,
-    });
-    invariant(posted.ok, 'a credit into pending_clearing cannot be refused');
+    }]);
+    invariant(posted?.ok, 'a credit into pending_clearing cannot be refused');
     const { view, created } = posted.value;
     // A credit this call created has no clearing yet: only a credit posted before can have one to find.
     const existingClearing = created ? null : await repository.lockClearing(tx, input.account.white_label_id, view.id);

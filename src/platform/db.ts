@@ -45,8 +45,8 @@ export class AcquireWaitMeter {
 /**
  * Told of every round trip a database makes, with its duration: the statement counter of the benchmarks
  * and of the round-trip test. It must not do I/O. A round trip that carries several statements (BEGIN
- * with a transaction's first statement, its last deferred writes with COMMIT) is told once, their texts
- * joined by `;\n`.
+ * with a transaction's first statement, deferred writes with the statement after them, its last deferred
+ * writes with COMMIT) is told once, their texts joined by `;\n`.
  */
 export type StatementObserver = (sql: string, duration_ms: number) => void;
 
@@ -56,6 +56,11 @@ export type StatementObserver = (sql: string, duration_ms: number) => void;
  */
 export interface TransactionConnection extends Queryable {
   commit(last: { sql: string; params: readonly unknown[] } | null): Promise<void>;
+  /**
+   * A statement sent in the same round trip as `before` (the deferred writes queued ahead of it, one statement
+   * that checks its own counts), which runs first: the answer once both have answered, or the first failure.
+   */
+  queryAfter<Row = Record<string, unknown>>(before: { sql: string; params: readonly unknown[] }, sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>>;
 }
 
 export interface Database extends Queryable {
@@ -194,20 +199,30 @@ class PostgresDatabase implements Database {
     let begun = false;
     /** COMMIT has been sent: the server has left the transaction block, committed or (after a failure) rolled back. */
     let ended = false;
-    const send = async (sql: string, statement: string | pg.QueryConfig): Promise<pg.QueryResult> => {
-      if (begun) return observed(observer, sql, () => client.query(statement));
+    /** Statements written in one round trip (with BEGIN before the first of the transaction); the last one's answer. */
+    const send = async (statements: readonly { sql: string; statement: string | pg.QueryConfig }[]): Promise<pg.QueryResult> => {
+      const sent = begun ? statements : [{ sql: 'BEGIN', statement: 'BEGIN' }, ...statements];
       begun = true;
-      const [, result] = await observed(observer, `BEGIN;\n${sql}`, () => allAnswered([client.query('BEGIN'), client.query(statement)]));
-      return result as pg.QueryResult;
+      const text = sent.map(({ sql }) => sql).join(';\n');
+      if (sent.length === 1) return observed(observer, text, () => client.query(sent[0]!.statement));
+      const answers = await observed(observer, text, () => allAnswered(sent.map(({ statement }) => client.query(statement))));
+      return answers[answers.length - 1] as pg.QueryResult;
     };
     try {
       const tx = new UnitOfWork({
         async query<Row>(sql: string, params: readonly unknown[] = []) {
-          const result = await send(sql, preparedQuery(sql, params));
+          const result = await send([{ sql, statement: preparedQuery(sql, params) }]);
+          return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
+        },
+        async queryAfter<Row>(before: { sql: string; params: readonly unknown[] }, sql: string, params: readonly unknown[] = []) {
+          const result = await send([
+            { sql: before.sql, statement: preparedQuery(before.sql, before.params) },
+            { sql, statement: preparedQuery(sql, params) },
+          ]);
           return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
         },
         async exec(sql: string) {
-          await send(sql, sql);
+          await send([{ sql, statement: sql }]);
         },
         async commit(last) {
           if (!begun && last === null) return;
@@ -283,6 +298,15 @@ class PgliteDatabase implements Database {
         const tx = new UnitOfWork({
           async query<Row>(sql: string, params: readonly unknown[] = []) {
             const result = await observed(observer, told(sql), () => transaction.query<Row>(sql, params as unknown[]));
+            return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+          },
+          async queryAfter<Row>(before: { sql: string; params: readonly unknown[] }, sql: string, params: readonly unknown[] = []) {
+            // One round trip as PostgreSQL sends it; a failure of `before` leaves the statement unsent, as the
+            // server would refuse it in the aborted transaction.
+            const result = await observed(observer, `${told(before.sql)};\n${sql}`, async () => {
+              await transaction.query(before.sql, before.params as unknown[]);
+              return transaction.query<Row>(sql, params as unknown[]);
+            });
             return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
           },
           async exec(sql: string) {

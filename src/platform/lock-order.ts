@@ -36,8 +36,8 @@ export const LOCK_ORDER = [
   'sandbox brand liquidity (advisory)',
   /**
    * `withdrawal_orders` rows: several in withdrawal-id order (`WithdrawalService.lockOrdersOf`, which a
-   * deposit change calls for every withdrawal its legs name). The matcher takes its candidates with
-   * SKIP LOCKED, which never waits, and before any feed.
+   * deposit change calls for every withdrawal its legs name, or `lockOrdersNamedBy`, whose statement reads
+   * those legs itself). The matcher takes its candidates with SKIP LOCKED, which never waits, and before any feed.
    */
   'withdrawal orders',
   /**
@@ -47,7 +47,12 @@ export const LOCK_ORDER = [
   'event feeds',
   /** Rows that hang off an order already locked: a dispute, a claim. */
   'dispute, claim',
-  /** `wallets` rows, always after their merchant's feed (`LedgerService.lockAccount`). */
+  /**
+   * `wallets` rows, always after their merchant's feed (`LedgerService.lockAccount`). A settlement's credit
+   * expected ahead (`LedgerService.expectDepositCredit`) locks the depositor's wallet with the first
+   * withdrawer's, in merchant-id order, only when the transaction holds both feeds: no other transaction can
+   * then hold either wallet, so neither lock waits.
+   */
   'wallets',
   /** `clearings` rows, after their wallet. */
   'clearings',

@@ -10,7 +10,9 @@ import { renumberPlaceholders } from './read-part.ts';
  * of ten writes pays for one.
  *
  * The rules that keep this equal to sending each write at once:
- * - A read flushes the queue first, so every read sees every earlier write of its transaction.
+ * - A read flushes the queue first, so every read sees every earlier write of its transaction. The queue's
+ *   last batch travels in the read's round trip, ahead of it (PostgreSQL runs pipelined statements in
+ *   order), and checks its own counts as the batch sent with COMMIT does (below).
  * - Statements of one batch share one snapshot and cannot see each other's rows, and PostgreSQL
  *   applies only one of two changes of the same row in one statement. A write therefore names the
  *   rows it writes (`rows_written`), and a write of a row already written in the queue flushes the
@@ -92,6 +94,17 @@ function unexpectedRowsOf(error: unknown): { write_index: number; changed_rows: 
   if (typeof detail !== 'string') return null;
   const parsed = JSON.parse(detail) as { write_index?: unknown; changed_rows?: unknown };
   return typeof parsed.write_index === 'number' && typeof parsed.changed_rows === 'number' ? { write_index: parsed.write_index, changed_rows: parsed.changed_rows } : null;
+}
+
+/**
+ * Rethrows the failure of a batch that checked its own counts (`checked_in_statement`): a count that differed
+ * becomes its write's own error (or an invariant failure); any other failure is thrown as it is.
+ */
+function throwWriteError(batch: readonly DeferredWrite[], error: unknown): never {
+  const failure = unexpectedRowsOf(error);
+  const write = failure ? batch[failure.write_index] : undefined;
+  if (failure && write) checkCount(write, failure.changed_rows);
+  throw error;
 }
 
 /**
@@ -177,10 +190,7 @@ export class UnitOfWork implements Queryable {
     try {
       await this.connection.commit(combineWrites(last, { checked_in_statement: true }));
     } catch (error) {
-      const failure = unexpectedRowsOf(error);
-      const write = failure ? last[failure.write_index] : undefined;
-      if (failure && write) checkCount(write, failure.changed_rows);
-      throw error;
+      throwWriteError(last, error);
     }
   }
 
@@ -205,9 +215,22 @@ export class UnitOfWork implements Queryable {
     batch.forEach((write, index) => checkCount(write, Number(counts[`c${index}`])));
   }
 
+  /**
+   * A read (or any statement) after the queue: the queue's last batch travels in the same round trip, ahead
+   * of it, and checks its own counts as the batch sent with COMMIT does. The server runs the two in order, so
+   * the statement sees every write; a count that differs fails the batch, the server refuses the statement in
+   * the aborted transaction, and the write's own error is thrown here.
+   */
   async query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> {
-    await this.flush();
-    return this.connection.query<Row>(sql, params);
+    const batches = this.takeQueue();
+    const last = batches.pop();
+    for (const batch of batches) await this.send(batch);
+    if (!last) return this.connection.query<Row>(sql, params);
+    try {
+      return await this.connection.queryAfter<Row>(combineWrites(last, { checked_in_statement: true }), sql, params);
+    } catch (error) {
+      throwWriteError(last, error);
+    }
   }
 
   async exec(sql: string): Promise<void> {

@@ -24,8 +24,12 @@ export async function findBlob(db: Queryable, address: BlobAddress): Promise<Buf
   ]);
   const found = rows[0];
   if (!found) return null;
-  // pg returns a Buffer, PGlite a Uint8Array: one type for callers.
-  return Buffer.isBuffer(found.ciphertext) ? found.ciphertext : Buffer.from(found.ciphertext.buffer, found.ciphertext.byteOffset, found.ciphertext.byteLength);
+  return asBuffer(found.ciphertext);
+}
+
+/** pg returns a bytea as a Buffer, PGlite as a Uint8Array: one type for callers. */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 /** Whether the stored blob has this length and SHA-256 (hex), compared in the database. */
@@ -85,6 +89,29 @@ export async function lockHeadOfQueue(db: Queryable, white_label_id: string, dep
   );
   if (rows[0]) rememberLocked(db, receiptRowKey(white_label_id, rows[0].receipt_id));
   return rows[0] ?? null;
+}
+
+/**
+ * `lockHeadOfQueue`, with the head's sealed image read in the same statement (null when it has none, or
+ * none is stored in `slip_blobs`): for the consumer that opens the evidence next. The image is read for the
+ * locked row alone (the outer select sees the one row the locking select answers). A blob is written in its
+ * receipt's transaction and never changed, so a snapshot that sees the receipt sees its blob.
+ */
+export async function lockHeadOfQueueWithBlob(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; ciphertext: Buffer | null } | null> {
+  const { rows } = await db.query<SlipReceiptRow & { stored_ciphertext: Uint8Array | null }>(
+    `SELECT h.*,
+            CASE WHEN h.wrapped_key IS NOT NULL THEN
+              (SELECT b.ciphertext FROM slip_blobs b WHERE b.white_label_id = h.white_label_id AND b.blob_key = h.receipt_id) END AS stored_ciphertext
+       FROM (SELECT ${RECEIPT_COLUMNS} FROM slip_receipts
+              WHERE white_label_id = $1 AND deposit_id = $2 AND status <> 'processed'
+              ORDER BY received_at, receipt_id LIMIT 1 FOR UPDATE) AS h`,
+    [white_label_id, deposit_id],
+  );
+  const found = rows[0];
+  if (!found) return null;
+  const { stored_ciphertext, ...receipt } = found;
+  rememberLocked(db, receiptRowKey(white_label_id, receipt.receipt_id));
+  return { receipt, ciphertext: stored_ciphertext === null ? null : asBuffer(stored_ciphertext) };
 }
 
 /**

@@ -65,6 +65,15 @@ export interface UploadAnswer {
   replayed: boolean;
 }
 
+/**
+ * A receipt's sealed image as the statement that locked the receipt read it (`headOfQueueWithEvidence`),
+ * for `openEvidence` to open without reading the store again. Opaque to other modules.
+ */
+export interface StoredEvidence {
+  readonly receipt_id: string;
+  readonly ciphertext: Buffer | null;
+}
+
 /** The evidence of a receipt, opened for the pipeline. */
 export interface OpenedEvidence {
   image: { bytes: Buffer; media_type: SlipImageMediaType } | null;
@@ -217,19 +226,23 @@ export class SlipsService {
     }
   }
 
-  private async openImage(db: Queryable, row: SlipReceiptRow): Promise<Buffer | null> {
+  private async openImage(db: Queryable, row: SlipReceiptRow, stored: StoredEvidence | null = null): Promise<Buffer | null> {
     if (row.wrapped_key === null) return null;
     const address: BlobAddress = { white_label_id: row.white_label_id, blob_key: row.receipt_id };
-    const ciphertext = await this.deps.blobs.get(db, address);
+    invariant(stored === null || stored.receipt_id === row.receipt_id, 'stored evidence opens with its own receipt');
+    const ciphertext = stored === null ? await this.deps.blobs.get(db, address) : stored.ciphertext;
     if (ciphertext === null) return null;
     return this.deps.cipher.open(address, { ciphertext, wrapped_key: row.wrapped_key });
   }
 
-  /** A receipt's evidence for the pipeline: the image (checked against its manifest) and the fields. */
-  async openEvidence(db: Queryable, row: SlipReceiptRow): Promise<OpenedEvidence> {
+  /**
+   * A receipt's evidence for the pipeline: the image (checked against its manifest) and the fields. With
+   * `stored` (from `headOfQueueWithEvidence`), the image is the one read with the receipt's lock.
+   */
+  async openEvidence(db: Queryable, row: SlipReceiptRow, stored: StoredEvidence | null = null): Promise<OpenedEvidence> {
     let image: OpenedEvidence['image'] = null;
     if (row.media_type !== null) {
-      const bytes = await this.openImage(db, row);
+      const bytes = await this.openImage(db, row, stored);
       invariant(bytes !== null && sha256Hex(bytes) === row.image_sha256, 'a receipt keeps its evidence');
       image = { bytes, media_type: row.media_type };
     }
@@ -296,6 +309,20 @@ export class SlipsService {
   /** The order's oldest unprocessed receipt, locked (receipts of an order are processed one at a time). */
   headOfQueue(tx: Queryable, white_label_id: string, deposit_id: string): Promise<SlipReceiptRow | null> {
     return repository.lockHeadOfQueue(tx, white_label_id, deposit_id);
+  }
+
+  /**
+   * `headOfQueue` for a consumer that opens the receipt's evidence next (`openEvidence`): with the
+   * PostgreSQL blob store, the statement that locks the receipt also reads its sealed image, so that opening
+   * it costs no round trip of its own. `stored` is null with another store, which `openEvidence` reads then.
+   */
+  async headOfQueueWithEvidence(tx: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; stored: StoredEvidence | null } | null> {
+    if (this.deps.blobs.kind !== 'postgres') {
+      const receipt = await repository.lockHeadOfQueue(tx, white_label_id, deposit_id);
+      return receipt === null ? null : { receipt, stored: null };
+    }
+    const head = await repository.lockHeadOfQueueWithBlob(tx, white_label_id, deposit_id);
+    return head === null ? null : { receipt: head.receipt, stored: { receipt_id: head.receipt.receipt_id, ciphertext: head.ciphertext } };
   }
 
   /**

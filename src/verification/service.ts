@@ -10,7 +10,7 @@ import { findBank } from '../banks/service.ts';
 import type { JobHandler } from '../jobs/index.ts';
 import { senderVerified, type DepositService, type PaymentParties } from '../deposits/service.ts';
 import type { ReviewReason, VerificationBooleans } from '../deposits/types.ts';
-import { MAX_RECEIPTS_PER_ORDER, PROCESS_SLIP_TASK, type SlipsService } from '../slips/service.ts';
+import { MAX_RECEIPTS_PER_ORDER, PROCESS_SLIP_TASK, type SlipsService, type StoredEvidence } from '../slips/service.ts';
 import type { SlipReceiptRow } from '../slips/types.ts';
 import type { BankVerifier, TransferLookup, UnavailableReason, VerifiedTransfer } from './bank-port.ts';
 import { accountsMatch, assess, type Assessment } from './checks.ts';
@@ -148,7 +148,7 @@ export class VerificationService {
     const claimed = await this.deps.database.transaction((tx) => this.claim(tx, white_label_id, deposit_id));
     if (claimed === null) return null;
     if (claimed.mode === null) return { concluded: claimed.receipt.receipt_id };
-    const reading = await this.read(claimed.receipt);
+    const reading = await this.read(claimed.receipt, claimed.stored);
     const decide = (allocation_conflict: boolean, conflict_leg_ref: string | null = null) =>
       this.deps.database.transaction((tx) => this.decide(tx, claimed.receipt, claimed.mode as Mode, reading, allocation_conflict, conflict_leg_ref));
     let concluded: boolean;
@@ -170,9 +170,11 @@ export class VerificationService {
    * status (the slip may be a transfer after settlement). A receipt already claimed by a run that did
    * not finish is resumed.
    */
-  private async claim(tx: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; mode: Mode | null } | null> {
-    const receipt = await this.deps.slips.headOfQueue(tx, white_label_id, deposit_id);
-    if (!receipt) return null;
+  private async claim(tx: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; mode: Mode | null; stored: StoredEvidence | null } | null> {
+    // The receipt's sealed image is read with its lock, for step 2 to open without a round trip of its own.
+    const head = await this.deps.slips.headOfQueueWithEvidence(tx, white_label_id, deposit_id);
+    if (!head) return null;
+    const { receipt, stored } = head;
     const order = await this.deps.deposits.lockForSlip(tx, white_label_id, deposit_id);
     invariant(order, 'a receipt belongs to an order');
     // The order's tenant must be the one the capability named when the slip was taken.
@@ -180,7 +182,7 @@ export class VerificationService {
     const status = order.status;
     if (receipt.status === 'claimed') {
       const mode: Mode = status === 'slip_processing' ? 'pipeline' : status === 'settled' ? 'after_settlement' : 'attached';
-      return { receipt, mode };
+      return { receipt, mode, stored };
     }
     const input = { white_label_id, deposit_id, received_at: receipt.received_at, cause: SYSTEM_CAUSE };
     let mode: Mode;
@@ -191,7 +193,7 @@ export class VerificationService {
         const received = await this.deps.deposits.markSlipReceived(tx, input);
         if (!received.ok) {
           await this.deps.slips.complete(tx, receipt, { outcome: `refused_${received.error.code}`, verification: null, transfer: null });
-          return { receipt, mode: null };
+          return { receipt, mode: null, stored };
         }
         mode = received.value.status === 'under_review' ? 'attached' : 'pipeline';
         break;
@@ -208,15 +210,18 @@ export class VerificationService {
       default:
         // Rejected, reversed: nothing a slip can change (the intake refuses these; this is the race).
         await this.deps.slips.complete(tx, receipt, { outcome: 'not_applicable', verification: null, transfer: null });
-        return { receipt, mode: null };
+        return { receipt, mode: null, stored };
     }
     await this.deps.slips.markClaimed(tx, receipt);
-    return { receipt: { ...receipt, status: 'claimed' }, mode };
+    return { receipt: { ...receipt, status: 'claimed' }, mode, stored };
   }
 
-  /** Step 2, outside any transaction: the slip's reference, and the bank's answer about it. */
-  private async read(receipt: SlipReceiptRow): Promise<Reading> {
-    const evidence = await this.deps.slips.openEvidence(this.deps.database, receipt);
+  /**
+   * Step 2, outside any transaction: the slip's reference, and the bank's answer about it. The image is the
+   * one the claim read with the receipt's lock (`stored`), when the blob store let it.
+   */
+  private async read(receipt: SlipReceiptRow, stored: StoredEvidence | null): Promise<Reading> {
+    const evidence = await this.deps.slips.openEvidence(this.deps.database, receipt, stored);
     const reading: Reading = { reference: null, source: null, unreadable_reason: null, reference_only: evidence.image === null, lookup: null };
     if (evidence.image === null) {
       const fields = evidence.fields;

@@ -426,6 +426,53 @@ export async function lockOrdersOf(db: Queryable, white_label_id: string, withdr
   return [...new Set(rows.map((row) => row.merchant_id))];
 }
 
+/**
+ * `lockOrdersOf` for the orders a read of another module names (src/platform/read-part.ts: `ids` answers
+ * their ids as a JSON array, or null for none), with that module's reads carried in the same statement: a
+ * deposit's change names its withdrawals through its legs, and reading the legs first cost a round trip of
+ * its own. The orders are locked in withdrawal-id order, as `lockOrdersOf` locks them. The statement always
+ * answers one row at least, so the carried reads are answered when no order is named too. The carried reads
+ * and the ids are read on the statement's snapshot, taken before a lock it waits for is granted: only reads
+ * that no lock taken here orders belong here (a deposit's legs, which change only under the deposit's own
+ * lock, taken by an earlier statement of the transaction).
+ */
+export async function lockOrdersNamedBy(
+  db: Queryable,
+  white_label_id: string,
+  ids: ReadPart<unknown>,
+  carried: readonly ReadPart<unknown>[],
+): Promise<{ owners: string[]; carried: unknown[] }> {
+  const params: unknown[] = [white_label_id];
+  const carriedColumns = carried.map((part, index) => {
+    const column = `${renumberPlaceholders(part.sql, params.length)} AS carried_${index},`;
+    params.push(...part.params);
+    return column;
+  });
+  const idsSql = renumberPlaceholders(ids.sql, params.length);
+  params.push(...ids.params);
+  const { rows } = await db.query<Partial<WithdrawalRow> & Record<string, unknown>>(
+    `SELECT ${carriedColumns.join(' ')} o.*
+       FROM (VALUES (1)) AS one (x)
+       LEFT JOIN (SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
+                   WHERE white_label_id = $1 AND withdrawal_id IN (SELECT json_array_elements_text(${idsSql}))
+                   ORDER BY withdrawal_id FOR UPDATE) AS o ON true`,
+    params,
+  );
+  const first = rows[0];
+  invariant(first !== undefined, 'the statement answers one row at least');
+  const answers = carried.map((part, index) => part.parse(first[`carried_${index}`] ?? null));
+  const locked: WithdrawalRow[] = [];
+  for (const answered of rows) {
+    if (answered.withdrawal_id === null || answered.withdrawal_id === undefined) continue;
+    const order: Record<string, unknown> = { ...answered };
+    carried.forEach((_, index) => delete order[`carried_${index}`]);
+    const row = order as unknown as WithdrawalRow;
+    keepLocked(db, row);
+    locked.push(row);
+  }
+  return { owners: [...new Set(locked.map((row) => row.merchant_id))], carried: answers };
+}
+
 /** The merchants that own these orders (one brand). */
 export async function merchantsOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
   if (withdrawal_ids.length === 0) return [];

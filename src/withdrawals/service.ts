@@ -9,7 +9,7 @@ import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { cancelJobsByKey, scheduleJob, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
-import type { LedgerService } from '../ledger/service.ts';
+import type { LedgerService, PostInput } from '../ledger/service.ts';
 import { recognizeFee, recognizeFill, type FeeComputation, type FeeService } from '../fees/service.ts';
 import type { BeneficiaryService, Payee } from '../beneficiaries/service.ts';
 import { sandboxScenarioOf, scenarioWithdrawalStartJob } from '../sandbox/scenario-table.ts';
@@ -867,29 +867,18 @@ export class WithdrawalService {
     const now = this.deps.clock.now();
     const account = accountOf(row);
     const feeShare = recognizeFill(row.fee_total_minor, row.amount_total_minor, row.filled_minor, paid);
-    const settled = await this.deps.ledger.post(tx, {
-      account,
-      type: 'withdrawal_settled',
-      amount_minor: paid,
-      bucket_from: 'reserved',
-      bucket_to: null,
-      movement_key: `withdrawal_settled:${leg.leg_ref}`,
-      source: { type: ORDER_SOURCE, id: row.withdrawal_id },
-      cause: input.cause,
-    });
-    invariant(settled.ok, 'a payout from reserved cannot be refused');
-    let feeMovementId: string | null = null;
+    // The payout and its fee leave the wallet in one post: one lock of the wallet and one lookup of both keys.
+    const source = { type: ORDER_SOURCE, id: row.withdrawal_id };
+    const movements: PostInput[] = [
+      { account, type: 'withdrawal_settled', amount_minor: paid, bucket_from: 'reserved', bucket_to: null, movement_key: `withdrawal_settled:${leg.leg_ref}`, source, cause: input.cause },
+    ];
     if (feeShare > 0) {
-      const fee = await this.deps.ledger.post(tx, {
-        account,
-        type: 'fee',
-        amount_minor: feeShare,
-        bucket_from: 'reserved',
-        bucket_to: null,
-        movement_key: `fee:${leg.leg_ref}`,
-        source: { type: ORDER_SOURCE, id: row.withdrawal_id },
-        cause: input.cause,
-      });
+      movements.push({ account, type: 'fee', amount_minor: feeShare, bucket_from: 'reserved', bucket_to: null, movement_key: `fee:${leg.leg_ref}`, source, cause: input.cause });
+    }
+    const [settled, fee] = await this.deps.ledger.postAll(tx, movements);
+    invariant(settled?.ok, 'a payout from reserved cannot be refused');
+    let feeMovementId: string | null = null;
+    if (fee) {
       invariant(fee.ok, 'a fee from reserved cannot be refused');
       feeMovementId = fee.value.id;
     }
@@ -974,34 +963,39 @@ export class WithdrawalService {
     const feeBack = row.fee_recognized_minor - recognized;
     invariant(feeBack >= 0, 'a reversal never recognises more fee');
     const into = live ? 'reserved' : 'available';
-    const principal = await this.deps.ledger.post(tx, {
-      account,
-      type: 'reversal',
-      amount_minor: leg.amount_minor,
-      bucket_from: null,
-      bucket_to: into,
-      movement_key: `reversal:${leg.balance_transaction_id}`,
-      source: { type: ORDER_SOURCE, id: row.withdrawal_id },
-      reverses_balance_transaction_id: leg.balance_transaction_id,
-      reason_code: input.reason_code,
-      cause: input.cause,
-    });
-    invariant(principal.ok, 'a credit cannot be refused');
+    // The chunk and the fee it no longer earns come back in one post: one lock of the wallet and one lookup of both keys.
+    const source = { type: ORDER_SOURCE, id: row.withdrawal_id };
+    const movements: PostInput[] = [
+      {
+        account,
+        type: 'reversal',
+        amount_minor: leg.amount_minor,
+        bucket_from: null,
+        bucket_to: into,
+        movement_key: `reversal:${leg.balance_transaction_id}`,
+        source,
+        reverses_balance_transaction_id: leg.balance_transaction_id,
+        reason_code: input.reason_code,
+        cause: input.cause,
+      },
+    ];
     if (feeBack > 0) {
-      const fee = await this.deps.ledger.post(tx, {
+      movements.push({
         account,
         type: 'reversal',
         amount_minor: feeBack,
         bucket_from: null,
         bucket_to: into,
         movement_key: `fee_reversal:${leg.leg_ref}`,
-        source: { type: ORDER_SOURCE, id: row.withdrawal_id },
+        source,
         reverses_balance_transaction_id: leg.fee_balance_transaction_id ?? leg.balance_transaction_id,
         reason_code: input.reason_code,
         cause: input.cause,
       });
-      invariant(fee.ok, 'a credit cannot be refused');
     }
+    const [principal, fee] = await this.deps.ledger.postAll(tx, movements);
+    invariant(principal?.ok, 'a credit cannot be refused');
+    if (fee) invariant(fee.ok, 'a credit cannot be refused');
 
     const remaining = row.remaining_minor + leg.amount_minor;
     let after: WithdrawalRow = {
@@ -1188,6 +1182,15 @@ export class WithdrawalService {
    */
   lockOrdersOf(tx: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
     return repository.lockOrdersOf(tx, white_label_id, withdrawal_ids);
+  }
+
+  /**
+   * `lockOrdersOf` for orders another module's read names (their ids as a JSON array), with that module's
+   * reads carried in the same statement (src/withdrawals/repository.ts `lockOrdersNamedBy`): a deposit change
+   * names its withdrawals through its legs, which it reads in the statement that locks them.
+   */
+  lockOrdersNamedBy(tx: Queryable, white_label_id: string, ids: ReadPart<unknown>, carried: readonly ReadPart<unknown>[]): Promise<{ owners: string[]; carried: unknown[] }> {
+    return repository.lockOrdersNamedBy(tx, white_label_id, ids, carried);
   }
 
   /** The merchants owning these orders (read without a lock). */
