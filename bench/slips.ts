@@ -138,7 +138,9 @@ import {
  *                 writer, checkpointer and background writer), round trips and transactions (countingDatabase
  *                 in the worker) and WAL per processed slip, printed in their columns with "(service +
  *                 PostgreSQL) ÷ TPC-B", whose unit is PostgreSQL's CPU per transaction of this run's pgbench
- *                 phase under the same meters. Afterwards every measured order must be settled, with its
+ *                 phase under the same meters. This file's cost table shows the same stretch with the worker's
+ *                 own PostgreSQL sessions apart from the background processes, which every database of the
+ *                 server shares (other work on the server lands there). Afterwards every measured order must be settled, with its
  *                 deposit.settled event and its withdrawal leg filled, and every receipt read from the
  *                 payload. On by default: setting up costs about 60 ms of sandbox transfer and slip rendering
  *                 per order in the parent, so the phase adds about a minute and a half to a run at the defaults.
@@ -1421,6 +1423,11 @@ interface SettlePhase {
   /** Jobs the worker ran during the phase, by `task:outcome`, slips.process included. */
   jobs: Record<string, number>;
   cost: PhaseCost;
+  /**
+   * The same stretch under this file's meters, which tell the worker's own PostgreSQL sessions
+   * (application_name) from the background processes that every database of the server shares.
+   */
+  split_cost: Cost;
   checks: SettleChecks;
   preparation_seconds: number;
 }
@@ -1589,13 +1596,26 @@ async function runSettlePhase(
     await adminQuery(databaseUrl, 'CHECKPOINT');
     log(`settle: processing ${tally.accepted} slips, worker concurrency ${settings.worker_concurrency}`);
     const meter = await startPhaseMeter(settings);
+    const splitMeter = await startMeter(settings);
     const before = await worker.usage();
     const started = performance.now();
     worker.startWorker();
     const { after, drained } = await drainSlipJobs(settings, worker, before, tally.accepted);
     const seconds = (performance.now() - started) / 1000;
     const processed = (after.jobs[SETTLE_SUCCEEDED_KEY] ?? 0) - (before.jobs[SETTLE_SUCCEEDED_KEY] ?? 0);
-    const cost = await stopPhaseMeter(settings, meter, processed, after.cpu_us - before.cpu_us, diffStats(after.stats, before.stats));
+    const stats = diffStats(after.stats, before.stats);
+    const reading = await stopMeter(settings, splitMeter);
+    const cost = await stopPhaseMeter(settings, meter, processed, after.cpu_us - before.cpu_us, stats);
+    const splitCost = costOf({
+      label: 'settle: slip settlement (worker process, payload given)',
+      reading,
+      operations: processed,
+      service_us: after.cpu_us - before.cpu_us,
+      load_generator_us: reading.self_cpu_us,
+      postgres_groups: ['worker', 'other'],
+      stats,
+      peak_rss_bytes: after.max_rss_bytes,
+    });
     log(`settle: ${processed} slips in ${fixed(seconds, 1)} s (${fixed(processed / seconds, 0)}/s)`);
     const checks = await checkSettle(database, measuredSlips.map((slip) => slip.order.deposit_id));
     return {
@@ -1610,6 +1630,7 @@ async function runSettlePhase(
       processed,
       jobs: jobsSince(after.jobs, before.jobs),
       cost,
+      split_cost: splitCost,
       checks,
       preparation_seconds: preparationSeconds,
     };
@@ -1856,6 +1877,7 @@ function report(input: {
   if (endToEnd?.intake_cost) costRows.push(costRow(endToEnd.intake_cost));
   if (endToEnd?.verification_cost) costRows.push(costRow(endToEnd.verification_cost));
   if (endToEnd) costRows.push(costRow(endToEnd.combined_cost));
+  if (settle) costRows.push(costRow(settle.split_cost));
   if (costRows.length > 0) {
     lines.push('');
     lines.push(
