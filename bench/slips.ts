@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -42,7 +43,21 @@ import {
   type PgbenchResult,
 } from './support.ts';
 import { fundWithdrawer } from './setup.ts';
-import { countingDatabase, diffStats, newStats, peakResidentBytes, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
+import {
+  COST_COLUMNS,
+  costRow as phaseCostRow,
+  countingDatabase,
+  diffStats,
+  newStats,
+  peakResidentBytes,
+  perOperation,
+  pgbenchChildren,
+  processTicks,
+  startMeter as startPhaseMeter,
+  stopMeter as stopPhaseMeter,
+  type Cost as PhaseCost,
+  type StatementStats,
+} from './meters.ts';
 
 /**
  * `npm run bench:slips`: the slip benchmark of issue 10, in one run on real PostgreSQL.
@@ -75,7 +90,8 @@ import { countingDatabase, diffStats, newStats, peakResidentBytes, pgbenchChildr
  * Phases, in this order, each after a CHECKPOINT:
  *
  *   pgbench_tpcb  `pgbench -n -b tpcb-like -c <clients> -j 2 -T <seconds>` after a warm-up, for the usual
- *                 ratio line.
+ *                 ratio line; metered at once by this file's meters and by bench/meters.ts's, whose PostgreSQL
+ *                 CPU per transaction is the unit of the settle phase's ratio. Selected as `pgbench`.
  *   storage       the storage limit: plain INSERTs of random 1 MiB `bytea` rows (the size of the intake's
  *                 ciphertext: the image plus AES-GCM's 12-byte iv and 16-byte tag) into `bench_plain_blobs`,
  *                 a table made `LIKE slip_blobs` (same columns, key and storage), with the statement the
@@ -106,6 +122,28 @@ import { countingDatabase, diffStats, newStats, peakResidentBytes, pgbenchChildr
  *                 (told apart by application_name), per intake the API process plus its backends.
  *                 BENCH_WORKER_IN_SERVER=1 runs the worker inside the server process instead (the
  *                 default deployment, one process with both roles); the CPU can then not be split.
+ *   settle        issue 15's "slip settlement (verified slip → settled, credited, filled, events): ≤ 6 round trips,
+ *                 CPU ≤ 5× a TPC-B transaction", which the phases above cannot show: there the worker's CPU is
+ *                 decoding pixels and reading QR codes. BENCH_SETTLE_WARMUP_SLIPS + BENCH_SETTLE_SLIPS orders,
+ *                 each with its own sandbox transfer; each upload (multipart, to a server process with the
+ *                 worker off) is the sandbox's slip PNG as the bank app shows it (about 100 KiB, no photo
+ *                 treatment) with the slip's mini-QR text as the optional `payload` field, so the worker takes
+ *                 the reference from the payload and never decodes the image (it still reads the sealed image
+ *                 from the blob store, opens it and checks its hash). The warm-up batch is processed first
+ *                 by a worker process started held (API off, its job loop only: no webhook dispatcher, no
+ *                 housekeeping), which is then held again; then the whole measured batch is uploaded, the
+ *                 database analysed and checkpointed, and the same worker runs until every measured slip's
+ *                 job has succeeded. Metered with bench/meters.ts as bench/deposits.ts and bench/foundation.ts
+ *                 are: the worker's CPU as the service, PostgreSQL (the bench database's backends, the WAL
+ *                 writer, checkpointer and background writer), round trips and transactions (countingDatabase
+ *                 in the worker) and WAL per processed slip, printed in their columns with "(service +
+ *                 PostgreSQL) ÷ TPC-B", whose unit is PostgreSQL's CPU per transaction of this run's pgbench
+ *                 phase under the same meters. This file's cost table shows the same stretch with the worker's
+ *                 own PostgreSQL sessions apart from the background processes, which every database of the
+ *                 server shares (other work on the server lands there). Afterwards every measured order must be settled, with its
+ *                 deposit.settled event and its withdrawal leg filled, and every receipt read from the
+ *                 payload. On by default: setting up costs about 60 ms of sandbox transfer and slip rendering
+ *                 per order in the parent, so the phase adds about a minute and a half to a run at the defaults.
  *   qr            SlipReader.read over BENCH_QR_SLIPS sandbox slips in every variant of bench/qr-corpus.ts
  *                 (png, jpeg70, half, photographed, webp, exif_rotated), over the intake's 1 MiB photos,
  *                 and the end-to-end slips as the pipeline read them (receipt `verification.source`).
@@ -115,25 +153,29 @@ import { countingDatabase, diffStats, newStats, peakResidentBytes, pgbenchChildr
  *
  * Knobs (environment): DATABASE_URL, BENCH_DATABASE (bench_slips), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS
  * (3), BENCH_CONNECTIONS (10), BENCH_DB_POOL (10), BENCH_PGBENCH_CLIENTS (= pool), BENCH_PGBENCH_SCALE (10),
- * BENCH_RATE_FRACTION (0.5), BENCH_ONLY (subset of pgbench,storage,intake,end_to_end,qr; end_to_end needs
- * intake or BENCH_END_TO_END_RATE), BENCH_STORAGE_CLIENTS (= pool), BENCH_SLIP_BYTES (1048576),
+ * BENCH_RATE_FRACTION (0.5), BENCH_ONLY (subset of pgbench,storage,intake,end_to_end,settle,qr; end_to_end
+ * needs intake or BENCH_END_TO_END_RATE; settle's ratio needs pgbench), BENCH_STORAGE_CLIENTS (= pool), BENCH_SLIP_BYTES (1048576),
  * BENCH_SLIP_TOLERANCE_PERCENT (5), BENCH_INTAKE_IMAGES (6 distinct 1 MiB photos, uploaded in turn),
  * BENCH_INTAKE_ORDERS (1500), BENCH_END_TO_END_SECONDS (10), BENCH_END_TO_END_RATE (uploads/s; default the
  * intake maximum × BENCH_RATE_FRACTION), BENCH_DRAIN_TIMEOUT_SECONDS (60, the longest wait for the last
  * slips to be processed), BENCH_WORKER_CONCURRENCY (4, the service's default), BENCH_WORKER_IN_SERVER=1,
  * BENCH_DEPOSIT_MERCHANTS (10), BENCH_WITHDRAWING_MERCHANTS (10), BENCH_DEPOSIT_MINOR (100000),
- * BENCH_WITHDRAWAL_MINOR (1000000), BENCH_QR_SLIPS (30), BENCH_EVIDENCE_STORE (postgres | filesystem, a
+ * BENCH_WITHDRAWAL_MINOR (1000000), BENCH_QR_SLIPS (30), BENCH_SETTLE_SLIPS (1000, the measured batch),
+ * BENCH_SETTLE_WARMUP_SLIPS (200, processed before it by the same worker), BENCH_EVIDENCE_STORE (postgres | filesystem, a
  * what-if of the intake with the filesystem blob store in a temporary directory), BENCH_DATABASE_SETTINGS
- * (what-if ALTER DATABASE), BENCH_STATEMENT_PROFILE=1 (where the server's and the worker's database time
- * goes, by statement), BENCH_SERVER_NODE_ARGS and BENCH_WORKER_NODE_ARGS (node flags of the server and of
+ * (what-if ALTER DATABASE), BENCH_STATEMENT_PROFILE=1 (where the server's and the workers' database time
+ * goes, by statement, the settle phase's worker included), BENCH_SERVER_NODE_ARGS and BENCH_WORKER_NODE_ARGS (node flags of the server and of
  * the worker process, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`), BENCH_QUICK=1 (small numbers, for
  * trying the script).
  */
 
 const GOAL_STORAGE_RATIO = 0.25;
 const GOAL_SETTLED_P99_MS = 2000;
+/** Issue 15: slip settlement (verified slip → settled, credited, filled, events), per slip. */
+const GOAL_SETTLE_ROUND_TRIPS = 6;
+const GOAL_SETTLE_TPCB_RATIO = 5;
 const MEBIBYTE_BYTES = 1_048_576;
-const PHASES = ['pgbench', 'storage', 'intake', 'end_to_end', 'qr'] as const;
+const PHASES = ['pgbench', 'storage', 'intake', 'end_to_end', 'settle', 'qr'] as const;
 /**
  * As many uploads in flight as the service has database connections, and as the plain inserts have
  * clients: the same concurrency on both sides of the ratio. More connections only add load-generator CPU
@@ -183,6 +225,8 @@ interface SlipSettings extends BenchSettings {
   deposit_minor: number;
   withdrawal_minor: number;
   qr_slips: number;
+  settle_slips: number;
+  settle_warmup_slips: number;
   evidence_store: 'postgres' | 'filesystem';
   statement_profile: boolean;
 }
@@ -228,6 +272,8 @@ function readSlipSettings(): SlipSettings {
     deposit_minor: depositMinor,
     withdrawal_minor: intFromEnv('BENCH_WITHDRAWAL_MINOR', 1_000_000, depositMinor, 10_000_000),
     qr_slips: intFromEnv('BENCH_QR_SLIPS', quick ? 5 : 30, 1, 1000),
+    settle_slips: intFromEnv('BENCH_SETTLE_SLIPS', quick ? 100 : 1000, 1, 100_000),
+    settle_warmup_slips: intFromEnv('BENCH_SETTLE_WARMUP_SLIPS', quick ? 30 : 200, 1, 100_000),
     evidence_store: store,
     statement_profile: process.env.BENCH_STATEMENT_PROFILE === '1',
   };
@@ -255,10 +301,12 @@ interface UsageMessage {
   cpu_us: number;
   stats: StatementStats;
   max_rss_bytes: number;
+  /** Jobs this process ran to their end, by `task:outcome` (the worker's jobs_total counter). */
+  jobs: Record<string, number>;
 }
 
 type ChildMessage = ReadyMessage | UsageMessage;
-type ParentMessage = { type: 'usage'; id: number } | { type: 'stop' };
+type ParentMessage = { type: 'usage'; id: number } | { type: 'start_worker' } | { type: 'hold_worker' } | { type: 'stop' };
 
 async function serve(): Promise<void> {
   const databaseUrl = process.env.BENCH_DATABASE_URL;
@@ -266,7 +314,10 @@ async function serve(): Promise<void> {
   const role = process.env.BENCH_ROLE as Role | undefined;
   if (!databaseUrl || !masterKey || !role || !process.send) throw new Error('--serve is started by bench/slips.ts itself');
   const apiEnabled = role !== 'worker';
-  const workerEnabled = role !== 'api';
+  // A held worker (the settle phase) is built and warmed up, but claims nothing until the parent says
+  // so: its start-up (module loading, the QR decoder) stays outside the phase's meters.
+  const held = process.env.BENCH_WORKER_HELD === '1';
+  const workerEnabled = role !== 'api' && !held;
   // The rate limits stay the spec's: every order has its own end user, so no slip_upload bucket fills.
   const config = loadConfig({
     DATABASE_URL: databaseUrl,
@@ -293,6 +344,7 @@ async function serve(): Promise<void> {
     owns_database: true,
   });
   await instance.listen();
+  if (held) await instance.services.verification.warmUp();
   const baseUrl = apiEnabled ? `http://127.0.0.1:${(instance.app.server.address() as { port: number }).port}` : null;
 
   let stopping = false;
@@ -306,13 +358,31 @@ async function serve(): Promise<void> {
     if (message.type === 'usage') {
       const usage = process.cpuUsage();
       const copy: StatementStats = { round_trips: stats.round_trips, transactions: stats.transactions, profile: structuredClone(stats.profile) };
-      process.send?.({ type: 'usage', id: message.id, cpu_us: usage.user + usage.system, stats: copy, max_rss_bytes: peakResidentBytes() } satisfies UsageMessage);
+      void jobsRun(instance).then((jobs) => {
+        process.send?.({ type: 'usage', id: message.id, cpu_us: usage.user + usage.system, stats: copy, max_rss_bytes: peakResidentBytes(), jobs } satisfies UsageMessage);
+      });
+    } else if (message.type === 'start_worker') {
+      // Only the job loop: the webhook dispatcher and housekeeping of a worker process are not slip work.
+      instance.worker.start();
+    } else if (message.type === 'hold_worker') {
+      // Claims stop at once; the queue is empty when the parent holds the worker, so nothing waits.
+      void instance.worker.stop();
     } else if (message.type === 'stop') {
       void stop();
     }
   });
   process.on('disconnect', () => void stop());
   process.send({ type: 'ready', base_url: baseUrl } satisfies ReadyMessage);
+}
+
+/** The worker's jobs_total counter of this process, by `task:outcome`. */
+async function jobsRun(instance: ServiceInstance): Promise<Record<string, number>> {
+  const jobs: Record<string, number> = {};
+  for (const value of (await instance.services.metrics.jobs_total.get()).values) {
+    const key = `${String(value.labels.task)}:${String(value.labels.outcome)}`;
+    jobs[key] = (jobs[key] ?? 0) + value.value;
+  }
+  return jobs;
 }
 
 class RoleProcess {
@@ -331,7 +401,8 @@ class RoleProcess {
     });
   }
 
-  static start(role: Role, settings: SlipSettings, databaseUrl: string, masterKey: Buffer, evidenceDirectory: string | null): Promise<RoleProcess> {
+  /** `held`: a worker that claims nothing until `startWorker()` (see serve()). */
+  static start(role: Role, settings: SlipSettings, databaseUrl: string, masterKey: Buffer, evidenceDirectory: string | null, options: { held?: boolean } = {}): Promise<RoleProcess> {
     // BENCH_SERVER_NODE_ARGS and BENCH_WORKER_NODE_ARGS add node flags to one process only, e.g. `--cpu-prof`.
     const flags = role === 'worker' ? process.env.BENCH_WORKER_NODE_ARGS : process.env.BENCH_SERVER_NODE_ARGS;
     const extraArgs = (flags ?? '').split(/\s+/).filter((arg) => arg.length > 0);
@@ -348,6 +419,7 @@ class RoleProcess {
         BENCH_STATEMENT_PROFILE: settings.statement_profile ? '1' : '0',
         BENCH_EVIDENCE_STORE: settings.evidence_store,
         BENCH_EVIDENCE_DIR: evidenceDirectory ?? '',
+        BENCH_WORKER_HELD: options.held ? '1' : '0',
         LOG_LEVEL: 'silent',
       },
     });
@@ -365,6 +437,16 @@ class RoleProcess {
 
   get pid(): number {
     return this.child.pid ?? -1;
+  }
+
+  /** Lets a held worker start claiming jobs. */
+  startWorker(): void {
+    this.child.send({ type: 'start_worker' } satisfies ParentMessage);
+  }
+
+  /** Stops a worker's claims until the next `startWorker()`. */
+  holdWorker(): void {
+    this.child.send({ type: 'hold_worker' } satisfies ParentMessage);
   }
 
   usage(): Promise<UsageMessage> {
@@ -841,6 +923,12 @@ async function ensureLiquidity(settings: SlipSettings, instance: ServiceInstance
 interface PgbenchPhase {
   result: PgbenchResult;
   cost: Cost;
+  /**
+   * The same transactions under bench/meters.ts's meters (PostgreSQL = the bench database's backends plus
+   * the WAL writer, checkpointer and background writer), the unit of the settle phase's ratio, measured
+   * the way bench/deposits.ts and bench/foundation.ts measure theirs.
+   */
+  phase_cost: PhaseCost;
 }
 
 async function runPgbenchPhase(settings: SlipSettings, databaseUrl: string): Promise<PgbenchPhase> {
@@ -852,9 +940,12 @@ async function runPgbenchPhase(settings: SlipSettings, databaseUrl: string): Pro
   await adminQuery(databaseUrl, 'CHECKPOINT');
   log(`pgbench TPC-B: ${settings.pgbench_clients} clients, ${settings.seconds} s`);
   const meter = await startMeter(settings);
+  const phaseMeter = await startPhaseMeter(settings);
   const result = await runPgbench({ ...args, seconds: settings.seconds, log: true });
-  const reading = await stopMeter(settings, meter);
   const operations = Math.round(result.tps * settings.seconds);
+  // No service: the pgbench client processes are the load generator (bench/meters.ts's runPgbenchTpcbPhase).
+  const phaseCost = await stopPhaseMeter(settings, phaseMeter, operations, 0, null);
+  const reading = await stopMeter(settings, meter);
   const cost = costOf({
     label: 'pgbench TPC-B',
     reading,
@@ -867,7 +958,7 @@ async function runPgbenchPhase(settings: SlipSettings, databaseUrl: string): Pro
     peak_rss_bytes: null,
   });
   log(`pgbench TPC-B: ${fixed(result.tps, 0)} tps, p50 ${fixed(result.p50_ms, 2)} ms, p99 ${fixed(result.p99_ms, 2)} ms`);
-  return { result, cost };
+  return { result, cost, phase_cost: phaseCost };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1297,7 +1388,259 @@ async function runEndToEndPhase(
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Phase 5: the QR reader over the corpus and the 1 MiB photos
+// Phase 5: slip settlement by the worker, the QR payload given, for issue 15's ratio
+
+interface SettleSlip {
+  order: SlipOrder;
+  multipart: { body: Buffer; content_type: string };
+  image_bytes: number;
+}
+
+interface SettleChecks {
+  settled: number;
+  statuses: Record<string, number>;
+  outcomes: Record<string, number>;
+  /** Receipts whose reference came from the upload's payload (no pixels read). */
+  from_payload: number;
+  /** Settled orders with their deposit.settled event. */
+  settled_events: number;
+  /** Withdrawal legs of these orders that are filled. */
+  filled_legs: number;
+  legs: number;
+}
+
+interface SettlePhase {
+  /** The measured batch; the warm-up batch is processed before it, by the same worker, unmeasured. */
+  slips: number;
+  warmup_slips: number;
+  uploads_accepted: number;
+  warmup_uploads_accepted: number;
+  upload_failures: string[];
+  mean_image_bytes: number;
+  drained: boolean;
+  seconds: number;
+  processed: number;
+  /** Jobs the worker ran during the phase, by `task:outcome`, slips.process included. */
+  jobs: Record<string, number>;
+  cost: PhaseCost;
+  /**
+   * The same stretch under this file's meters, which tell the worker's own PostgreSQL sessions
+   * (application_name) from the background processes that every database of the server shares.
+   */
+  split_cost: Cost;
+  checks: SettleChecks;
+  preparation_seconds: number;
+}
+
+/** A multipart upload with the `file` part and the optional `payload` field (the mini-QR text the client read). */
+function multipartWithPayload(image: Buffer, payload: string): { body: Buffer; content_type: string } {
+  const boundary = `----benchslip${crypto.randomBytes(8).toString('hex')}`;
+  const body = Buffer.concat([
+    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="slip.png"\r\nContent-Type: image/png\r\n\r\n`),
+    image,
+    Buffer.from(`\r\n--${boundary}\r\nContent-Disposition: form-data; name="payload"\r\n\r\n${payload}\r\n--${boundary}--\r\n`),
+  ]);
+  return { body, content_type: `multipart/form-data; boundary=${boundary}` };
+}
+
+/**
+ * Orders, each with its own sandbox transfer, and its upload: the sandbox's slip PNG as the bank app
+ * shows it (no photo treatment) with the slip's mini-QR text as `payload`, so that the worker takes the
+ * reference from the payload and never decodes the image.
+ */
+async function prepareSettle(settings: SlipSettings, instance: ServiceInstance, database: Database, depositors: WalletAccount[], count: number): Promise<SettleSlip[]> {
+  const orders = await createOrders(settings, instance, database, depositors, count);
+  return mapConcurrent(orders, 2, async (order) => {
+    const made = await database.transaction((tx) => instance.services.sandboxBank.transfer(tx, order.account, { deposit_id: order.deposit_id }));
+    if (!made || !made.ok) throw new Error(`the sandbox bank made no transfer for ${order.deposit_id}: ${made ? made.error.code : 'not found'}`);
+    const image = Buffer.from(made.value.slip.image_base64, 'base64');
+    return { order, multipart: multipartWithPayload(image, made.value.slip.payload), image_bytes: image.length };
+  });
+}
+
+/** POSTs one upload to the server's port with the upload address's Host header; the status and, unless 202, the body. */
+function postUpload(agent: http.Agent, baseUrl: string, request: UploadRequest): Promise<{ status: number; body: string }> {
+  const url = new URL(request.path, baseUrl);
+  return new Promise((resolve, reject) => {
+    const outgoing = http.request(url, { method: 'POST', agent, headers: { ...request.headers, 'content-length': String(request.body.length) } }, (incoming) => {
+      const chunks: Buffer[] = [];
+      incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
+      incoming.on('end', () => resolve({ status: incoming.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      incoming.on('error', reject);
+    });
+    outgoing.on('error', reject);
+    outgoing.end(request.body);
+  });
+}
+
+async function checkSettle(database: Database, ids: string[]): Promise<SettleChecks> {
+  const { rows } = await database.query<{ status: string; outcome: string | null; source: string | null; settled_events: number }>(
+    `SELECT d.status, r.outcome, r.verification->>'source' AS source,
+            (SELECT count(*)::int FROM events e WHERE e.white_label_id = d.white_label_id AND e.object_id = d.deposit_id AND e.type = 'deposit.settled') AS settled_events
+       FROM deposit_orders d
+       LEFT JOIN slip_receipts r ON r.white_label_id = d.white_label_id AND r.deposit_id = d.deposit_id
+      WHERE d.deposit_id = ANY($1::text[])`,
+    [ids],
+  );
+  const legs = await database.query<{ legs: number; filled: number }>(
+    `SELECT count(*)::int AS legs, count(*) FILTER (WHERE l.status = 'filled')::int AS filled
+       FROM deposit_legs d JOIN withdrawal_legs l ON l.white_label_id = d.white_label_id AND l.leg_ref = d.withdrawal_leg_ref
+      WHERE d.deposit_id = ANY($1::text[])`,
+    [ids],
+  );
+  const checks: SettleChecks = { settled: 0, statuses: {}, outcomes: {}, from_payload: 0, settled_events: 0, filled_legs: legs.rows[0]?.filled ?? 0, legs: legs.rows[0]?.legs ?? 0 };
+  for (const row of rows) {
+    checks.statuses[row.status] = (checks.statuses[row.status] ?? 0) + 1;
+    checks.outcomes[row.outcome ?? 'unprocessed'] = (checks.outcomes[row.outcome ?? 'unprocessed'] ?? 0) + 1;
+    if (row.status === 'settled') checks.settled += 1;
+    if (row.source === 'client_payload') checks.from_payload += 1;
+    if (row.status === 'settled' && row.settled_events > 0) checks.settled_events += 1;
+  }
+  return checks;
+}
+
+function jobsSince(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  const jobs: Record<string, number> = {};
+  for (const [key, value] of Object.entries(after)) {
+    if (value > (before[key] ?? 0)) jobs[key] = value - (before[key] ?? 0);
+  }
+  return jobs;
+}
+
+/** Uploads the slips to the server, `connections` at a time; counts the 202s and keeps the first refusals. */
+async function uploadSlips(settings: SlipSettings, server: RoleProcess, slips: SettleSlip[], tag: string, tally: { accepted: number; failures: string[] }): Promise<void> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: settings.connections });
+  try {
+    await mapConcurrent(slips, settings.connections, async (slip, index) => {
+      const answer = await postUpload(agent, server.base_url as string, {
+        path: slip.order.path,
+        headers: { host: UPLOAD_HOST, 'content-type': slip.multipart.content_type, 'idempotency-key': `${tag}-${RUN_TAG}-${index}`, authorization: `Bearer ${slip.order.upload.token}` },
+        body: slip.multipart.body,
+      });
+      if (answer.status === 202) tally.accepted += 1;
+      else if (tally.failures.length < 3) tally.failures.push(`${answer.status} ${answer.body.slice(0, 200)}`);
+    });
+  } finally {
+    agent.destroy();
+  }
+}
+
+const SETTLE_SUCCEEDED_KEY = `${PROCESS_SLIP_TASK}:succeeded`;
+
+/** Waits until the worker has succeeded `count` more slip jobs than in `before`; its last usage, and whether it got there. */
+async function drainSlipJobs(settings: SlipSettings, worker: RoleProcess, before: UsageMessage, count: number): Promise<{ after: UsageMessage; drained: boolean }> {
+  const started = performance.now();
+  let after = before;
+  // Progress comes from the worker over IPC, so that watching it costs PostgreSQL nothing.
+  while ((performance.now() - started) / 1000 < settings.drain_timeout_seconds) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    after = await worker.usage();
+    if ((after.jobs[SETTLE_SUCCEEDED_KEY] ?? 0) - (before.jobs[SETTLE_SUCCEEDED_KEY] ?? 0) >= count) return { after, drained: true };
+  }
+  return { after, drained: false };
+}
+
+/**
+ * Slip settlement by the worker, measured apart from intake and from reading pixels. Due jobs of the
+ * set-up (beneficiary checks) are run first, in this process. A warm-up batch is uploaded (a server
+ * process, worker off) and processed by a held worker process, which is then held again: its code is
+ * compiled and its connections have their caches, as in a running service. The measured batch is then
+ * uploaded in full, the tables analysed and checkpointed, and the worker is metered from its first claim
+ * until every slip's job has succeeded: its CPU, PostgreSQL's (bench/meters.ts: the bench database's
+ * backends, the WAL writer, checkpointer and background writer), round trips and transactions
+ * (countingDatabase in the worker) and WAL, per processed slip.
+ */
+async function runSettlePhase(
+  settings: SlipSettings,
+  instance: ServiceInstance,
+  databaseUrl: string,
+  database: Database,
+  masterKey: Buffer,
+  evidenceDirectory: string | null,
+  slips: SettleSlip[],
+  preparationSeconds: number,
+): Promise<SettlePhase> {
+  // Pending slip jobs of the intake phase have no transfer behind them: they would send orders to
+  // review inside the measurement. They are removed, not run.
+  const removed = await database.query<{ count: number }>(`WITH gone AS (DELETE FROM jobs WHERE task = $1 AND status = 'pending' RETURNING 1) SELECT count(*)::int AS count FROM gone`, [PROCESS_SLIP_TASK]);
+  if ((removed.rows[0]?.count ?? 0) > 0) log(`settle: removed ${removed.rows[0]?.count ?? 0} pending slip jobs of earlier phases`);
+  // Other due jobs (the withdrawing merchants' beneficiary checks) are run now, not in the phase.
+  const ranBefore = await instance.worker.runDueJobs();
+  if (ranBefore > 0) log(`settle: ran ${ranBefore} due jobs of the set-up before the phase`);
+  const warmupSlips = slips.slice(0, settings.settle_warmup_slips);
+  const measuredSlips = slips.slice(settings.settle_warmup_slips);
+  const warmupTally = { accepted: 0, failures: [] as string[] };
+  const tally = { accepted: 0, failures: [] as string[] };
+  const server = await RoleProcess.start('api', settings, databaseUrl, masterKey, evidenceDirectory);
+  let worker: RoleProcess | null = null;
+  try {
+    log(`settle: warm-up, ${warmupSlips.length} slips`);
+    await uploadSlips(settings, server, warmupSlips, 'settle-warmup', warmupTally);
+    await adminQuery(databaseUrl, 'ANALYZE');
+    worker = await RoleProcess.start('worker', settings, databaseUrl, masterKey, evidenceDirectory, { held: true });
+    const warmupBefore = await worker.usage();
+    worker.startWorker();
+    const warmup = await drainSlipJobs(settings, worker, warmupBefore, warmupTally.accepted);
+    if (!warmup.drained) throw new Error(`settle: the warm-up's slips were still unprocessed after ${settings.drain_timeout_seconds} s`);
+    worker.holdWorker();
+    log(`settle: uploading ${measuredSlips.length} slips with their payload (${settings.connections} connections, not measured)`);
+    await uploadSlips(settings, server, measuredSlips, 'settle', tally);
+  } catch (error) {
+    await worker?.stop();
+    throw error;
+  } finally {
+    await server.stop();
+  }
+  try {
+    await adminQuery(databaseUrl, 'ANALYZE');
+    await adminQuery(databaseUrl, 'CHECKPOINT');
+    log(`settle: processing ${tally.accepted} slips, worker concurrency ${settings.worker_concurrency}`);
+    const meter = await startPhaseMeter(settings);
+    const splitMeter = await startMeter(settings);
+    const before = await worker.usage();
+    const started = performance.now();
+    worker.startWorker();
+    const { after, drained } = await drainSlipJobs(settings, worker, before, tally.accepted);
+    const seconds = (performance.now() - started) / 1000;
+    const processed = (after.jobs[SETTLE_SUCCEEDED_KEY] ?? 0) - (before.jobs[SETTLE_SUCCEEDED_KEY] ?? 0);
+    const stats = diffStats(after.stats, before.stats);
+    const reading = await stopMeter(settings, splitMeter);
+    const cost = await stopPhaseMeter(settings, meter, processed, after.cpu_us - before.cpu_us, stats);
+    const splitCost = costOf({
+      label: 'settle: slip settlement (worker process, payload given)',
+      reading,
+      operations: processed,
+      service_us: after.cpu_us - before.cpu_us,
+      load_generator_us: reading.self_cpu_us,
+      postgres_groups: ['worker', 'other'],
+      stats,
+      peak_rss_bytes: after.max_rss_bytes,
+    });
+    log(`settle: ${processed} slips in ${fixed(seconds, 1)} s (${fixed(processed / seconds, 0)}/s)`);
+    const checks = await checkSettle(database, measuredSlips.map((slip) => slip.order.deposit_id));
+    return {
+      slips: measuredSlips.length,
+      warmup_slips: warmupSlips.length,
+      uploads_accepted: tally.accepted,
+      upload_failures: [...warmupTally.failures, ...tally.failures],
+      warmup_uploads_accepted: warmupTally.accepted,
+      mean_image_bytes: measuredSlips.reduce((sum, slip) => sum + slip.image_bytes, 0) / Math.max(1, measuredSlips.length),
+      drained,
+      seconds,
+      processed,
+      jobs: jobsSince(after.jobs, before.jobs),
+      cost,
+      split_cost: splitCost,
+      checks,
+      preparation_seconds: preparationSeconds,
+    };
+  } finally {
+    await worker.stop();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Phase 6: the QR reader over the corpus and the 1 MiB photos
 
 interface ReadTally {
   label: string;
@@ -1411,13 +1754,14 @@ function report(input: {
   storage: StoragePhase | null;
   intake: IntakePhase | null;
   endToEnd: EndToEndPhase | null;
+  settle: SettlePhase | null;
   qr: ReadTally[];
   stages: StageTiming[];
   photoQuality: number | null;
   pgbenchInit: string | null;
   seconds: number;
 }): { text: string; failures: string[] } {
-  const { settings, pgbench, storage, intake, endToEnd } = input;
+  const { settings, pgbench, storage, intake, endToEnd, settle } = input;
   const lines: string[] = [];
   const failures: string[] = [];
   lines.push(`Commit ${commitOf()}, ${new Date().toISOString().slice(0, 10)}, node ${process.version}, ${os.cpus().length} cores, machine ${fixed(input.background * 100, 0)} % busy before the run, whole run ${fixed(input.seconds, 0)} s.`);
@@ -1533,6 +1877,7 @@ function report(input: {
   if (endToEnd?.intake_cost) costRows.push(costRow(endToEnd.intake_cost));
   if (endToEnd?.verification_cost) costRows.push(costRow(endToEnd.verification_cost));
   if (endToEnd) costRows.push(costRow(endToEnd.combined_cost));
+  if (settle) costRows.push(costRow(settle.split_cost));
   if (costRows.length > 0) {
     lines.push('');
     lines.push(
@@ -1548,6 +1893,73 @@ function report(input: {
         'shared by everything in the phase. In the end-to-end rows, "other processes" is the machine minus everything measured in the phase; the worker\'s CPU ' +
         'includes its idle polls and the webhook dispatcher of that process. DB round trips count statements sent together (BEGIN with the first statement, the last writes with COMMIT) once; pgbench\'s are its 5 statements, BEGIN and END.',
     );
+  }
+
+  if (settle) {
+    const referenceCpuMicros = pgbench?.phase_cost.postgres_cpu_us ?? Number.NaN;
+    const ratioOf = (cost: PhaseCost) => (cost.app_cpu_us + cost.postgres_cpu_us) / referenceCpuMicros;
+    const shown = (value: number) => (Number.isFinite(value) ? `${fixed(value, 2)}×` : 'n/a');
+    const rows: string[][] = [];
+    if (pgbench) rows.push([...phaseCostRow(`pgbench TPC-B (scale ${settings.pgbench_scale})`, pgbench.phase_cost, '7', '1'), shown(ratioOf(pgbench.phase_cost))]);
+    rows.push([
+      ...phaseCostRow('slip settlement (worker, payload given)', settle.cost, perOperation(settle.cost, (stats) => stats.round_trips), perOperation(settle.cost, (stats) => stats.transactions)),
+      shown(ratioOf(settle.cost)),
+    ]);
+    lines.push('');
+    lines.push(markdownTable(['per operation', ...COST_COLUMNS, '(service + PostgreSQL) ÷ TPC-B'], ['l', ...COST_COLUMNS.map(() => 'r' as const), 'r'], rows));
+    const ratio = ratioOf(settle.cost);
+    const roundTrips = settle.cost.stats ? settle.cost.stats.round_trips / Math.max(1, settle.cost.ops) : Number.NaN;
+    const verdict = (met: boolean, measured: boolean) => (measured ? (met ? 'met' : '**missed**') : 'not measured');
+    lines.push('');
+    lines.push(
+      markdownTable(
+        ['slip settlement, issue 15', 'measured', 'goal', 'result'],
+        ['l', 'r', 'r', 'l'],
+        [
+          ['DB round trips per slip', fixed(roundTrips, 1), `≤ ${GOAL_SETTLE_ROUND_TRIPS}`, verdict(roundTrips <= GOAL_SETTLE_ROUND_TRIPS, Number.isFinite(roundTrips))],
+          ['(service + PostgreSQL) CPU ÷ TPC-B', shown(ratio), `≤ ${GOAL_SETTLE_TPCB_RATIO}×`, verdict(ratio <= GOAL_SETTLE_TPCB_RATIO, Number.isFinite(ratio))],
+        ],
+      ),
+    );
+    lines.push('');
+    lines.push(
+      (pgbench
+        ? `TPC-B: ${fixed(pgbench.result.tps, 0)} tx/s, PostgreSQL ${fixed(referenceCpuMicros, 0)} µs per transaction under bench/meters.ts's meters, the unit of the last column. `
+        : 'TPC-B not measured (BENCH_ONLY without pgbench): no ratio. ') +
+        `Per processed slip: the worker process (its job loop only: no webhook dispatcher, no housekeeping; its idle polls once the queue is empty included) and PostgreSQL ` +
+        `(the bench database's backends, the WAL writer, checkpointer and background writer), from the worker's first claim until every slip's job had succeeded ` +
+        `(${settle.processed} slips in ${fixed(settle.seconds, 1)} s, ${fixed(settle.processed / Math.max(1e-9, settle.seconds), 0)}/s, concurrency ${settings.worker_concurrency}). ` +
+        `The uploads carry the slip's mini-QR text as \`payload\`, so the reference is not read from pixels; the worker still reads the stored image ` +
+        `(the sandbox's PNG, mean ${fixed(settle.mean_image_bytes / 1024, 1)} KiB) from the blob store, opens and hashes it. ` +
+        `Jobs the worker ran in the phase: ${JSON.stringify(settle.jobs)}. Preparing the orders, transfers and uploads (not measured) took ${fixed(settle.preparation_seconds, 0)} s.`,
+    );
+    const checks = settle.checks;
+    lines.push('');
+    lines.push(
+      markdownTable(
+        ['settle check', 'value'],
+        ['l', 'r'],
+        [
+          ['orders (measured; warm-up orders before them)', `${settle.slips} (${settle.warmup_slips})`],
+          ['uploads answered 202 (warm-up)', `${settle.uploads_accepted} (${settle.warmup_uploads_accepted})`],
+          ['slip jobs succeeded in the phase', String(settle.processed)],
+          ['orders settled', String(checks.settled)],
+          ['… with their deposit.settled event', String(checks.settled_events)],
+          ['withdrawal legs filled / legs', `${checks.filled_legs} / ${checks.legs}`],
+          ['receipts read from the payload (not pixels)', String(checks.from_payload)],
+          ['statuses', JSON.stringify(checks.statuses)],
+          ['receipt outcomes', JSON.stringify(checks.outcomes)],
+        ],
+      ),
+    );
+    if (settle.uploads_accepted !== settle.slips || settle.warmup_uploads_accepted !== settle.warmup_slips) {
+      failures.push(`settle: ${settle.slips + settle.warmup_slips - settle.uploads_accepted - settle.warmup_uploads_accepted} uploads not 202 (first: ${settle.upload_failures.join(' | ')})`);
+    }
+    if (!settle.drained) failures.push(`settle: slips still unprocessed ${settings.drain_timeout_seconds} s after the worker started`);
+    if (checks.settled !== settle.slips) failures.push(`settle: ${settle.slips - checks.settled} of ${settle.slips} orders did not settle (${JSON.stringify(checks.statuses)})`);
+    if (checks.settled_events !== checks.settled) failures.push(`settle: ${checks.settled - checks.settled_events} settled orders without their deposit.settled event`);
+    if (checks.filled_legs !== checks.legs) failures.push(`settle: ${checks.legs - checks.filled_legs} of ${checks.legs} withdrawal legs not filled`);
+    if (checks.from_payload !== settle.slips) failures.push(`settle: ${settle.slips - checks.from_payload} receipts not read from the payload, so the phase measured image work`);
   }
 
   if (input.qr.length > 0) {
@@ -1630,6 +2042,7 @@ function report(input: {
     `HTTP ${settings.connections} connections, open loop at ${fixed(settings.rate_fraction * 100, 0)} %`,
     `${settings.intake_orders} intake orders, ${settings.intake_images} distinct intake photos`,
     `end to end ${settings.end_to_end_seconds} s of uploads, worker concurrency ${settings.worker_concurrency}`,
+    `${settings.settle_slips} settle slips after ${settings.settle_warmup_slips} of warm-up`,
     `deposits of ${fixed(settings.deposit_minor / 100, 2)} THB from ${settings.deposit_merchants} merchants into withdrawals of ${fixed(settings.withdrawal_minor / 100, 2)} THB of ${settings.withdrawing_merchants} merchants`,
     `evidence store ${settings.evidence_store}`,
     `pgbench scale ${settings.pgbench_scale}, -c ${settings.pgbench_clients} -j 2`,
@@ -1641,9 +2054,11 @@ function report(input: {
   if (pgbench) lines.push(`pgbench: \`${input.pgbenchInit ?? 'pgbench -i'}\`, then \`${pgbench.result.command.replace(/postgres(ql)?:\/\/\S+/, '<db>')}\``);
 
   if (settings.statement_profile) {
-    const profiles: [string, Cost | null | undefined][] = [
-      ['intake (server process, closed loop)', intake?.cost],
-      ['verification (worker process)', endToEnd?.verification_cost],
+    // The settle phase's cost is bench/meters.ts's (operations are `ops` there); the others are this file's.
+    const profiles: [string, { stats: StatementStats | null; operations: number } | null][] = [
+      ['intake (server process, closed loop)', intake ? intake.cost : null],
+      ['verification (worker process)', endToEnd?.verification_cost ?? null],
+      ['settle (worker process)', settle ? { stats: settle.cost.stats, operations: settle.cost.ops } : null],
     ];
     for (const [label, cost] of profiles) {
       if (!cost?.stats) continue;
@@ -1698,7 +2113,8 @@ async function main(): Promise<void> {
 
     const reader = new SlipReader();
     await reader.warmUp();
-    const needsSlips = PHASES.some((phase) => phase !== 'pgbench' && settings.only.has(phase));
+    // The settle phase uploads the sandbox's own slips: it needs no 1 MiB photos.
+    const needsSlips = PHASES.some((phase) => phase !== 'pgbench' && phase !== 'settle' && settings.only.has(phase));
     let photos: PhotoMaker | null = null;
     const intakeImages: IntakeImage[] = [];
     let intakeTally: ReadTally | null = null;
@@ -1725,7 +2141,7 @@ async function main(): Promise<void> {
     let withdrawers: WithdrawingMerchant[] = [];
     let sandboxBrand = '';
     let intakeOrders: SlipOrder[] = [];
-    if (settings.only.has('intake') || settings.only.has('end_to_end')) {
+    if (settings.only.has('intake') || settings.only.has('end_to_end') || settings.only.has('settle')) {
       const sandbox = await instance.services.tenancy.bootstrapSandbox();
       if (!sandbox) throw new Error('the bench database already had a brand');
       sandboxBrand = sandbox.white_label_id;
@@ -1762,6 +2178,18 @@ async function main(): Promise<void> {
       endToEnd = await runEndToEndPhase(settings, databaseUrl, database, masterKey, evidenceDirectory, prepared, rate, preparationSeconds);
     }
 
+    let settle: SettlePhase | null = null;
+    if (settings.only.has('settle')) {
+      const count = settings.settle_warmup_slips + settings.settle_slips;
+      log(`settle: preparing ${count} orders with a sandbox transfer each (${settings.settle_warmup_slips} for the warm-up)`);
+      const started = performance.now();
+      await ensureLiquidity(settings, instance, database, withdrawers, sandboxBrand, count);
+      const slips = await prepareSettle(settings, instance, database, depositors, count);
+      const preparationSeconds = (performance.now() - started) / 1000;
+      log(`settle: prepared in ${fixed(preparationSeconds, 0)} s`);
+      settle = await runSettlePhase(settings, instance, databaseUrl, database, masterKey, evidenceDirectory, slips, preparationSeconds);
+    }
+
     const qr = settings.only.has('qr') ? await runQrPhase(settings, reader, intakeTally) : [];
     const stages = settings.only.has('qr') && intakeImages.length > 0 ? await runReaderStages(intakeImages) : [];
     const { text, failures } = report({
@@ -1771,6 +2199,7 @@ async function main(): Promise<void> {
       storage,
       intake,
       endToEnd,
+      settle,
       qr,
       stages,
       photoQuality: photos?.quality ?? null,
