@@ -79,7 +79,9 @@ import {
  *                   end_user_ref (complete `client`) and sender account per request, keys round-robin
  *                   over all depositing merchants so that no key nears its 600/min `pay_write` bucket
  *                   and no end user its 10/min; every answer must be 201 (matched at once), a 202
- *                   (liquidity wait) counts as a failure. Closed loop (autocannon) for the maximum, a
+ *                   (liquidity wait) counts as a failure. A warm-up, then ANALYZE and a restarted server
+ *                   with a second warm-up (so that the measured phases plan on tables with statistics, as
+ *                   a running service does), then a closed loop (autocannon) for the maximum, a
  *                   2 s pause for its requests in flight to drain, then an open loop at a constant
  *                   arrival rate of BENCH_RATE_FRACTION of it for p50/p99.
  *   scale           matching cost against the number of open withdrawals in a brand: a second brand,

@@ -55,13 +55,17 @@ import { newStats, countingDatabase, diffStats, copyStats, pgbenchChildren, proc
  *   withdrawal_create POST /v1/pay/withdrawals over HTTP: signed, a fresh Idempotency-Key,
  *                     merchant_reference and end_user_ref per request (with a complete `client`, so
  *                     each end user's 10/min bucket sees one request), keys round-robin so that each
- *                     key stays far below its 600/min `pay_write` bucket; closed loop (autocannon),
+ *                     key stays far below its 600/min `pay_write` bucket; a warm-up, ANALYZE, a
+ *                     restarted server and a second warm-up (plans on tables with statistics, as a
+ *                     running service has them), then a closed loop (autocannon),
  *                     then an open loop at BENCH_RATE_FRACTION of that maximum for p50/p99
  *   fill_record       in this process, no HTTP, as the deposit side will call it: per fill
  *                     `withdrawals.reserveLeg` then `withdrawals.recordFill` (two transactions, or one
  *                     with BENCH_FILL_TRANSACTIONS=1) on open orders of 1,000.00 THB taken 100.00 THB at
  *                     a time, so each order takes max_splits = 10 fills and the last one settles it;
- *                     BENCH_FILL_WORKERS concurrent workers (default: the pool size) on the pool
+ *                     BENCH_FILL_WORKERS concurrent workers (default: the pool size) on the pool;
+ *                     after the warm-up, ANALYZE, and the measured fills run on a new pool of a new
+ *                     service instance after a second warm-up
  *
  * The ledger check: after each service phase, `services.ledger.verify` for every merchant wallet
  * (balances re-derived from the movements), plus a cross-check that each wallet's `reserved` bucket
