@@ -26,17 +26,25 @@ import {
   readSettings,
   runClosedLoop,
   runPaced,
-  runPgbench,
   type BenchRequest,
   type BenchSettings,
   type ClosedLoopResult,
-  type CpuTimes,
   type Failures,
   type PacedResult,
-  type PgbenchResult,
   type RequestFactory,
 } from './support.ts';
-import { newStats, countingDatabase, diffStats, copyStats, pgbenchChildren, processTicks, type StatementStats } from './meters.ts';
+import {
+  newStats,
+  countingDatabase,
+  diffStats,
+  copyStats,
+  runPgbenchTpcbPhase,
+  startMeter,
+  stopMeter,
+  type Cost,
+  type PgbenchPhase,
+  type StatementStats,
+} from './meters.ts';
 
 /**
  * `npm run bench:withdrawals`: the withdrawal benchmark of issue 3, in one run on real PostgreSQL.
@@ -333,170 +341,9 @@ async function checkLedger(phase: string, instance: ServiceInstance, database: D
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Measurement helpers
-
-const CLOCK_TICKS_PER_SECOND = 100;
-const SAMPLE_INTERVAL_MS = 250;
-
-/**
- * CPU of PostgreSQL on behalf of the bench database, sampled from /proc while a phase runs: the
- * backends connected to the bench database plus the server's writer processes (WAL writer,
- * checkpointer, background writer), and separately the pgbench client processes. Other processes
- * on the machine (a test suite run by someone else, and its own PostgreSQL backends) are left out,
- * so they show up in "other processes" instead of being charged to PostgreSQL.
- */
-class CpuSampler {
-  private readonly last = new Map<number, { group: 'postgres' | 'pgbench'; ticks: number }>();
-  private readonly totals = { postgres: 0, pgbench: 0 };
-  private timer: NodeJS.Timeout | null = null;
-  private sampling: Promise<void> = Promise.resolve();
-
-  private constructor(
-    private readonly client: pg.Client,
-    private readonly database_name: string,
-  ) {}
-
-  static async start(serverUrl: string, databaseName: string): Promise<CpuSampler> {
-    const client = new pg.Client({ connectionString: serverUrl });
-    await client.connect();
-    const sampler = new CpuSampler(client, databaseName);
-    await sampler.sample();
-    sampler.timer = setInterval(() => {
-      sampler.sampling = sampler.sampling.then(() => sampler.sample());
-    }, SAMPLE_INTERVAL_MS);
-    return sampler;
-  }
-
-  private async sample(): Promise<void> {
-    const { rows } = await this.client.query<{ pid: number }>(
-      `SELECT pid FROM pg_stat_activity
-        WHERE (datname = $1 OR backend_type IN ('walwriter', 'checkpointer', 'background writer')) AND pid <> pg_backend_pid()`,
-      [this.database_name],
-    );
-    const seen: [number, 'postgres' | 'pgbench'][] = [
-      ...rows.map((row) => [row.pid, 'postgres'] as [number, 'postgres']),
-      ...pgbenchChildren().map((pid) => [pid, 'pgbench'] as [number, 'pgbench']),
-    ];
-    for (const [pid, group] of seen) {
-      const ticks = processTicks(pid);
-      if (ticks === null) continue;
-      const previous = this.last.get(pid);
-      // A process first seen now is counted from now on (a new pgbench connection has used next to nothing).
-      if (previous) this.totals[group] += ticks - previous.ticks;
-      this.last.set(pid, { group, ticks });
-    }
-  }
-
-  /** CPU used since start, microseconds, by group. */
-  async stop(): Promise<{ postgres_us: number; pgbench_us: number }> {
-    if (this.timer) clearInterval(this.timer);
-    await this.sampling;
-    await this.sample();
-    await this.client.end();
-    const micros = 1e6 / CLOCK_TICKS_PER_SECOND;
-    return { postgres_us: this.totals.postgres * micros, pgbench_us: this.totals.pgbench * micros };
-  }
-}
-
-async function walLsn(serverUrl: string): Promise<string> {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
-    return rows[0]?.lsn ?? '0/0';
-  } finally {
-    await client.end();
-  }
-}
-
-function lsnBytes(lsn: string): number {
-  const [high, low] = lsn.split('/');
-  return parseInt(high ?? '0', 16) * 2 ** 32 + parseInt(low ?? '0', 16);
-}
-
-/** Machine CPU, this process's CPU and the WAL position at the start of a measured phase, and the sampler. */
-interface Meter {
-  machine: CpuTimes | null;
-  self_us: number;
-  wal: number;
-  sampler: CpuSampler;
-}
-
-interface MeterEnd {
-  machine: CpuTimes | null;
-  self_us: number;
-  wal: number;
-  postgres_us: number;
-  pgbench_us: number;
-}
-
-async function startMeter(serverUrl: string, databaseName: string): Promise<Meter> {
-  const sampler = await CpuSampler.start(serverUrl, databaseName);
-  const usage = process.cpuUsage();
-  return { machine: machineCpu(), self_us: usage.user + usage.system, wal: lsnBytes(await walLsn(serverUrl)), sampler };
-}
-
-async function stopMeter(serverUrl: string, started: Meter): Promise<MeterEnd> {
-  const usage = process.cpuUsage();
-  const machine = machineCpu();
-  const wal = lsnBytes(await walLsn(serverUrl));
-  const sampled = await started.sampler.stop();
-  return { machine, self_us: usage.user + usage.system, wal, ...sampled };
-}
-
-interface Cost {
-  ops: number;
-  /** CPU of the service per operation: the server process (HTTP) or this process (fills). */
-  app_cpu_us: number;
-  /** CPU of the load generator per operation: autocannon (this process) or pgbench. */
-  loadgen_cpu_us: number;
-  /** PostgreSQL per operation: backends of the bench database and the server's writer processes. */
-  postgres_cpu_us: number;
-  /** Everything else the machine did meanwhile, per operation: other people's processes, the kernel's share not charged above. */
-  other_cpu_us: number;
-  machine_busy: number;
-  wal_bytes: number;
-  stats: StatementStats | null;
-}
-
-function costOf(before: Meter, after: MeterEnd, ops: number, appMicros: number, loadgenMicros: number, stats: StatementStats | null): Cost {
-  const count = Math.max(1, ops);
-  const machineMicros =
-    before.machine && after.machine ? ((after.machine.busy - before.machine.busy) * 1e6) / CLOCK_TICKS_PER_SECOND : Number.NaN;
-  return {
-    ops,
-    app_cpu_us: appMicros / count,
-    loadgen_cpu_us: loadgenMicros / count,
-    postgres_cpu_us: after.postgres_us / count,
-    other_cpu_us: (machineMicros - appMicros - loadgenMicros - after.postgres_us) / count,
-    machine_busy: busyShare(before.machine, after.machine),
-    wal_bytes: (after.wal - before.wal) / count,
-    stats,
-  };
-}
-
-// ---------------------------------------------------------------------------------------------------
 // Phase 1: pgbench TPC-B
 
-interface PgbenchPhase {
-  result: PgbenchResult;
-  cost: Cost;
-}
-
-async function runPgbenchPhase(settings: WithdrawalSettings, databaseUrl: string): Promise<PgbenchPhase> {
-  const args = { pgbench_path: settings.pgbench_path, database_url: databaseUrl, clients: settings.pgbench_clients, builtin: 'tpcb-like' };
-  if (settings.warmup_seconds > 0) {
-    log(`pgbench TPC-B: warm-up ${settings.warmup_seconds} s`);
-    await runPgbench({ ...args, seconds: settings.warmup_seconds });
-  }
-  log(`pgbench TPC-B: ${settings.pgbench_clients} clients, ${settings.seconds} s`);
-  const before = await startMeter(settings.database_url, settings.database_name);
-  const result = await runPgbench({ ...args, seconds: settings.seconds, log: true });
-  const after = await stopMeter(settings.database_url, before);
-  const transactions = Math.round(result.tps * settings.seconds);
-  log(`pgbench TPC-B: ${fixed(result.tps, 0)} tps, p50 ${fixed(result.p50_ms, 2)} ms, p99 ${fixed(result.p99_ms, 2)} ms`);
-  return { result, cost: costOf(before, after, transactions, 0, after.pgbench_us + (after.self_us - before.self_us), null) };
-}
+// bench/meters.ts's `runPgbenchTpcbPhase`, shared with bench/deposits.ts and bench/foundation.ts.
 
 // ---------------------------------------------------------------------------------------------------
 // Phase 2: withdrawal creation over HTTP
@@ -582,13 +429,11 @@ async function runCreatePhase(
     secondWarmup = await runClosedLoop({ base_url: server.base_url, connections: settings.connections, seconds: settings.warmup_seconds, build });
   }
   log(`withdrawal_create: closed loop, ${settings.connections} connections, ${settings.seconds} s`);
-  const before = await startMeter(settings.database_url, settings.database_name);
+  const meter = await startMeter(settings);
   const serverBefore = await server.usage();
   const max = await runClosedLoop({ base_url: server.base_url, connections: settings.connections, seconds: settings.seconds, build });
   const serverAfter = await server.usage();
-  const after = await stopMeter(settings.database_url, before);
-  const ops = twoHundreds(max);
-  const cost = costOf(before, after, ops, serverAfter.cpu_us - serverBefore.cpu_us, after.self_us - before.self_us, diffStats(serverAfter.stats, serverBefore.stats));
+  const cost = await stopMeter(settings, meter, twoHundreds(max), serverAfter.cpu_us - serverBefore.cpu_us, diffStats(serverAfter.stats, serverBefore.stats));
   const rate = max.requests_per_second * settings.rate_fraction;
   log(`withdrawal_create: ${fixed(max.requests_per_second, 0)} req/s; open loop at ${fixed(rate, 0)} req/s for ${settings.seconds} s`);
   const paced = rate >= 1 ? await runPaced({ base_url: server.base_url, rate, seconds: settings.seconds, max_sockets: settings.connections * 4, build }) : null;
@@ -794,10 +639,10 @@ async function runFillPhase(
     }
     log(`fill_record: ${mode}, ${settings.seconds} s`);
     const statsBefore = copyStats(stats);
-    const before = await startMeter(settings.database_url, settings.database_name);
+    const meter = await startMeter(settings);
     const measured = await runFills(settings, measuredWith.instance, measuredWith.database, supply, settings.seconds);
-    const after = await stopMeter(settings.database_url, before);
-    const cost = costOf(before, after, measured.fills, after.self_us - before.self_us, 0, diffStats(stats, statsBefore));
+    // This process is the service here (null): its CPU is the fills', and there is no load generator.
+    const cost = await stopMeter(settings, meter, measured.fills, null, diffStats(stats, statsBefore));
     log(`fill_record: ${fixed(measured.fills / measured.seconds, 0)} fills/s`);
     return { warmup, second_warmup: secondWarmup, measured, cost, orders_prepared: prepared.orders.length, orders_topped_up: prepared.topped_up };
   } finally {
@@ -1121,7 +966,7 @@ async function main(): Promise<void> {
     await checkpoint(databaseUrl);
 
     const checks: LedgerCheck[] = [];
-    const pgbench = settings.only.has('pgbench') ? await runPgbenchPhase(settings, databaseUrl) : null;
+    const pgbench = settings.only.has('pgbench') ? await runPgbenchTpcbPhase(settings, databaseUrl) : null;
 
     let create: CreatePhase | null = null;
     if (settings.only.has('withdrawal_create')) {
