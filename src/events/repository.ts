@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite } from '../platform/unit-of-work.ts';
-import { renumberPlaceholders, type ReadPart } from '../platform/read-part.ts';
+import { appendParts, type ReadPart } from '../platform/read-part.ts';
 
 /** All SQL of the events module: the outbox table and the per-merchant sequence counter. */
 
@@ -36,11 +36,7 @@ export async function lockFeeds<Carried>(
   if (sorted.length === 0 && carried.length === 0) return { feeds: [], carried: [] };
   const params: unknown[] = sorted.length === 0 ? [] : [white_label_id, sorted, livemode];
   // Each carried read is uncorrelated, so it runs once for the statement, not once per feed.
-  const carriedColumns = carried.map((part, index) => {
-    const column = `${renumberPlaceholders(part.sql, params.length)} AS carried${index}`;
-    params.push(...part.params);
-    return column;
-  });
+  const carriedColumns = appendParts(carried, params).map((sql, index) => `${sql} AS carried${index}`);
   if (sorted.length === 0) {
     const { rows } = await db.query<Record<string, unknown>>(`SELECT ${carriedColumns.join(', ')}`, params);
     return { feeds: [], carried: carried.map((part, index) => part.parse(rows[0]?.[`carried${index}`] ?? null)) };

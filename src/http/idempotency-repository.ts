@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite } from '../platform/unit-of-work.ts';
-import { renumberPlaceholders, type CarriedRead } from '../platform/read-part.ts';
+import { appendParts, type CarriedRead } from '../platform/read-part.ts';
 
 /** All SQL of idempotency records. */
 
@@ -54,11 +54,10 @@ export async function lockAndFindRecord(
   carried: readonly CarriedRead[] = [],
 ): Promise<{ locked: boolean; record: StoredIdempotentResponse | null; carried: unknown[] }> {
   const params: unknown[] = [lock_text, scope.white_label_id, scope.merchant_id, scope.livemode, scope.idempotency_key, now];
-  const carriedColumns = carried.map(({ part }, index) => {
-    const column = `, CASE WHEN k.locked AND k.record IS NULL THEN ${renumberPlaceholders(part.sql, params.length)} END AS carried_${index}`;
-    params.push(...part.params);
-    return column;
-  });
+  const carriedColumns = appendParts(
+    carried.map(({ part }) => part),
+    params,
+  ).map((sql, index) => `, CASE WHEN k.locked AND k.record IS NULL THEN ${sql} END AS carried_${index}`);
   const { rows } = await db.query<{ locked: boolean; record: StoredIdempotentResponse | null } & Record<string, unknown>>(
     `SELECT k.locked, k.record${carriedColumns.join('')}
        FROM (SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked,

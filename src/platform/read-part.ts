@@ -39,6 +39,18 @@ export function renumberPlaceholders(sql: string, offset: number): string {
 }
 
 /**
+ * The parts' SQL texts, each renumbered after the parameters already in `params`, whose values are appended
+ * to `params` in the same order: how a statement carries reads of other modules after its own placeholders.
+ */
+export function appendParts(parts: readonly ReadPart<unknown>[], params: unknown[]): string[] {
+  return parts.map((part) => {
+    const sql = renumberPlaceholders(part.sql, params.length);
+    params.push(...part.params);
+    return sql;
+  });
+}
+
+/**
  * A read that a command's first statement carries for a later step of the same command (the
  * idempotency statement carries, say, the deposit creation's policy read): answered in that statement,
  * kept in the transaction under `key` (src/platform/unit-of-work.ts `keepCarried`), and taken by its

@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { renumberPlaceholders, type ReadPart } from '../platform/read-part.ts';
+import { appendParts, type ReadPart } from '../platform/read-part.ts';
 import type { AccountStatus, ApiKeyRow, BackofficeCredentialRow, BrandRow, KeyStatus, MerchantRow } from './types.ts';
 
 /** The most further buckets, and the most carried reads, one admission statement takes. */
@@ -279,11 +279,7 @@ export async function admitSignedRequest(
   const extraColumns = input.extra_buckets.map(
     (_, index) => `, (SELECT json_build_object('request_count', request_count, 'window_started_at', window_started_at) FROM extra${index}) AS extra${index}`,
   );
-  const attachmentColumns = input.attachments.map((part, index) => {
-    const column = `, ${renumberPlaceholders(part.sql, params.length)} AS attachment${index}`;
-    params.push(...part.params);
-    return column;
-  });
+  const attachmentColumns = appendParts(input.attachments, params).map((sql, index) => `, ${sql} AS attachment${index}`);
   const { rows } = await db.query<Omit<RequestAdmission, 'extra_counts' | 'attachments'> & Record<string, unknown>>(
     `WITH nonce AS (
        INSERT INTO request_nonces AS n (white_label_id, api_key_id, nonce, expires_at)

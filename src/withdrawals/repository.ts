@@ -1,7 +1,7 @@
 import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
 import { deferWrite, holdsLock, isUnitOfWork, keepCarried, rememberLocked, takeCarried } from '../platform/unit-of-work.ts';
-import { renumberPlaceholders, rowFromJson, type CarriedRead, type ReadPart } from '../platform/read-part.ts';
+import { appendParts, rowFromJson, type CarriedRead, type ReadPart } from '../platform/read-part.ts';
 import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
 /**
@@ -50,8 +50,7 @@ export interface CreationContext<Carried> {
  */
 export function creationContextPart<Carried>(account: WithdrawalAccount, merchant_reference: string, carried: ReadPart<Carried> | null): ReadPart<CreationContext<Carried>> {
   const params: unknown[] = [account.white_label_id, account.livemode, account.merchant_id, merchant_reference];
-  const carriedSql = carried ? renumberPlaceholders(carried.sql, params.length) : 'NULL';
-  if (carried) params.push(...carried.params);
+  const [carriedSql = 'NULL'] = appendParts(carried ? [carried] : [], params);
   return {
     sql: `(SELECT json_build_object(
               'policy', (SELECT row_to_json(x) FROM (SELECT ${POLICY_COLUMNS} FROM withdrawal_policies p WHERE p.white_label_id = $1 AND p.livemode = $2) AS x),
@@ -349,11 +348,10 @@ async function lockMatchableWith(
   // Reads of the caller's that ride on the statement (src/platform/read-part.ts), each answered in every row and
   // kept for the caller from the first (a statement that finds no candidate answers none of them).
   const params: unknown[] = [input.white_label_id, input.livemode, input.amount_minor, input.now, input.exclude_merchant_id];
-  const carriedColumns = carried.map(({ part }, index) => {
-    const column = `${renumberPlaceholders(part.sql, params.length)} AS carried_${index},`;
-    params.push(...part.params);
-    return column;
-  });
+  const carriedColumns = appendParts(
+    carried.map(({ part }) => part),
+    params,
+  ).map((sql, index) => `${sql} AS carried_${index},`);
   const { rows } = await db.query<WithdrawalRow & { reserved_legs: number; version_in_snapshot: number | null } & Record<string, unknown>>(
     matchableStatement(shape, carriedColumns.join(' '), input.limit),
     params,
@@ -443,13 +441,8 @@ export async function lockOrdersNamedBy(
   carried: readonly ReadPart<unknown>[],
 ): Promise<{ owners: string[]; carried: unknown[] }> {
   const params: unknown[] = [white_label_id];
-  const carriedColumns = carried.map((part, index) => {
-    const column = `${renumberPlaceholders(part.sql, params.length)} AS carried_${index},`;
-    params.push(...part.params);
-    return column;
-  });
-  const idsSql = renumberPlaceholders(ids.sql, params.length);
-  params.push(...ids.params);
+  const carriedColumns = appendParts(carried, params).map((sql, index) => `${sql} AS carried_${index},`);
+  const [idsSql] = appendParts([ids], params);
   const { rows } = await db.query<Partial<WithdrawalRow> & Record<string, unknown>>(
     `SELECT ${carriedColumns.join(' ')} o.*
        FROM (VALUES (1)) AS one (x)
@@ -672,8 +665,7 @@ export async function findLegOwner(
  */
 export function legOfOrderWith<Carried>(white_label_id: string, withdrawal_id: string, leg_ref: string, carried: ReadPart<Carried>): ReadPart<{ leg_of_order: boolean; carried: Carried }> {
   const params: unknown[] = [white_label_id, withdrawal_id, leg_ref];
-  const carriedSql = renumberPlaceholders(carried.sql, params.length);
-  params.push(...carried.params);
+  const [carriedSql] = appendParts([carried], params);
   return {
     sql: `(SELECT json_build_object(
               'leg_of_order', EXISTS (SELECT 1 FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2 AND leg_ref = $3),
