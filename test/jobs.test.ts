@@ -102,6 +102,28 @@ function newWorker(
   return new Worker({ database, logger: createLogger('silent'), ...options, clock, handlers });
 }
 
+/** Rows that the plan's scans of `relation` returned or filtered out (EXPLAIN ANALYZE, JSON format). */
+function scannedRows(plan: unknown, relation: string): number {
+  let total = 0;
+  const visit = (node: unknown, depth: number): void => {
+    if (depth > 100 || node === null || typeof node !== 'object') return;
+    if (Array.isArray(node)) {
+      for (const child of node) visit(child, depth + 1);
+      return;
+    }
+    const fields = node as Record<string, unknown>;
+    if (fields['Relation Name'] === relation) {
+      for (const key of ['Actual Rows', 'Rows Removed by Filter', 'Rows Removed by Index Recheck']) {
+        const value = fields[key];
+        if (typeof value === 'number') total += value * (typeof fields['Actual Loops'] === 'number' ? fields['Actual Loops'] : 1);
+      }
+    }
+    for (const value of Object.values(fields)) visit(value, depth + 1);
+  };
+  visit(typeof plan === 'string' ? JSON.parse(plan) : plan, 0);
+  return total;
+}
+
 describe('enqueueJob', () => {
   it('creates the job only when the surrounding transaction commits', async () => {
     const clock = new TestClock();
@@ -522,6 +544,50 @@ describe('Worker', () => {
     });
     expect(await worker.runDueJobs({ limit: 5 })).toBe(5);
     expect(runs).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('a claim reads the jobs it claims, not the backlog behind them nor the finished and future jobs', async () => {
+    const clock = new TestClock();
+    // A backlog (due jobs waiting for a free slot), jobs due later (deposit expiries), finished jobs
+    // (kept a day), and one running job whose worker died: the mix a busy service claims from.
+    await database.transaction(async (tx) => {
+      for (let index = 0; index < 300; index += 1) await enqueueJob(tx, clock, { task: 'due', payload: { index } });
+      for (let index = 0; index < 300; index += 1) {
+        await enqueueJob(tx, clock, { task: 'later', payload: { index }, run_at: new Date(clock.now().getTime() + 3_600_000) });
+      }
+      for (let index = 0; index < 300; index += 1) await enqueueJob(tx, clock, { task: 'done', payload: { index } });
+    });
+    await database.query(`UPDATE jobs SET status = 'succeeded' WHERE task = 'done'`);
+    const abandoned = await enqueueOrFail(clock, { task: 'due', payload: { abandoned: true } });
+    await database.query(`UPDATE jobs SET status = 'running', locked_by = 'dead', locked_until = $2 WHERE job_id = $1`, [abandoned, new Date(clock.now().getTime() - 1)]);
+    await database.query('ANALYZE jobs');
+    // The worker's own claim statement, as it sent it.
+    const sent: string[] = [];
+    database.statement_observer = (sql) => void sent.push(sql);
+    const ran: string[] = [];
+    const worker = newWorker(clock, { due: async (claimed) => void ran.push(claimed.job_id) });
+    try {
+      expect(await worker.runDueJobs({ limit: 4 })).toBe(4);
+    } finally {
+      database.statement_observer = null;
+    }
+    expect(ran).toHaveLength(4);
+    const claim = sent.find((sql) => /SKIP LOCKED/.test(sql) && /SET status = 'running'/.test(sql));
+    expect(claim).toBeDefined();
+    // Replayed under EXPLAIN ANALYZE and rolled back: every row a scan of jobs returned or filtered out.
+    const rows_read = await database
+      .transaction(async (tx) => {
+        const { rows } = await tx.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${claim as string}`, [clock.now(), 4, 'probe', 60_000]);
+        throw new Rollback(rows[0]?.['QUERY PLAN']);
+      })
+      .catch((error: unknown) => {
+        if (!(error instanceof Rollback)) throw error;
+        return scannedRows(error.value, 'jobs');
+      });
+    // The four claimed, the abandoned one and the next few of the index: not the 900 others (the
+    // single OR statement this replaced read all 300 due ones, checked).
+    expect(rows_read).toBeGreaterThanOrEqual(4);
+    expect(rows_read).toBeLessThanOrEqual(50);
   });
 
   it('purgeFinishedJobs deletes succeeded jobs older than a day and keeps failed and recent ones', async () => {

@@ -142,19 +142,41 @@ export interface ClaimJobsInput {
  * lets concurrent workers claim disjoint sets without waiting on each other; the row lock plus the
  * re-check of the WHERE clause under READ COMMITTED guarantees that a job is claimed by one worker
  * per lease. Jobs of a test clock are never claimed here: they are due by their clock's time, and
- * only an advance of that clock runs them (`claimNextTestClockJob`). Each branch repeats
- * `test_clock_id IS NULL` so that it matches the partial index `jobs_runnable_real` literally.
+ * only an advance of that clock runs them (`claimNextTestClockJob`).
+ *
+ * The two kinds are found apart, each through its own partial index (`jobs_runnable_real_in_order` in (run_at, job_id)
+ * order, `jobs_leases`), and merged: the `limit` earliest of both by (run_at, job_id) are the `limit`
+ * earliest of their union, so the answer is the one a single `WHERE pending OR expired ORDER BY run_at`
+ * gives. That single statement cannot walk an index in order (its OR needs a bitmap of every due row,
+ * then a sort), so it read the whole backlog on every claim, or the whole table when the planner chose
+ * a sequential scan (the slips bench saw 3,200 rows read per claim with 1,000 slips due; docs/decisions.md,
+ * "Write paths, fourth slice"). Each part locks its rows in a CTE, because a locking clause cannot sit
+ * under a UNION. When both parts find rows, up to `limit` more than are claimed stay locked until this
+ * statement commits, and a concurrent claim skips them for that instant; expired leases are rare
+ * (a crashed worker), so the pending part alone is the common case.
  */
 export async function claimDueJobs(database: Queryable, input: ClaimJobsInput): Promise<ClaimedJobRow[]> {
   const result = await database.query<ClaimedJobRow>(
-    `WITH due AS (
-       SELECT job_id
+    `WITH pending AS (
+       SELECT job_id, run_at
          FROM jobs
-        WHERE (status = 'pending' AND test_clock_id IS NULL AND run_at <= $1::timestamptz)
-           OR (status = 'running' AND test_clock_id IS NULL AND locked_until <= $1::timestamptz)
+        WHERE status = 'pending' AND test_clock_id IS NULL AND run_at <= $1::timestamptz
         ORDER BY run_at, job_id
         LIMIT $2
           FOR UPDATE SKIP LOCKED
+     ),
+     expired AS (
+       SELECT job_id, run_at
+         FROM jobs
+        WHERE status = 'running' AND test_clock_id IS NULL AND locked_until <= $1::timestamptz
+        ORDER BY run_at, job_id
+        LIMIT $2
+          FOR UPDATE SKIP LOCKED
+     ),
+     due AS (
+       SELECT job_id FROM (SELECT job_id, run_at FROM pending UNION ALL SELECT job_id, run_at FROM expired) both_kinds
+        ORDER BY run_at, job_id
+        LIMIT $2
      )
      UPDATE jobs
         SET status = 'running',
