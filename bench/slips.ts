@@ -143,7 +143,7 @@ import {
  *                 server shares (other work on the server lands there). Afterwards every measured order must be settled, with its
  *                 deposit.settled event and its withdrawal leg filled, and every receipt read from the
  *                 payload. On by default: setting up costs about 60 ms of sandbox transfer and slip rendering
- *                 per order in the parent, so the phase adds about a minute and a half to a run at the defaults.
+ *                 per order in the parent, so the phase adds about two minutes to a run at the defaults.
  *   qr            SlipReader.read over BENCH_QR_SLIPS sandbox slips in every variant of bench/qr-corpus.ts
  *                 (png, jpeg70, half, photographed, webp, exif_rotated), over the intake's 1 MiB photos,
  *                 and the end-to-end slips as the pipeline read them (receipt `verification.source`).
@@ -161,7 +161,7 @@ import {
  * slips to be processed), BENCH_WORKER_CONCURRENCY (4, the service's default), BENCH_WORKER_IN_SERVER=1,
  * BENCH_DEPOSIT_MERCHANTS (10), BENCH_WITHDRAWING_MERCHANTS (10), BENCH_DEPOSIT_MINOR (100000),
  * BENCH_WITHDRAWAL_MINOR (1000000), BENCH_QR_SLIPS (30), BENCH_SETTLE_SLIPS (1000, the measured batch),
- * BENCH_SETTLE_WARMUP_SLIPS (200, processed before it by the same worker), BENCH_EVIDENCE_STORE (postgres | filesystem, a
+ * BENCH_SETTLE_WARMUP_SLIPS (600, processed before it by the same worker: with 200, V8 was still optimising the worker's code in the measured batch, 12 % of its CPU), BENCH_EVIDENCE_STORE (postgres | filesystem, a
  * what-if of the intake with the filesystem blob store in a temporary directory), BENCH_DATABASE_SETTINGS
  * (what-if ALTER DATABASE), BENCH_STATEMENT_PROFILE=1 (where the server's and the workers' database time
  * goes, by statement, the settle phase's worker included), BENCH_SERVER_NODE_ARGS and BENCH_WORKER_NODE_ARGS (node flags of the server and of
@@ -273,7 +273,7 @@ function readSlipSettings(): SlipSettings {
     withdrawal_minor: intFromEnv('BENCH_WITHDRAWAL_MINOR', 1_000_000, depositMinor, 10_000_000),
     qr_slips: intFromEnv('BENCH_QR_SLIPS', quick ? 5 : 30, 1, 1000),
     settle_slips: intFromEnv('BENCH_SETTLE_SLIPS', quick ? 100 : 1000, 1, 100_000),
-    settle_warmup_slips: intFromEnv('BENCH_SETTLE_WARMUP_SLIPS', quick ? 30 : 200, 1, 100_000),
+    settle_warmup_slips: intFromEnv('BENCH_SETTLE_WARMUP_SLIPS', quick ? 30 : 600, 1, 100_000),
     evidence_store: store,
     statement_profile: process.env.BENCH_STATEMENT_PROFILE === '1',
   };

@@ -20,6 +20,14 @@ export interface BenchSettings {
   /** Length of each measured phase (closed-loop maximum, then the half-rate run), seconds. */
   seconds: number;
   warmup_seconds: number;
+  /**
+   * BENCH_CODE_WARMUP_SECONDS (15): the warm-up right before a measured phase, on the process that is
+   * measured. V8 optimises hot functions in the background and counts that work as the process's CPU:
+   * after three seconds of deposit creations it was still 16 % of the server's CPU in the measured window,
+   * after twenty 3 % (perf, 2026-11-26, docs/benchmarks.md "fourth slice"). A service that has run for
+   * minutes no longer pays it, so a bench that measures it measures a process starting up.
+   */
+  code_warmup_seconds: number;
   /** Closed-loop connections (autocannon) and the socket cap of the half-rate generator. */
   connections: number;
   /** The service's pg pool size (DB_POOL_SIZE of the child). */
@@ -56,6 +64,7 @@ export function readSettings(defaults: { database_name?: string; only?: string }
     database_name: databaseName,
     seconds: numberFromEnv('BENCH_SECONDS', 10, 1),
     warmup_seconds: numberFromEnv('BENCH_WARMUP_SECONDS', 3, 0),
+    code_warmup_seconds: numberFromEnv('BENCH_CODE_WARMUP_SECONDS', 15, 0),
     connections: Math.floor(numberFromEnv('BENCH_CONNECTIONS', 32, 1)),
     db_pool: dbPool,
     pgbench_clients: Math.floor(numberFromEnv('BENCH_PGBENCH_CLIENTS', dbPool, 1)),

@@ -81,7 +81,7 @@ import {
  * makes the run exit 1 after printing the tables. The database constraints are always on.
  *
  * Knobs (environment): DATABASE_URL, BENCH_DATABASE (bench_withdrawals), BENCH_SECONDS (10),
- * BENCH_WARMUP_SECONDS (3), BENCH_CONNECTIONS (32), BENCH_DB_POOL (10), BENCH_PGBENCH_CLIENTS (= pool),
+ * BENCH_WARMUP_SECONDS (3), BENCH_CODE_WARMUP_SECONDS (15, the second warm-up, on the restarted server or the new pool), BENCH_CONNECTIONS (32), BENCH_DB_POOL (10), BENCH_PGBENCH_CLIENTS (= pool),
  * BENCH_PGBENCH_SCALE (10), BENCH_RATE_FRACTION (0.5), BENCH_ONLY (subset of
  * pgbench,withdrawal_create,fill_record), BENCH_MERCHANTS (20), BENCH_KEYS_PER_MERCHANT (3),
  * BENCH_FILL_WORKERS (= pool), BENCH_FILL_TRANSACTIONS (2), BENCH_FILL_ORDERS (3000 open orders
@@ -425,8 +425,11 @@ async function runCreatePhase(
     // server plans on them.
     await database.exec('ANALYZE wallets, balance_transactions, withdrawal_orders, withdrawal_legs, beneficiaries, events, idempotency_records');
     server = await restart();
-    log(`withdrawal_create: server restarted after ANALYZE; second warm-up ${settings.warmup_seconds} s`);
-    secondWarmup = await runClosedLoop({ base_url: server.base_url, connections: settings.connections, seconds: settings.warmup_seconds, build });
+    // Long enough for V8 to have optimised the hot code as well (BenchSettings.code_warmup_seconds).
+    log(`withdrawal_create: server restarted after ANALYZE; second warm-up ${settings.code_warmup_seconds} s`);
+    if (settings.code_warmup_seconds > 0) {
+      secondWarmup = await runClosedLoop({ base_url: server.base_url, connections: settings.connections, seconds: settings.code_warmup_seconds, build });
+    }
   }
   log(`withdrawal_create: closed loop, ${settings.connections} connections, ${settings.seconds} s`);
   const meter = await startMeter(settings);
@@ -634,8 +637,11 @@ async function runFillPhase(
       await database.exec('ANALYZE wallets, balance_transactions, withdrawal_orders, withdrawal_legs, fee_schedules, events, clearings');
       fresh = await freshServices();
       measuredWith = { instance: fresh, database: fresh.database };
-      log(`fill_record: new connections after ANALYZE; second warm-up ${settings.warmup_seconds} s`);
-      secondWarmup = await runFills(settings, measuredWith.instance, measuredWith.database, supply, settings.warmup_seconds);
+      // Long enough for V8 to have optimised the fills' code in this process (BenchSettings.code_warmup_seconds).
+      log(`fill_record: new connections after ANALYZE; second warm-up ${settings.code_warmup_seconds} s`);
+      if (settings.code_warmup_seconds > 0) {
+        secondWarmup = await runFills(settings, measuredWith.instance, measuredWith.database, supply, settings.code_warmup_seconds);
+      }
     }
     log(`fill_record: ${mode}, ${settings.seconds} s`);
     const statsBefore = copyStats(stats);
@@ -865,7 +871,7 @@ function report(
 
   lines.push('');
   const details: string[] = [
-    `Settings: ${settings.seconds} s per phase, ${settings.warmup_seconds} s warm-up, service pool ${settings.db_pool}`,
+    `Settings: ${settings.seconds} s per phase, ${settings.warmup_seconds} s warm-up then ${settings.code_warmup_seconds} s on the measured process, service pool ${settings.db_pool}`,
     `${settings.merchants} merchants in the sandbox brand with ${settings.keys_per_merchant} keys each`,
     `HTTP ${settings.connections} connections, open loop at ${fixed(settings.rate_fraction * 100, 0)} %`,
     `fills: ${settings.fill_workers} workers, ${settings.fill_transactions} transaction(s) per fill`,

@@ -1,5 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite } from '../platform/unit-of-work.ts';
+import { invariant } from '../platform/assert.ts';
 
 /**
  * Every SQL statement of the jobs module. Each function is one parameterised statement, so a caller
@@ -157,7 +158,23 @@ export interface ClaimJobsInput {
  */
 export async function claimDueJobs(database: Queryable, input: ClaimJobsInput): Promise<ClaimedJobRow[]> {
   const result = await database.query<ClaimedJobRow>(
-    `WITH pending AS (
+    `WITH ${claimParts('')}
+     ${CLAIM_UPDATE}
+     RETURNING ${CLAIMED_COLUMNS}`,
+    [input.now, input.limit, input.worker_id, input.lease_ms],
+  );
+  return result.rows;
+}
+
+const CLAIMED_COLUMNS = 'jobs.job_id, jobs.white_label_id, jobs.task, jobs.payload, jobs.attempts, jobs.max_attempts';
+
+/**
+ * The CTEs `pending`, `expired` and `due` of a claim ($1 now, $2 limit), for `claimDueJobs` and
+ * `completeAndClaimDueJobs`; `excluded` is a condition on the expired part (the job the same statement
+ * completes, which is running under this worker's lease and must not be taken over by it).
+ */
+function claimParts(excluded: string): string {
+  return `pending AS (
        SELECT job_id, run_at
          FROM jobs
         WHERE status = 'pending' AND test_clock_id IS NULL AND run_at <= $1::timestamptz
@@ -168,7 +185,7 @@ export async function claimDueJobs(database: Queryable, input: ClaimJobsInput): 
      expired AS (
        SELECT job_id, run_at
          FROM jobs
-        WHERE status = 'running' AND test_clock_id IS NULL AND locked_until <= $1::timestamptz
+        WHERE status = 'running' AND test_clock_id IS NULL AND locked_until <= $1::timestamptz${excluded}
         ORDER BY run_at, job_id
         LIMIT $2
           FOR UPDATE SKIP LOCKED
@@ -177,19 +194,53 @@ export async function claimDueJobs(database: Queryable, input: ClaimJobsInput): 
        SELECT job_id FROM (SELECT job_id, run_at FROM pending UNION ALL SELECT job_id, run_at FROM expired) both_kinds
         ORDER BY run_at, job_id
         LIMIT $2
-     )
-     UPDATE jobs
+     )`;
+}
+
+/** The claim itself ($3 worker id, $4 lease in ms), over the `due` CTE of `claimParts`. */
+const CLAIM_UPDATE = `UPDATE jobs
         SET status = 'running',
             locked_by = $3,
             locked_until = $1::timestamptz + $4::double precision * interval '1 millisecond',
             attempts = jobs.attempts + 1,
             updated_at = $1::timestamptz
        FROM due
-      WHERE jobs.job_id = due.job_id
-     RETURNING jobs.job_id, jobs.white_label_id, jobs.task, jobs.payload, jobs.attempts, jobs.max_attempts`,
-    [input.now, input.limit, input.worker_id, input.lease_ms],
+      WHERE jobs.job_id = due.job_id`;
+
+/**
+ * Records a job's success (as `markJobSucceeded`, fenced by the same lease) and claims up to `limit`
+ * due jobs (as `claimDueJobs`) in one statement: a worker with a backlog takes its next job in the round
+ * trip that ends the last one, instead of one round trip for each (docs/decisions.md, "Write paths, fourth
+ * slice"). `completed` is false when the lease was lost; the claim is made either way, as a poll would
+ * make it. The job completed is never among those claimed: it is running, so the pending part cannot
+ * see it, and the expired part excludes it, although its lease may have run out (a taken-over lease is
+ * then recorded as lost, as `markJobSucceeded` records it).
+ */
+export async function completeAndClaimDueJobs(
+  database: Queryable,
+  lease: JobLease,
+  input: ClaimJobsInput,
+): Promise<{ completed: boolean; claimed: ClaimedJobRow[] }> {
+  invariant(lease.worker_id === input.worker_id, 'a worker completes its own lease and claims for itself');
+  const result = await database.query<{ completed: boolean; claimed: ClaimedJobRow[] | null }>(
+    `WITH done AS (
+       UPDATE jobs
+          SET status = 'succeeded', locked_until = NULL, last_error = NULL, updated_at = $1::timestamptz
+        WHERE job_id = $5 AND locked_by = $3 AND status = 'running' AND attempts = $6
+       RETURNING job_id
+     ),
+     ${claimParts(' AND job_id <> $5')},
+     claimed AS (
+       ${CLAIM_UPDATE}
+       RETURNING ${CLAIMED_COLUMNS}
+     )
+     SELECT EXISTS (SELECT 1 FROM done) AS completed,
+            (SELECT json_agg(claimed) FROM claimed) AS claimed`,
+    [input.now, input.limit, input.worker_id, input.lease_ms, lease.job_id, lease.attempt],
   );
-  return result.rows;
+  const row = result.rows[0];
+  invariant(row !== undefined, 'the statement answers one row');
+  return { completed: row.completed === true, claimed: row.claimed ?? [] };
 }
 
 export interface ClaimTestClockJobInput {

@@ -7,7 +7,7 @@ import type { Logger } from '../platform/logger.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import { invariant } from '../platform/assert.ts';
 import { scrubText } from '../platform/logger.ts';
-import { claimDueJobs, claimNextTestClockJob, extendJobLease, markJobFailed, markJobSucceeded, type ClaimedJobRow, type JobLease } from './repository.ts';
+import { claimDueJobs, claimNextTestClockJob, completeAndClaimDueJobs, extendJobLease, markJobFailed, markJobSucceeded, type ClaimedJobRow, type JobLease } from './repository.ts';
 
 /** The first retry waits this long; each further retry doubles it, up to `max_backoff_ms`. */
 export const BASE_BACKOFF_MS = 1_000;
@@ -261,11 +261,27 @@ export class Worker {
       return;
     }
     this.backlog_possible = jobs.length === free_slots;
-    for (const job of jobs) {
-      void this.track(this.process(job)).then(() => {
-        if (this.backlog_possible) this.wake();
-      });
-    }
+    for (const job of jobs) this.startPolled(job);
+  }
+
+  /**
+   * Runs a job that the poll loop claimed. When it succeeds while a backlog is likely, it claims its
+   * successor in the statement that records the success (`succeed`); when it ends otherwise, the loop is
+   * woken to fill its slot.
+   */
+  private startPolled(job: ClaimedJobRow): void {
+    void this.track(this.process(job, true)).then(() => {
+      if (this.backlog_possible) this.wake();
+    });
+  }
+
+  /**
+   * Whether a finishing job may claim its successor itself: the loop runs, the last claim filled every
+   * slot (so more jobs are likely due), and no poll is claiming at this moment, which could count this
+   * job's slot as free and fill it too.
+   */
+  private mayClaimSuccessor(): boolean {
+    return this.started && !this.stopping && this.backlog_possible && this.poll_in_progress === null;
   }
 
   /** True once stop() was called: long runs (a test clock's advance) end their slice early. */
@@ -315,8 +331,11 @@ export class Worker {
     return processing.finally(() => this.in_flight.delete(processing));
   }
 
-  /** Runs one claimed job and records its outcome. Never rejects: every failure ends up in the row or the log. */
-  private async process(row: ClaimedJobRow): Promise<void> {
+  /**
+   * Runs one claimed job and records its outcome. Never rejects: every failure ends up in the row or the log.
+   * `polled`: claimed by the poll loop, whose jobs may claim their successor when they succeed.
+   */
+  private async process(row: ClaimedJobRow, polled = false): Promise<void> {
     const lease: JobLease = { job_id: row.job_id, worker_id: this.worker_id, attempt: row.attempts };
     const log_fields = { job_id: row.job_id, task: row.task, attempt: row.attempts, max_attempts: row.max_attempts };
     // Own properties only, so that a task named like an Object.prototype member is not "handled".
@@ -357,7 +376,7 @@ export class Worker {
     this.logger.debug({ ...log_fields, worker_id: this.worker_id, failed: handler_error !== null }, 'job handler ended');
     this.metrics?.job_duration_seconds.observe({ task: row.task }, (performance.now() - started_at_ms) / 1000);
     if (handler_error === null) {
-      await this.succeed(row, lease);
+      await this.succeed(row, lease, polled);
       return;
     }
     // The payload is never logged: it may hold secrets. The error is scrubbed by the logger.
@@ -398,7 +417,11 @@ export class Worker {
     return () => clearInterval(timer);
   }
 
-  private async succeed(row: ClaimedJobRow, lease: JobLease): Promise<void> {
+  private async succeed(row: ClaimedJobRow, lease: JobLease, polled: boolean): Promise<void> {
+    if (polled && this.mayClaimSuccessor()) {
+      await this.succeedAndClaimSuccessor(row, lease);
+      return;
+    }
     let outcome: Outcome;
     try {
       outcome = (await markJobSucceeded(this.database, lease, this.real_clock.now())) ? 'succeeded' : 'lease_lost';
@@ -407,6 +430,34 @@ export class Worker {
       outcome = 'completion_error';
     }
     this.record(row, outcome);
+  }
+
+  /**
+   * Records the success and claims one due job in the same statement (`completeAndClaimDueJobs`): the
+   * job's own slot, refilled, so the worker never runs more than `concurrency` jobs. Other free slots are
+   * the poll loop's. A failure of the statement claims nothing and leaves the job to its lease, as a
+   * failed `markJobSucceeded` does.
+   */
+  private async succeedAndClaimSuccessor(row: ClaimedJobRow, lease: JobLease): Promise<void> {
+    let outcome: Outcome;
+    let successors: ClaimedJobRow[] = [];
+    try {
+      const result = await completeAndClaimDueJobs(this.database, lease, {
+        now: this.real_clock.now(),
+        limit: 1,
+        worker_id: this.worker_id,
+        lease_ms: this.lease_ms,
+      });
+      outcome = result.completed ? 'succeeded' : 'lease_lost';
+      successors = result.claimed;
+    } catch (error) {
+      this.logger.error({ err: error, job_id: row.job_id, task: row.task }, 'recording job success failed');
+      outcome = 'completion_error';
+    }
+    this.record(row, outcome);
+    invariant(successors.length <= 1, 'a finishing job claims at most its own slot');
+    if (successors.length === 0) this.backlog_possible = false;
+    for (const successor of successors) this.startPolled(successor);
   }
 
   private async fail(row: ClaimedJobRow, lease: JobLease, last_error: string, permanent: boolean): Promise<void> {
