@@ -424,6 +424,42 @@ describe('matching rule behind the head of the queue', () => {
   });
 });
 
+describe('a withdrawal that expires while a deposit is being matched to it', () => {
+  it('is reserved as the match found it live: the creation answers 201, not 500', async () => {
+    const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 't', request_id: null }, { name: 'Expiring Candidate Brand' });
+    const depositor = await app.createMerchant({ white_label_id: brand.id });
+    const withdrawer = await app.createMerchant({ white_label_id: brand.id });
+    const account = accountOf(withdrawer);
+    await fundAvailable(app, account, 100_000_000);
+    const beneficiary_id = await verifiedBeneficiary(app, account);
+    const created = await app.signed({ method: 'POST', url: '/v1/pay/withdrawals', idempotency_key: crypto.randomUUID(), credentials: withdrawer, body: { amount_minor: 100_000, currency: 'THB', merchant_reference: crypto.randomUUID().slice(0, 30), end_user_ref: 'w', beneficiary_id } });
+    expect(created.statusCode).toBe(201);
+    const withdrawal = created.json<WithdrawalView>();
+    // One millisecond before its expiry, and the clock moves past it while the creation's candidate
+    // statement is answered: the match and the reservation are then given two different instants.
+    app.clock.advance(Date.parse(withdrawal.expires_at as string) - app.clock.now().getTime() - 1);
+    const previousObserver = app.testDatabase.database.statement_observer;
+    let moved = false;
+    app.testDatabase.database.statement_observer = (sql, duration_ms) => {
+      previousObserver?.(sql, duration_ms);
+      if (!moved && sql.includes('FOR UPDATE') && sql.includes('SKIP LOCKED')) {
+        moved = true;
+        app.clock.advance(10);
+      }
+    };
+    let response;
+    try {
+      response = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: depositor, body: body(20_000) });
+    } finally {
+      app.testDatabase.database.statement_observer = previousObserver;
+    }
+    expect(moved).toBe(true);
+    expect(response.statusCode, response.body).toBe(201);
+    const deposit = response.json<DepositView>();
+    expect((await withdrawalOfLeg(deposit)).map((leg) => leg.withdrawal_id)).toEqual([withdrawal.id]);
+  });
+});
+
 describe('POST /v1/pay/deposits: bad input changes nothing', () => {
   it('answers each rule with its code and details, creating no order', async () => {
     const before = await countDeposits();

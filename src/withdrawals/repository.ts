@@ -329,11 +329,13 @@ export async function lockMatchable(
   input: { white_label_id: string; livemode: boolean; amount_minor: number; now: Date; exclude_merchant_id: string | null; limit: number; largest_first: boolean },
   carried: readonly CarriedRead[] = [],
 ): Promise<WithdrawalRow[]> {
-  if (input.largest_first) return lockMatchableWith(db, 'largest_first', input, carried);
+  if (input.largest_first) return (await lockMatchableWith(db, 'largest_first', input, carried)).candidates;
   const head = await lockMatchableWith(db, 'queue_head', input, carried);
-  if (head.length >= input.limit) return head;
-  // Reads the head answered are kept already; they ride again only when the head answered none.
-  return lockMatchableWith(db, 'oldest_planned_per_call', input, head.length > 0 ? [] : carried);
+  if (head.candidates.length >= input.limit) return head.candidates;
+  // Reads the head answered are kept already; they ride again only when the head answered none. An order
+  // the head locked but dropped as stale is locked by this transaction, so the statement below, on a new
+  // snapshot, finds it again (SKIP LOCKED skips only other transactions' locks) and reads it as it is.
+  return (await lockMatchableWith(db, 'oldest_planned_per_call', input, head.answered ? [] : carried)).candidates;
 }
 
 async function lockMatchableWith(
@@ -341,7 +343,7 @@ async function lockMatchableWith(
   shape: MatchableShape,
   input: { white_label_id: string; livemode: boolean; amount_minor: number; now: Date; exclude_merchant_id: string | null; limit: number },
   carried: readonly CarriedRead[],
-): Promise<WithdrawalRow[]> {
+): Promise<{ candidates: WithdrawalRow[]; answered: boolean }> {
   // The answer also carries what a reservation of the order must know, so that `reserveLeg` need not read it
   // again (see `rememberCandidate`): the legs holding a reservation, and the order's version as this
   // statement's snapshot saw it, which differs from the locked row's when a change committed in between.
@@ -358,14 +360,21 @@ async function lockMatchableWith(
   );
   const first = rows[0];
   if (first) carried.forEach(({ key, part }, index) => keepCarried(db, key, part.parse(first[`carried_${index}`] ?? null)));
-  return rows.map(({ reserved_legs, version_in_snapshot, ...answered }) => {
+  const candidates: WithdrawalRow[] = [];
+  for (const { reserved_legs, version_in_snapshot, ...answered } of rows) {
     const order: Record<string, unknown> = answered;
     carried.forEach((_, index) => delete order[`carried_${index}`]);
     const row = order as unknown as WithdrawalRow;
     rememberLocked(db, orderRowKey(row.white_label_id, row.withdrawal_id));
-    if (version_in_snapshot !== null && Number(version_in_snapshot) === Number(row.version)) rememberCandidate(db, row, Number(reserved_legs));
-    return row;
-  });
+    // A change committed between the statement's snapshot and its lock: the lock took the newer row and
+    // rechecked the row's own columns, but the statement counted its legs in the older snapshot, so the
+    // order may have no split left. It stays locked and is not offered: a candidate must take its leg
+    // (MatchingService asserts it), and only a new read can say whether this one would.
+    if (version_in_snapshot === null || Number(version_in_snapshot) !== Number(row.version)) continue;
+    rememberCandidate(db, row, Number(reserved_legs), input.now);
+    candidates.push(row);
+  }
+  return { candidates, answered: first !== undefined };
 }
 
 /** The memo key of an order as the matching queue read and locked it (src/platform/unit-of-work.ts). */
@@ -375,13 +384,21 @@ function candidateMemoKey(white_label_id: string, withdrawal_id: string): string
 
 /**
  * Remembers an order as the matching queue locked it, with its legs holding a reservation, for a
- * reservation later in the transaction. Only when the statement's snapshot saw the version it locked:
- * a change committed between the snapshot and the lock (the lock then takes the newer row, but the legs
- * are counted in the older snapshot) leaves nothing remembered, and the reservation reads the order again.
- * Every change of an order's reserved legs moves its version, so an unchanged version means the count holds.
+ * reservation later in the transaction. Only for an order whose locked version the statement's snapshot
+ * saw (`lockMatchableWith` does not offer the others): every change of an order's reserved legs moves its
+ * version, so an unchanged version means the count holds.
  */
-function rememberCandidate(db: Queryable, row: WithdrawalRow, reserved_legs: number): void {
-  if (isUnitOfWork(db)) db.memo.set(candidateMemoKey(row.white_label_id, row.withdrawal_id), { row, reserved_legs });
+function rememberCandidate(db: Queryable, row: WithdrawalRow, reserved_legs: number, read_at: Date): void {
+  if (isUnitOfWork(db)) db.memo.set(candidateMemoKey(row.white_label_id, row.withdrawal_id), { row, reserved_legs, read_at } satisfies LockedCandidate);
+}
+
+/** An order as the matching queue read and locked it, and the instant its statement found it live. */
+export interface LockedCandidate {
+  row: WithdrawalRow;
+  /** Its legs holding a reservation, counted by the statement. */
+  reserved_legs: number;
+  /** The `now` the statement compared `expires_at` with. */
+  read_at: Date;
 }
 
 /** Forgets what the matching queue read of an order: a write of the order or of its legs makes it stale. */
@@ -394,10 +411,10 @@ function forgetCandidate(db: Queryable, white_label_id: string, withdrawal_id: s
  * or null when it was not read so or has been written since. The row lock kept it unchanged, so it is what
  * a new read would answer. Taken once: the reservation that uses it writes the order.
  */
-export function takeCandidate(db: Queryable, white_label_id: string, withdrawal_id: string): { row: WithdrawalRow; reserved_legs: number } | null {
+export function takeCandidate(db: Queryable, white_label_id: string, withdrawal_id: string): LockedCandidate | null {
   if (!isUnitOfWork(db)) return null;
   const key = candidateMemoKey(white_label_id, withdrawal_id);
-  const candidate = db.memo.get(key) as { row: WithdrawalRow; reserved_legs: number } | undefined;
+  const candidate = db.memo.get(key) as LockedCandidate | undefined;
   if (candidate === undefined) return null;
   db.memo.delete(key);
   invariant(holdsLock(db, orderRowKey(white_label_id, withdrawal_id)), 'a candidate is locked by this transaction');

@@ -766,7 +766,11 @@ export class WithdrawalService {
     }
     const refuse = (reason: string) => fail<LegReservation>('withdrawal_state_conflict', { details: { reason, withdrawal_id: row.withdrawal_id } });
     if (row.status !== 'open' && row.status !== 'partially_filled') return refuse('not_open');
-    if (row.expires_at.getTime() <= this.deps.clock.now().getTime()) return refuse('expired');
+    // A candidate of the matching queue is judged at the instant its statement found it live: the order
+    // has been locked since, so no expiry can have run on it, and the match that chose it must be able to
+    // reserve it (an order expiring in the milliseconds between the two answered 500 in the chaos run).
+    const expiry_checked_at = candidate ? candidate.read_at : this.deps.clock.now();
+    if (row.expires_at.getTime() <= expiry_checked_at.getTime()) return refuse('expired');
     if (row.remaining_minor < input.amount_minor) return refuse('insufficient_remaining');
     if (row.settled_splits + reservedLegs >= row.max_splits) return refuse('max_splits_reached');
 
