@@ -118,22 +118,41 @@ export interface MeterTarget {
   database_name: string;
 }
 
-export class CpuSampler {
+/**
+ * Which processes a `CpuSampler` charges, and to which group: the bench database's sessions and the server's
+ * shared processes of `background_types` (each named by `group_of`), and pgbench's client threads.
+ */
+export interface CpuGrouping<Group extends string> {
+  background_types: readonly string[];
+  group_of(row: { application_name: string; backend_type: string }): Group;
+  pgbench_group: Group;
+}
+
+/** The meters' own grouping: PostgreSQL's processes of the bench database and its WAL, and pgbench's client. */
+const POSTGRES_AND_PGBENCH: CpuGrouping<'postgres' | 'pgbench'> = {
+  background_types: ['walwriter', 'checkpointer', 'background writer'],
+  group_of: () => 'postgres',
+  pgbench_group: 'pgbench',
+};
+
+/** CPU of PostgreSQL's and pgbench's processes, read from /proc every SAMPLE_INTERVAL_MS, summed by group. */
+export class CpuSampler<Group extends string> {
   private readonly last = new Map<number, number>();
-  private readonly totals = { postgres: 0, pgbench: 0 };
-  private readonly groups = new Map<number, 'postgres' | 'pgbench'>();
+  private readonly totals = new Map<Group, number>();
+  private readonly groups = new Map<number, Group>();
   private timer: NodeJS.Timeout | null = null;
   private sampling: Promise<void> = Promise.resolve();
 
   private constructor(
     private readonly client: pg.Client,
     private readonly database_name: string,
+    private readonly grouping: CpuGrouping<Group>,
   ) {}
 
-  static async start(serverUrl: string, databaseName: string): Promise<CpuSampler> {
+  static async start<Group extends string>(serverUrl: string, databaseName: string, grouping: CpuGrouping<Group>): Promise<CpuSampler<Group>> {
     const client = new pg.Client({ connectionString: serverUrl });
     await client.connect();
-    const sampler = new CpuSampler(client, databaseName);
+    const sampler = new CpuSampler(client, databaseName, grouping);
     await sampler.sample();
     sampler.timer = setInterval(() => {
       sampler.sampling = sampler.sampling.then(() => sampler.sample());
@@ -142,29 +161,31 @@ export class CpuSampler {
   }
 
   private async sample(): Promise<void> {
-    const { rows } = await this.client.query<{ pid: number }>(
-      `SELECT pid FROM pg_stat_activity
-        WHERE (datname = $1 OR backend_type IN ('walwriter', 'checkpointer', 'background writer')) AND pid <> pg_backend_pid()`,
-      [this.database_name],
+    const { rows } = await this.client.query<{ pid: number; application_name: string; backend_type: string }>(
+      `SELECT pid, coalesce(application_name, '') AS application_name, coalesce(backend_type, '') AS backend_type FROM pg_stat_activity
+        WHERE (datname = $1 OR backend_type = ANY($2::text[])) AND pid <> pg_backend_pid()`,
+      [this.database_name, this.grouping.background_types],
     );
-    for (const row of rows) this.groups.set(row.pid, 'postgres');
-    for (const pid of pgbenchChildren()) this.groups.set(pid, 'pgbench');
+    for (const row of rows) this.groups.set(row.pid, this.grouping.group_of(row));
+    for (const pid of pgbenchChildren()) this.groups.set(pid, this.grouping.pgbench_group);
     for (const [pid, group] of this.groups) {
       const ticks = processTicks(pid);
       if (ticks === null) continue;
       const previous = this.last.get(pid);
-      if (previous !== undefined) this.totals[group] += ticks - previous;
+      if (previous !== undefined) this.totals.set(group, (this.totals.get(group) ?? 0) + ticks - previous);
       this.last.set(pid, ticks);
     }
   }
 
-  async stop(): Promise<{ postgres_us: number; pgbench_us: number }> {
+  /** Microseconds of CPU of a group since the start (0 for a group that had no process). */
+  async stop(): Promise<(group: Group) => number> {
     if (this.timer) clearInterval(this.timer);
     await this.sampling;
     await this.sample();
     await this.client.end();
     const micros = 1e6 / CLOCK_TICKS_PER_SECOND;
-    return { postgres_us: this.totals.postgres * micros, pgbench_us: this.totals.pgbench * micros };
+    const totals = new Map(this.totals);
+    return (group) => (totals.get(group) ?? 0) * micros;
   }
 }
 
@@ -192,7 +213,7 @@ export interface Meter {
   machine: CpuTimes | null;
   self_us: number;
   wal: number;
-  sampler: CpuSampler;
+  sampler: CpuSampler<'postgres' | 'pgbench'>;
 }
 
 export interface Cost {
@@ -207,7 +228,7 @@ export interface Cost {
 }
 
 export async function startMeter(target: MeterTarget): Promise<Meter> {
-  const sampler = await CpuSampler.start(target.database_url, target.database_name);
+  const sampler = await CpuSampler.start(target.database_url, target.database_name, POSTGRES_AND_PGBENCH);
   const usage = process.cpuUsage();
   return { machine: machineCpu(), self_us: usage.user + usage.system, wal: await walBytes(target.database_url), sampler };
 }
@@ -218,17 +239,18 @@ export async function stopMeter(target: MeterTarget, meter: Meter, ops: number, 
   const machine = machineCpu();
   const wal = await walBytes(target.database_url);
   const sampled = await meter.sampler.stop();
+  const postgres_us = sampled('postgres');
   const self = usage.user + usage.system - meter.self_us;
   const app = app_us ?? self;
-  const loadgen = (app_us === null ? 0 : self) + sampled.pgbench_us;
+  const loadgen = (app_us === null ? 0 : self) + sampled('pgbench');
   const count = Math.max(1, ops);
   const machineMicros = meter.machine && machine ? ((machine.busy - meter.machine.busy) * 1e6) / CLOCK_TICKS_PER_SECOND : Number.NaN;
   return {
     ops,
     app_cpu_us: app / count,
     loadgen_cpu_us: loadgen / count,
-    postgres_cpu_us: sampled.postgres_us / count,
-    other_cpu_us: (machineMicros - app - loadgen - sampled.postgres_us) / count,
+    postgres_cpu_us: postgres_us / count,
+    other_cpu_us: (machineMicros - app - loadgen - postgres_us) / count,
     machine_busy: busyShare(meter.machine, machine),
     wal_bytes: (wal - meter.wal) / count,
     stats,

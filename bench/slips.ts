@@ -44,17 +44,20 @@ import {
 } from './support.ts';
 import { fundWithdrawer } from './setup.ts';
 import {
+  adminQuery,
+  CLOCK_TICKS_PER_SECOND,
   COST_COLUMNS,
   costRow as phaseCostRow,
+  CpuSampler,
+  type CpuGrouping,
   countingDatabase,
   diffStats,
   newStats,
   peakResidentBytes,
   perOperation,
-  pgbenchChildren,
-  processTicks,
   startMeter as startPhaseMeter,
   stopMeter as stopPhaseMeter,
+  walBytes,
   type Cost as PhaseCost,
   type StatementStats,
 } from './meters.ts';
@@ -193,8 +196,6 @@ const WORKER_IDLE_POLL_MS = 250;
 const SENDER_BANK = '004';
 const SENDER_NAME = 'สมหญิง รักไทย';
 const BENCH_ACTOR = { actor_type: 'system' as const, actor_id: 'bench', request_id: null };
-const CLOCK_TICKS_PER_SECOND = 100;
-const SAMPLE_INTERVAL_MS = 250;
 /** Pause between the closed loop and the open loop, for the closed loop's requests in flight to finish. */
 const SETTLE_MS = 2000;
 /** The PostgreSQL sessions of each process are told apart by their application_name. */
@@ -477,6 +478,13 @@ type PostgresGroup = 'api' | 'worker' | 'storage' | 'pgbench' | 'background' | '
 const POSTGRES_GROUPS: readonly PostgresGroup[] = ['api', 'worker', 'storage', 'pgbench', 'background', 'other'];
 const BACKGROUND_TYPES = ['walwriter', 'checkpointer', 'background writer', 'autovacuum worker', 'autovacuum launcher'];
 
+/** The slips bench's grouping of PostgreSQL's processes, and pgbench's client threads apart. */
+const SLIPS_GROUPING: CpuGrouping<PostgresGroup | 'pgbench_client'> = {
+  background_types: BACKGROUND_TYPES,
+  group_of: groupOf,
+  pgbench_group: 'pgbench_client',
+};
+
 function groupOf(row: { application_name: string; backend_type: string }): PostgresGroup {
   if (BACKGROUND_TYPES.includes(row.backend_type)) return 'background';
   if (row.application_name === APPLICATION_NAMES.api) return 'api';
@@ -486,85 +494,12 @@ function groupOf(row: { application_name: string; backend_type: string }): Postg
   return 'other';
 }
 
-class CpuSampler {
-  private readonly last = new Map<number, number>();
-  private readonly groups = new Map<number, PostgresGroup | 'pgbench_client'>();
-  private readonly totals = new Map<PostgresGroup | 'pgbench_client', number>();
-  private timer: NodeJS.Timeout | null = null;
-  private sampling: Promise<void> = Promise.resolve();
-
-  private constructor(
-    private readonly client: pg.Client,
-    private readonly database_name: string,
-  ) {}
-
-  static async start(serverUrl: string, databaseName: string): Promise<CpuSampler> {
-    const client = new pg.Client({ connectionString: serverUrl });
-    await client.connect();
-    const sampler = new CpuSampler(client, databaseName);
-    await sampler.sample();
-    sampler.timer = setInterval(() => {
-      sampler.sampling = sampler.sampling.then(() => sampler.sample());
-    }, SAMPLE_INTERVAL_MS);
-    return sampler;
-  }
-
-  private async sample(): Promise<void> {
-    const { rows } = await this.client.query<{ pid: number; application_name: string; backend_type: string }>(
-      `SELECT pid, coalesce(application_name, '') AS application_name, coalesce(backend_type, '') AS backend_type FROM pg_stat_activity
-        WHERE (datname = $1 OR backend_type = ANY($2::text[])) AND pid <> pg_backend_pid()`,
-      [this.database_name, BACKGROUND_TYPES],
-    );
-    for (const row of rows) this.groups.set(row.pid, groupOf(row));
-    for (const pid of pgbenchChildren()) this.groups.set(pid, 'pgbench_client');
-    for (const [pid, group] of this.groups) {
-      const ticks = processTicks(pid);
-      if (ticks === null) continue;
-      const previous = this.last.get(pid);
-      if (previous !== undefined) this.totals.set(group, (this.totals.get(group) ?? 0) + ticks - previous);
-      this.last.set(pid, ticks);
-    }
-  }
-
-  /** Microseconds of CPU per group since the start. */
-  async stop(): Promise<Record<PostgresGroup | 'pgbench_client', number>> {
-    if (this.timer) clearInterval(this.timer);
-    await this.sampling;
-    await this.sample();
-    await this.client.end();
-    const micros = 1e6 / CLOCK_TICKS_PER_SECOND;
-    const result = { pgbench_client: (this.totals.get('pgbench_client') ?? 0) * micros } as Record<PostgresGroup | 'pgbench_client', number>;
-    for (const group of POSTGRES_GROUPS) result[group] = (this.totals.get(group) ?? 0) * micros;
-    return result;
-  }
-}
-
-async function adminQuery<Row extends pg.QueryResultRow>(serverUrl: string, sql: string, params: unknown[] = []): Promise<Row[]> {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    return (await client.query<Row>(sql, params)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
-function lsnBytes(lsn: string): number {
-  const [high, low] = lsn.split('/');
-  return parseInt(high ?? '0', 16) * 2 ** 32 + parseInt(low ?? '0', 16);
-}
-
-async function walPosition(serverUrl: string): Promise<number> {
-  const rows = await adminQuery<{ lsn: string }>(serverUrl, 'SELECT pg_current_wal_lsn()::text AS lsn');
-  return lsnBytes(rows[0]?.lsn ?? '0/0');
-}
-
 interface Meter {
   started_ms: number;
   machine: CpuTimes | null;
   self_us: number;
   wal_bytes: number;
-  sampler: CpuSampler;
+  sampler: CpuSampler<PostgresGroup | 'pgbench_client'>;
 }
 
 /** What a measured stretch cost in total (not per operation). */
@@ -578,17 +513,19 @@ interface MeterReading {
 }
 
 async function startMeter(settings: SlipSettings): Promise<Meter> {
-  const sampler = await CpuSampler.start(settings.database_url, settings.database_name);
+  const sampler = await CpuSampler.start(settings.database_url, settings.database_name, SLIPS_GROUPING);
   const usage = process.cpuUsage();
-  return { started_ms: performance.now(), machine: machineCpu(), self_us: usage.user + usage.system, wal_bytes: await walPosition(settings.database_url), sampler };
+  return { started_ms: performance.now(), machine: machineCpu(), self_us: usage.user + usage.system, wal_bytes: await walBytes(settings.database_url), sampler };
 }
 
 async function stopMeter(settings: SlipSettings, meter: Meter): Promise<MeterReading> {
   const usage = process.cpuUsage();
   const machine = machineCpu();
   const seconds = (performance.now() - meter.started_ms) / 1000;
-  const wal = await walPosition(settings.database_url);
-  const postgres = await meter.sampler.stop();
+  const wal = await walBytes(settings.database_url);
+  const sampled = await meter.sampler.stop();
+  const postgres = { pgbench_client: sampled('pgbench_client') } as Record<PostgresGroup | 'pgbench_client', number>;
+  for (const group of POSTGRES_GROUPS) postgres[group] = sampled(group);
   return {
     seconds,
     self_cpu_us: usage.user + usage.system - meter.self_us,

@@ -38,6 +38,9 @@ import {
   countingDatabase,
   diffStats,
   copyStats,
+  COST_COLUMNS,
+  costRow,
+  perOperation,
   runPgbenchTpcbPhase,
   startMeter,
   stopMeter,
@@ -761,47 +764,23 @@ function report(
     );
   }
 
-  const costRow = (name: string, cost: Cost, roundTrips: string, transactions: string): string[] => [
-    name,
-    fixed(cost.app_cpu_us, 0),
-    fixed(cost.loadgen_cpu_us, 0),
-    fixed(cost.postgres_cpu_us, 0),
-    fixed(cost.app_cpu_us + cost.loadgen_cpu_us + cost.postgres_cpu_us, 0),
-    fixed(cost.other_cpu_us, 0),
-    `${fixed(cost.machine_busy * 100, 0)} %`,
-    roundTrips,
-    transactions,
-    fixed(cost.wal_bytes / 1024, 1),
-  ];
-  const perOp = (cost: Cost, value: (stats: StatementStats) => number) => (cost.stats ? fixed(value(cost.stats) / Math.max(1, cost.ops), 1) : 'n/a');
   const costRows: string[][] = [];
   if (pgbench) costRows.push(costRow('pgbench TPC-B', pgbench.cost, '7', '1'));
   if (create) {
     costRows.push(
-      costRow('withdrawal_create', create.cost, perOp(create.cost, (stats) => stats.round_trips), perOp(create.cost, (stats) => stats.transactions)),
+      costRow('withdrawal_create', create.cost, perOperation(create.cost, (stats) => stats.round_trips), perOperation(create.cost, (stats) => stats.transactions)),
     );
   }
   if (fill) {
     costRows.push(
-      costRow('fill_record', fill.cost, perOp(fill.cost, (stats) => stats.round_trips), perOp(fill.cost, (stats) => stats.transactions)),
+      costRow('fill_record', fill.cost, perOperation(fill.cost, (stats) => stats.round_trips), perOperation(fill.cost, (stats) => stats.transactions)),
     );
   }
   lines.push('');
   lines.push(
     markdownTable(
-      [
-        'per operation',
-        'service CPU µs',
-        'load generator CPU µs',
-        'PostgreSQL CPU µs',
-        'sum µs',
-        'other processes µs',
-        'machine busy',
-        'DB round trips',
-        'transactions',
-        'WAL KB',
-      ],
-      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+      ['per operation', ...COST_COLUMNS],
+      ['l', ...COST_COLUMNS.map(() => 'r' as const)],
       costRows,
     ),
   );
