@@ -69,6 +69,20 @@ async function countDeposits(): Promise<number> {
   return Number(rows[0]?.count);
 }
 
+/**
+ * A brand of its own, so that matching sees no other test's orders, with a depositor and a withdrawer funded
+ * with `funds_minor` and a verified payee.
+ */
+async function brandWithWithdrawer(name: string, funds_minor: number): Promise<{ brand_id: string; depositor: MerchantCredentials; withdrawer: MerchantCredentials; beneficiary_id: string }> {
+  const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 't', request_id: null }, { name });
+  const depositor = await app.createMerchant({ white_label_id: brand.id });
+  const withdrawer = await app.createMerchant({ white_label_id: brand.id });
+  const account = accountOf(withdrawer);
+  await fundAvailable(app, account, funds_minor);
+  const beneficiary_id = await verifiedBeneficiary(app, account);
+  return { brand_id: brand.id, depositor, withdrawer, beneficiary_id };
+}
+
 async function withdrawalOfLeg(deposit: DepositView): Promise<{ withdrawal_id: string; merchant_id: string }[]> {
   const { rows } = await app.testDatabase.database.query<{ withdrawal_id: string; merchant_id: string }>(
     `SELECT d.withdrawal_id, w.merchant_id FROM deposit_legs d JOIN withdrawal_legs w ON w.white_label_id = d.white_label_id AND w.leg_ref = d.withdrawal_leg_ref
@@ -323,12 +337,7 @@ describe('expiry and cancel', () => {
 
 describe('matching rule', () => {
   it('takes one leg from the oldest order that covers the amount, else few legs from the largest, never the depositor’s own', async () => {
-    const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 't', request_id: null }, { name: 'Matching Brand' });
-    const depositor = await app.createMerchant({ white_label_id: brand.id });
-    const withdrawer = await app.createMerchant({ white_label_id: brand.id });
-    const account = accountOf(withdrawer);
-    await fundAvailable(app, account, 10_000_000);
-    const beneficiary_id = await verifiedBeneficiary(app, account);
+    const { depositor, withdrawer, beneficiary_id } = await brandWithWithdrawer('Matching Brand', 10_000_000);
     const ownAccount = accountOf(depositor);
     await fundAvailable(app, ownAccount, 10_000_000);
     const ownBeneficiary = await verifiedBeneficiary(app, ownAccount);
@@ -381,12 +390,7 @@ describe('storage of a creation', () => {
 
 describe('matching rule behind the head of the queue', () => {
   it('takes the oldest order that covers the amount when none of the oldest orders can, and the oldest of the head when one can', async () => {
-    const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 't', request_id: null }, { name: 'Queue Head Brand' });
-    const depositor = await app.createMerchant({ white_label_id: brand.id });
-    const withdrawer = await app.createMerchant({ white_label_id: brand.id });
-    const account = accountOf(withdrawer);
-    await fundAvailable(app, account, 100_000_000);
-    const beneficiary_id = await verifiedBeneficiary(app, account);
+    const { depositor, withdrawer, beneficiary_id } = await brandWithWithdrawer('Queue Head Brand', 100_000_000);
     const withdraw = async (amount_minor: number) => {
       const response = await app.signed({ method: 'POST', url: '/v1/pay/withdrawals', idempotency_key: crypto.randomUUID(), credentials: withdrawer, body: { amount_minor, currency: 'THB', merchant_reference: crypto.randomUUID().slice(0, 30), end_user_ref: 'w', beneficiary_id } });
       expect(response.statusCode).toBe(201);
@@ -426,12 +430,7 @@ describe('matching rule behind the head of the queue', () => {
 
 describe('a withdrawal that expires while a deposit is being matched to it', () => {
   it('is reserved as the match found it live: the creation answers 201, not 500', async () => {
-    const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 't', request_id: null }, { name: 'Expiring Candidate Brand' });
-    const depositor = await app.createMerchant({ white_label_id: brand.id });
-    const withdrawer = await app.createMerchant({ white_label_id: brand.id });
-    const account = accountOf(withdrawer);
-    await fundAvailable(app, account, 100_000_000);
-    const beneficiary_id = await verifiedBeneficiary(app, account);
+    const { depositor, withdrawer, beneficiary_id } = await brandWithWithdrawer('Expiring Candidate Brand', 100_000_000);
     const created = await app.signed({ method: 'POST', url: '/v1/pay/withdrawals', idempotency_key: crypto.randomUUID(), credentials: withdrawer, body: { amount_minor: 100_000, currency: 'THB', merchant_reference: crypto.randomUUID().slice(0, 30), end_user_ref: 'w', beneficiary_id } });
     expect(created.statusCode).toBe(201);
     const withdrawal = created.json<WithdrawalView>();
@@ -561,12 +560,7 @@ describe('masking and the transition table', () => {
 
 describe('concurrency', () => {
   it('two deposits never reserve the same satang: 30 concurrent creations against a shared pool', async () => {
-    const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 't', request_id: null }, { name: 'Race Brand' });
-    const depositor = await app.createMerchant({ white_label_id: brand.id });
-    const withdrawer = await app.createMerchant({ white_label_id: brand.id });
-    const account = accountOf(withdrawer);
-    await fundAvailable(app, account, 10_000_000);
-    const beneficiary_id = await verifiedBeneficiary(app, account);
+    const { brand_id, depositor, withdrawer, beneficiary_id } = await brandWithWithdrawer('Race Brand', 10_000_000);
     for (let index = 0; index < 5; index += 1) {
       const response = await app.signed({ method: 'POST', url: '/v1/pay/withdrawals', idempotency_key: `race-w-${index}`, credentials: withdrawer, body: { amount_minor: 30_000, currency: 'THB', merchant_reference: `race-w-${index}`, end_user_ref: 'w', beneficiary_id } });
       expect(response.statusCode).toBe(201);
@@ -577,7 +571,7 @@ describe('concurrency', () => {
       `SELECT o.withdrawal_id, o.amount_total_minor, o.filled_minor, o.reserved_minor, o.remaining_minor,
               coalesce((SELECT sum(amount_minor) FROM withdrawal_legs l WHERE l.white_label_id = o.white_label_id AND l.withdrawal_id = o.withdrawal_id AND l.status = 'reserved'), 0)::bigint AS legs_minor
          FROM withdrawal_orders o WHERE o.white_label_id = $1`,
-      [brand.id],
+      [brand_id],
     );
     for (const row of withdrawals) {
       expect(row.reserved_minor).toBe(Number(row.legs_minor));
@@ -587,7 +581,7 @@ describe('concurrency', () => {
     // Each deposit leg is its own withdrawal leg, and each deposit's legs sum to its amount.
     const { rows: legs } = await app.testDatabase.database.query<{ withdrawal_leg_ref: string; deposit_id: string; amount_minor: number }>(
       'SELECT withdrawal_leg_ref, deposit_id, amount_minor FROM deposit_legs WHERE white_label_id = $1',
-      [brand.id],
+      [brand_id],
     );
     expect(new Set(legs.map((leg) => leg.withdrawal_leg_ref)).size).toBe(legs.length);
     const matched = responses.filter((response) => response.statusCode === 201).map((response) => response.json<DepositView>());
