@@ -5,6 +5,8 @@ import { usingPostgres } from './support/database.ts';
 import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
 import type { CreateDepositInput, DepositView } from '../src/deposits/service.ts';
+import { lockOrderInBrand } from '../src/deposits/repository.ts';
+import { createDeposit, sandboxTransfer, slipBytes, uploadMultipart } from './support/slips.ts';
 
 /**
  * The one lock order (src/platform/lock-order.ts) under concurrency, on PostgreSQL, where row locks are
@@ -189,5 +191,55 @@ describe('lock order (issue 13, cycle A)', () => {
     // PostgreSQL counts every deadlock it broke in this database; its statistics reach the view shortly after.
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     expect(await deadlocksOfDatabase()).toBe(deadlocksBefore);
+  });
+});
+
+describe('lock order: the slip consumer takes the receipt, then the order, in one statement', () => {
+  it.skipIf(!usingPostgres)('the head-receipt statement holds the receipt while it waits for the order, and answers the order as the change it waited for committed it', async () => {
+    const deposit = await createDeposit(app, { amount_minor: 10_000 });
+    const accepted = await uploadMultipart(app, deposit.slip_upload, slipBytes(await sandboxTransfer(app, deposit)));
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    const { receipt_id } = accepted.json<{ receipt_id: string }>();
+    const { database, slips, deposits } = app.instance.services;
+    const white_label_id = app.sandbox.white_label_id;
+    const stored = await database.query<{ updated_at: Date }>('SELECT updated_at FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2', [white_label_id, deposit.id]);
+    const updatedBefore = stored.rows[0]!.updated_at.getTime();
+
+    // A change of the order that keeps its row lock until it is told to commit.
+    let commitChange!: () => void;
+    const mayCommit = new Promise<void>((resolve) => (commitChange = resolve));
+    let changeHoldsOrder!: () => void;
+    const orderHeld = new Promise<void>((resolve) => (changeHoldsOrder = resolve));
+    const change = database.transaction(async (tx) => {
+      await tx.query(`UPDATE deposit_orders SET updated_at = updated_at + interval '1 second' WHERE white_label_id = $1 AND deposit_id = $2`, [white_label_id, deposit.id]);
+      changeHoldsOrder();
+      await mayCommit;
+    });
+    await orderHeld;
+
+    // The consumer's statement: the head receipt, with the order's lock carried.
+    const consumer = database.transaction(async (tx) => {
+      const receipt = await slips.headOfQueue(tx, white_label_id, deposit.id, [deposits.orderLockRead(white_label_id, deposit.id)]);
+      // Taken from what the statement carried: no statement of its own.
+      const order = await lockOrderInBrand(tx, white_label_id, deposit.id);
+      return { receipt, order };
+    });
+    for (let attempt = 0; attempt < 200; attempt += 1) {
+      const waiting = await database.query<{ waiting: number }>(
+        `SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      );
+      if (waiting.rows[0]!.waiting > 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    // While it waits for the order, the consumer already holds the receipt: the receipt came first.
+    await expect(
+      database.query('SELECT 1 FROM slip_receipts WHERE white_label_id = $1 AND receipt_id = $2 FOR UPDATE NOWAIT', [white_label_id, receipt_id]),
+    ).rejects.toMatchObject({ code: '55P03' });
+
+    commitChange();
+    await change;
+    const { receipt, order } = await consumer;
+    expect(receipt?.receipt_id).toBe(receipt_id);
+    expect(order?.updated_at.getTime()).toBe(updatedBefore + 1_000);
   });
 });

@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
-import { deferWrite, holdsLock, isUnitOfWork, rememberLocked } from '../platform/unit-of-work.ts';
+import { deferWrite, holdsLock, isUnitOfWork, rememberLocked, takeCarried } from '../platform/unit-of-work.ts';
 import { rowFromJson, type ReadPart } from '../platform/read-part.ts';
 import type { SenderRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
 
@@ -170,15 +170,42 @@ export async function findOrder(db: Queryable, account: DepositAccount, deposit_
 export async function lockOrderInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
   const known = lockedOrder(db, white_label_id, deposit_id);
   if (known) return { ...known.row };
-  const { rows } = await db.query<DepositRow>(`SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE`, [
-    white_label_id,
-    deposit_id,
-  ]);
-  const row = rows[0];
+  // A statement of an earlier lock in the lock order may have taken this one too (`lockOrderInBrandPart`).
+  const carried = takeCarried(db, orderLockReadKey(white_label_id, deposit_id));
+  const row = carried.found
+    ? (carried.value as DepositRow | null)
+    : ((await db.query<DepositRow>(`SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE`, [white_label_id, deposit_id])).rows[0] ?? null);
   if (!row) return null;
   rememberLocked(db, orderRowKey(white_label_id, deposit_id));
   if (isUnitOfWork(db)) db.memo.set(lockedOrderMemoKey(white_label_id, deposit_id), { row: { ...row }, legs: null } satisfies LockedOrder);
   return row;
+}
+
+/** The timestamp columns of an order, which a row read as JSON has as text. */
+const ORDER_DATE_COLUMNS = [
+  'expires_at', 'wait_started_at', 'late_slip_accepted_until', 'slip_received_at', 'settled_at', 'clearing_available_at', 'created_at', 'updated_at',
+] as const satisfies readonly (keyof DepositRow)[];
+
+/** The key under which a transaction keeps an order's lock that another statement carried (`lockOrderInBrandPart`). */
+export function orderLockReadKey(white_label_id: string, deposit_id: string): string {
+  return `deposits:order-lock:${white_label_id}:${deposit_id}`;
+}
+
+/**
+ * `lockOrderInBrand` as a read that a statement of an earlier lock in the lock order carries
+ * (src/platform/read-part.ts, src/platform/lock-order.ts): the slip consumer's head-receipt statement takes
+ * the order's lock with the receipt's. The subquery locks the row itself (`FOR UPDATE`), and, being
+ * uncorrelated, it is run when the carrying statement projects its first row, after that statement's own
+ * row locks: so the receipt is locked before the order, as the lock order says, and an order that a
+ * concurrent transaction changed is answered as that transaction committed it (`test/lock-order.test.ts`).
+ * What it answered is taken by `lockOrderInBrand` (`takeCarried`), which remembers the lock.
+ */
+export function lockOrderInBrandPart(white_label_id: string, deposit_id: string): ReadPart<DepositRow | null> {
+  return {
+    sql: `(SELECT row_to_json(o) FROM (SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE) AS o)`,
+    params: [white_label_id, deposit_id],
+    parse: (value) => rowFromJson<DepositRow>(value, ORDER_DATE_COLUMNS),
+  };
 }
 
 /** An order by id within a brand, for a capability link that names the brand (no merchant in scope). */

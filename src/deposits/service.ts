@@ -1731,6 +1731,15 @@ export class DepositService {
   }
 
   /**
+   * The order's lock as a read that the slip consumer's head-receipt statement carries (the receipt comes
+   * before the order in the lock order, and the statement takes them in that order): `lockForSlip` and every
+   * later lock of the order in the transaction then cost no round trip.
+   */
+  orderLockRead(white_label_id: string, deposit_id: string): CarriedRead {
+    return { key: repository.orderLockReadKey(white_label_id, deposit_id), part: repository.lockOrderInBrandPart(white_label_id, deposit_id) };
+  }
+
+  /**
    * A claim for a slip that came after the late-slip window: opened at `claim_url` by the end user (the
    * order's capability) or by a back-office operator for them (POST /v1/bo/claims). Only for an expired or
    * canceled order whose window has closed, or that never had one, where an upload answers 410; inside the

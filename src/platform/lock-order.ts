@@ -26,7 +26,11 @@ export const LOCK_ORDER = [
    * (`deposits:user:…`), a brand's webhook signing key set, a sandbox's test-clock attachment.
    */
   'command subject (advisory)',
-  /** The slip consumer's head receipt of an order (`SlipsService.headOfQueue`). */
+  /**
+   * The slip consumer's head receipt of an order (`SlipsService.headOfQueue`). Its statement carries the
+   * order's lock (`DepositService.orderLockRead`), which the statement takes after the receipt's, so the
+   * two are taken in this order in one round trip.
+   */
   'slip receipt',
   /** A sandbox test clock row (`FOR UPDATE`), before anything its jobs or events touch. */
   'test clock',

@@ -1,5 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite, holdsLock, rememberLocked } from '../platform/unit-of-work.ts';
+import { appendParts, type CarriedRead } from '../platform/read-part.ts';
 import type { BlobAddress } from './evidence-store.ts';
 import type { SlipReceiptRow, SlipReceiptStatus } from './types.ts';
 
@@ -79,39 +80,49 @@ function receiptRowKey(white_label_id: string, receipt_id: string): string {
 /**
  * The oldest unprocessed receipt of an order, locked: receipts of one order are processed one at a
  * time in arrival order, each starting from a status no other slip is changing.
- */
-export async function lockHeadOfQueue(db: Queryable, white_label_id: string, deposit_id: string): Promise<SlipReceiptRow | null> {
-  const { rows } = await db.query<SlipReceiptRow>(
-    `SELECT ${RECEIPT_COLUMNS} FROM slip_receipts
-      WHERE white_label_id = $1 AND deposit_id = $2 AND status <> 'processed'
-      ORDER BY received_at, receipt_id LIMIT 1 FOR UPDATE`,
-    [white_label_id, deposit_id],
-  );
-  if (rows[0]) rememberLocked(db, receiptRowKey(white_label_id, rows[0].receipt_id));
-  return rows[0] ?? null;
-}
-
-/**
- * `lockHeadOfQueue`, with the head's sealed image read in the same statement (null when it has none, or
- * none is stored in `slip_blobs`): for the consumer that opens the evidence next. The image is read for the
- * locked row alone (the outer select sees the one row the locking select answers). A blob is written in its
+ *
+ * With `blob`, the head's sealed image is read in the same statement (null when it has none, or none is
+ * stored in `slip_blobs`): for the consumer that opens the evidence next. The image is read for the locked
+ * row alone (the outer select sees the one row the locking select answers). A blob is written in its
  * receipt's transaction and never changed, so a snapshot that sees the receipt sees its blob.
+ *
+ * `carried` reads of other modules (src/platform/read-part.ts) are answered in the same statement, in order,
+ * when there is a head: each is a scalar subquery of the outer select, run after the receipt's row lock, so a
+ * read that locks (the order's, `lockOrderInBrandPart` in src/deposits/repository.ts) takes its lock after
+ * the receipt's, as the lock order says. No head, no carried answers, and nothing of theirs locked.
  */
-export async function lockHeadOfQueueWithBlob(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; ciphertext: Buffer | null } | null> {
-  const { rows } = await db.query<SlipReceiptRow & { stored_ciphertext: Uint8Array | null }>(
-    `SELECT h.*,
-            CASE WHEN h.wrapped_key IS NOT NULL THEN
-              (SELECT b.ciphertext FROM slip_blobs b WHERE b.white_label_id = h.white_label_id AND b.blob_key = h.receipt_id) END AS stored_ciphertext
+export async function lockHeadOfQueue(
+  db: Queryable,
+  white_label_id: string,
+  deposit_id: string,
+  options: { blob: boolean; carried: readonly CarriedRead[] },
+): Promise<{ receipt: SlipReceiptRow; ciphertext: Buffer | null; carried: unknown[] } | null> {
+  const params: unknown[] = [white_label_id, deposit_id];
+  const blobColumn = options.blob
+    ? `CASE WHEN h.wrapped_key IS NOT NULL THEN
+         (SELECT b.ciphertext FROM slip_blobs b WHERE b.white_label_id = h.white_label_id AND b.blob_key = h.receipt_id) END`
+    : 'NULL::bytea';
+  const carriedColumns = appendParts(
+    options.carried.map(({ part }) => part),
+    params,
+  ).map((sql, index) => `, ${sql} AS carried_${index}`);
+  const { rows } = await db.query<SlipReceiptRow & { stored_ciphertext: Uint8Array | null } & Record<string, unknown>>(
+    `SELECT h.*, ${blobColumn} AS stored_ciphertext${carriedColumns.join('')}
        FROM (SELECT ${RECEIPT_COLUMNS} FROM slip_receipts
               WHERE white_label_id = $1 AND deposit_id = $2 AND status <> 'processed'
               ORDER BY received_at, receipt_id LIMIT 1 FOR UPDATE) AS h`,
-    [white_label_id, deposit_id],
+    params,
   );
   const found = rows[0];
   if (!found) return null;
   const { stored_ciphertext, ...receipt } = found;
+  const carried = options.carried.map((_, index) => {
+    const answer = receipt[`carried_${index}`] ?? null;
+    delete receipt[`carried_${index}`];
+    return answer;
+  });
   rememberLocked(db, receiptRowKey(white_label_id, receipt.receipt_id));
-  return { receipt, ciphertext: stored_ciphertext === null ? null : asBuffer(stored_ciphertext) };
+  return { receipt, ciphertext: stored_ciphertext === null ? null : asBuffer(stored_ciphertext), carried };
 }
 
 /**

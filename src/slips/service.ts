@@ -8,6 +8,8 @@ import { ApiError, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import { enqueueJob } from '../jobs/index.ts';
+import type { CarriedRead } from '../platform/read-part.ts';
+import { keepCarried } from '../platform/unit-of-work.ts';
 import type { IdempotencyService } from '../http/idempotency.ts';
 import type { DepositService } from '../deposits/service.ts';
 import type { ClaimView, LateSlipClaimEvidence } from '../deposits/types.ts';
@@ -306,9 +308,14 @@ export class SlipsService {
     return { bytes, media_type: row.media_type };
   }
 
-  /** The order's oldest unprocessed receipt, locked (receipts of an order are processed one at a time). */
-  headOfQueue(tx: Queryable, white_label_id: string, deposit_id: string): Promise<SlipReceiptRow | null> {
-    return repository.lockHeadOfQueue(tx, white_label_id, deposit_id);
+  /**
+   * The order's oldest unprocessed receipt, locked (receipts of an order are processed one at a time).
+   * `carried` reads (src/platform/read-part.ts) ride on the locking statement, after the receipt's lock, and
+   * are kept for their owners in the transaction (`keepCarried`): the slip consumer carries the order's lock.
+   */
+  async headOfQueue(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly CarriedRead[] = []): Promise<SlipReceiptRow | null> {
+    const head = await this.lockHead(tx, white_label_id, deposit_id, false, carried);
+    return head?.receipt ?? null;
   }
 
   /**
@@ -316,13 +323,25 @@ export class SlipsService {
    * PostgreSQL blob store, the statement that locks the receipt also reads its sealed image, so that opening
    * it costs no round trip of its own. `stored` is null with another store, which `openEvidence` reads then.
    */
-  async headOfQueueWithEvidence(tx: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; stored: StoredEvidence | null } | null> {
-    if (this.deps.blobs.kind !== 'postgres') {
-      const receipt = await repository.lockHeadOfQueue(tx, white_label_id, deposit_id);
-      return receipt === null ? null : { receipt, stored: null };
-    }
-    const head = await repository.lockHeadOfQueueWithBlob(tx, white_label_id, deposit_id);
-    return head === null ? null : { receipt: head.receipt, stored: { receipt_id: head.receipt.receipt_id, ciphertext: head.ciphertext } };
+  async headOfQueueWithEvidence(
+    tx: Queryable,
+    white_label_id: string,
+    deposit_id: string,
+    carried: readonly CarriedRead[] = [],
+  ): Promise<{ receipt: SlipReceiptRow; stored: StoredEvidence | null } | null> {
+    const withBlob = this.deps.blobs.kind === 'postgres';
+    const head = await this.lockHead(tx, white_label_id, deposit_id, withBlob, carried);
+    if (head === null) return null;
+    return { receipt: head.receipt, stored: withBlob ? { receipt_id: head.receipt.receipt_id, ciphertext: head.ciphertext } : null };
+  }
+
+  private async lockHead(tx: Queryable, white_label_id: string, deposit_id: string, blob: boolean, carried: readonly CarriedRead[]) {
+    const head = await repository.lockHeadOfQueue(tx, white_label_id, deposit_id, { blob, carried });
+    head?.carried.forEach((answer, index) => {
+      const read = carried[index];
+      if (read) keepCarried(tx, read.key, read.part.parse(answer));
+    });
+    return head;
   }
 
   /**

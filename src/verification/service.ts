@@ -172,7 +172,8 @@ export class VerificationService {
    */
   private async claim(tx: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; mode: Mode | null; stored: StoredEvidence | null } | null> {
     // The receipt's sealed image is read with its lock, for step 2 to open without a round trip of its own.
-    const head = await this.deps.slips.headOfQueueWithEvidence(tx, white_label_id, deposit_id);
+    // The order's lock rides on the same statement, taken after the receipt's (src/platform/lock-order.ts).
+    const head = await this.deps.slips.headOfQueueWithEvidence(tx, white_label_id, deposit_id, [this.deps.deposits.orderLockRead(white_label_id, deposit_id)]);
     if (!head) return null;
     const { receipt, stored } = head;
     const order = await this.deps.deposits.lockForSlip(tx, white_label_id, deposit_id);
@@ -279,7 +280,7 @@ export class VerificationService {
    * recorded it, false when another run had.
    */
   private async decide(tx: Queryable, claimed: SlipReceiptRow, mode: Mode, reading: Reading, allocation_conflict: boolean, conflict_leg_ref: string | null = null): Promise<boolean> {
-    const receipt = await this.deps.slips.headOfQueue(tx, claimed.white_label_id, claimed.deposit_id);
+    const receipt = await this.deps.slips.headOfQueue(tx, claimed.white_label_id, claimed.deposit_id, [this.deps.deposits.orderLockRead(claimed.white_label_id, claimed.deposit_id)]);
     // Another run of this receipt finished first: its outcome stands.
     if (!receipt || receipt.receipt_id !== claimed.receipt_id || receipt.status !== 'claimed') return false;
     const parties = await this.deps.deposits.paymentParties(tx, receipt.white_label_id, receipt.deposit_id, { lock: true });
