@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
+import { usingPostgres } from './support/database.ts';
 import {
   createDeposit,
   eventTypesOf,
@@ -239,6 +240,51 @@ describe('to review', () => {
     expect(reviewed.review?.reasons.map((reason) => reason.code)).toEqual(sameReceiver ? ['DUPLICATE_SLIP'] : ['RECEIVER_MISMATCH', 'DUPLICATE_SLIP']);
     expect(await balanceEvents(owner)).toEqual(['balance.credited']);
     expect(await balanceOf(owner)).toMatchObject({ pending_clearing_minor: (await getDeposit(app, first.id, owner)).credited_amount_minor });
+  });
+
+  it.skipIf(!usingPostgres)('duplicate by a hair: another order claims the transfer while this slip is being decided; the decision is taken again, as DUPLICATE_SLIP', async () => {
+    const owner = await merchant();
+    const order = await deposit(owner, 10_400);
+    const other = await deposit(owner, 10_400);
+    const transfer = await sandboxTransfer(app, order, {}, owner);
+    const accepted = await uploadMultipart(app, order.slip_upload, slipBytes(transfer));
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    const { database } = app.instance.services;
+
+    // Another order's decision that has claimed the same transfer and not committed yet.
+    let commitOther!: () => void;
+    const mayCommit = new Promise<void>((resolve) => (commitOther = resolve));
+    let otherClaimed!: () => void;
+    const claimed = new Promise<void>((resolve) => (otherClaimed = resolve));
+    const otherDecision = database.transaction(async (tx) => {
+      await tx.query(
+        `INSERT INTO slip_transfers (white_label_id, livemode, sending_bank_code, trans_ref, deposit_id, receipt_id, amount_minor, created_at)
+         VALUES ($1, false, $2, $3, $4, 'slrc_other_decision', $5, now())`,
+        [app.sandbox.white_label_id, transfer.sending_bank_code, transfer.trans_ref, other.id, transfer.amount_minor],
+      );
+      otherClaimed();
+      await mayCommit;
+    });
+    await claimed;
+    const processing = runJobs(app);
+    // This slip's decision read the transfer unclaimed and now waits on the other claim.
+    for (let attempt = 0; attempt < 500; attempt += 1) {
+      const { rows } = await database.query<{ waiting: number }>(`SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+      if (rows[0]!.waiting > 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    commitOther();
+    await otherDecision;
+    await processing;
+
+    const reviewed = await getDeposit(app, order.id, owner);
+    expect(reviewed.status).toBe('under_review');
+    // The duplicate is named first (the sandbox may have split the order in legs, one of which the transfer paid: AMOUNT_MISMATCH then follows).
+    expect(reviewed.review?.reasons[0]?.code).toBe('DUPLICATE_SLIP');
+    expect(await balanceEvents(owner)).toEqual([]);
+    expect((await receiptsOf(order)).map((receipt) => receipt.outcome)).toEqual(['under_review']);
+    const { rows: holders } = await database.query<{ deposit_id: string }>('SELECT deposit_id FROM slip_transfers WHERE trans_ref = $1', [transfer.trans_ref]);
+    expect(holders).toEqual([{ deposit_id: other.id }]);
   });
 
   it('a QR naming a transfer the bank has no record of: TRANSFER_NOT_FOUND', async () => {

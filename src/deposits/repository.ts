@@ -361,7 +361,8 @@ export function knownLegs(db: Queryable, white_label_id: string, deposit_id: str
 
 /**
  * `listLegs` as a read another module's statement carries (src/platform/read-part.ts), for an order this
- * transaction holds locked: the statement that locks the withdrawals the legs name. The legs change only
+ * transaction holds locked: the statement that locks the withdrawals the legs name, or, for a change of the
+ * order alone, the one that locks the depositor's feed (`DepositService.lockForOwnChange`). The legs change only
  * under their order's lock, which an earlier statement took, so that statement's snapshot sees them as
  * they are. The answer is kept as the transaction's copy (`keepLegs`).
  */

@@ -18,7 +18,7 @@ import { CLEARING_PERIOD_MS } from '../ledger/service.ts';
 import type { FeeService } from '../fees/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
-import { keepCarried, takeCarried } from '../platform/unit-of-work.ts';
+import { isUnitOfWork, keepCarried, takeCarried } from '../platform/unit-of-work.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
 import { claimUrl, SLIP_CLAIM_PERIOD_MS, slipUploadOf, slipUploadUrl, type SlipTokenSigner, type SlipUpload } from '../slips/capability.ts';
@@ -442,6 +442,11 @@ export interface LegCover {
 }
 
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
+/** Marks, in a transaction's memo, an order locked for its own change (`DepositService.lockForOwnChange`). */
+function ownChangeMemoKey(white_label_id: string, deposit_id: string): string {
+  return `deposits:own_change:${white_label_id}:${deposit_id}`;
+}
+
 /** The SecretBox purpose of a brand's gateway account number (see DepositPolicyService). */
 export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
 
@@ -1049,11 +1054,31 @@ export class DepositService {
   }
 
   /**
+   * `lockForChange` for a change of the order and its legs alone that writes only the depositor's events
+   * (a slip received, or attached to a review): the order, then the depositor's feed, with the legs read in
+   * the feed-lock statement (its snapshot follows the order's lock, under which alone the legs change). The
+   * withdrawals the legs name and their owners' feeds are not locked: such a change touches neither, and the
+   * lock order lets a transaction skip ranks, never go back to one. The transaction may not widen the change
+   * afterwards (`lockForChange` asserts it), since its withdrawal locks would then come after its feed.
+   */
+  private async lockForOwnChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+    const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    if (!row) return null;
+    if (isUnitOfWork(tx)) tx.memo.set(ownChangeMemoKey(white_label_id, deposit_id), true);
+    const readLegs = repository.knownLegs(tx, white_label_id, deposit_id) === null;
+    const answers = await this.deps.events.lockFeedsAndRead(tx, white_label_id, [row.merchant_id], row.livemode, readLegs ? [repository.legsPart(white_label_id, deposit_id)] : []);
+    if (readLegs) repository.keepLegs(tx, white_label_id, deposit_id, answers[0] as DepositLegRow[]);
+    return row;
+  }
+
+  /**
    * The withdrawal and feed locks of `lockForChange`. `carry` names reads that the feed-lock statement
    * sends along (src/platform/read-part.ts), answered in their order: it is called once the withdrawals are
    * locked, since some reads are offered only for orders the transaction holds.
    */
   private async lockWithdrawalsAndFeedsOf(tx: Queryable, row: DepositRow, carry: (legs: DepositLegRow[]) => readonly ReadPart<unknown>[] = () => []): Promise<unknown[]> {
+    // The withdrawals come before the feeds in the lock order: after `lockForOwnChange`, locking them would wait out of order.
+    invariant(!isUnitOfWork(tx) || !tx.memo.has(ownChangeMemoKey(row.white_label_id, row.deposit_id)), 'an order locked for its own change is not locked for a wider one');
     const { legs, owners } = await this.lockWithdrawalsOf(tx, row);
     return this.deps.events.lockFeedsAndRead(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode, carry(legs));
   }
@@ -1134,7 +1159,8 @@ export class DepositService {
    * consumer that runs late (a retry, a queue backlog) never turns an accepted slip into a closed one.
    */
   async markSlipReceived(tx: Queryable, input: { white_label_id: string; deposit_id: string; received_at: Date; cause: EventCause }): Promise<Result<DepositView>> {
-    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    // Every branch below changes the order alone and writes the depositor's event only.
+    const row = await this.lockForOwnChange(tx, input.white_label_id, input.deposit_id);
     if (!row) return fail('resource_not_found');
     if (row.status === 'slip_processing') return ok(await this.view(tx, row));
     const closed = row.status === 'expired' || row.status === 'canceled';
@@ -1154,7 +1180,7 @@ export class DepositService {
    * attached": `version` moves, status and review clock do not; `deposit.review_updated`).
    */
   async attachSlipToReview(tx: Queryable, input: { white_label_id: string; deposit_id: string; received_at: Date; cause: EventCause }): Promise<Result<DepositView>> {
-    const row = await this.lockForChange(tx, input.white_label_id, input.deposit_id);
+    const row = await this.lockForOwnChange(tx, input.white_label_id, input.deposit_id);
     if (!row) return fail('resource_not_found');
     if (row.status !== 'under_review') return fail('deposit_state_conflict', { details: { status: row.status } });
     const after: DepositRow = {
@@ -1652,10 +1678,12 @@ export class DepositService {
   /**
    * Who pays and who is paid for an order, in full: its declared sender (the sealed number opened) and
    * each leg's receiver. For the slip pipeline's checks and the sandbox bank; never returned by the API,
-   * never logged. With `lock`, the order (and its feeds) is locked first, as every change does.
+   * never logged. With `lock`, the order (and its feeds) is locked first, as every change does, and
+   * `carried` reads of the caller (src/platform/read-part.ts) ride on the feed-lock statement, kept for it in
+   * the transaction (`keepCarried`).
    */
-  async paymentParties(db: Queryable, white_label_id: string, deposit_id: string, options: { lock: boolean }): Promise<PaymentParties | null> {
-    if (options.lock) return this.lockPaymentParties(db, white_label_id, deposit_id);
+  async paymentParties(db: Queryable, white_label_id: string, deposit_id: string, options: { lock: boolean; carried?: readonly CarriedRead[] }): Promise<PaymentParties | null> {
+    if (options.lock) return this.lockPaymentParties(db, white_label_id, deposit_id, options.carried ?? []);
     const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
     if (!row) return null;
     const legs: PaymentParties['legs'] = [];
@@ -1674,7 +1702,7 @@ export class DepositService {
    * and their orders' next fill numbers), kept for their owners to take (`keepCarried`): a slip that gets
    * this far usually settles the order in the same transaction.
    */
-  private async lockPaymentParties(tx: Queryable, white_label_id: string, deposit_id: string): Promise<PaymentParties | null> {
+  private async lockPaymentParties(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly CarriedRead[]): Promise<PaymentParties | null> {
     const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
     if (!row) return null;
     const policyPart = this.deps.policies.policyPart(white_label_id, row.livemode);
@@ -1691,13 +1719,14 @@ export class DepositService {
       );
       const reserved = legs.flatMap((leg) => (leg.status === 'reserved' && leg.withdrawal_id && leg.withdrawal_leg_ref ? [{ withdrawal_id: leg.withdrawal_id, leg_ref: leg.withdrawal_leg_ref }] : []));
       fillReads = this.deps.withdrawals.fillReads(tx, white_label_id, reserved);
-      return [policyPart, feeRead.part, ...fillReads.map((read) => read.part), ...destinations.flatMap((part) => (part ? [part] : []))];
+      return [policyPart, feeRead.part, ...fillReads.map((read) => read.part), ...carried.map((read) => read.part), ...destinations.flatMap((part) => (part ? [part] : []))];
     });
     // The answers come parsed by each part, in the order given.
     const policy = answers[0] as DepositPolicy;
     keepCarried(tx, feeRead.key, answers[1] ?? null);
     fillReads.forEach((read, index) => keepCarried(tx, read.key, answers[2 + index] ?? null));
-    let next = 2 + fillReads.length;
+    carried.forEach((read, index) => keepCarried(tx, read.key, answers[2 + fillReads.length + index] ?? null));
+    let next = 2 + fillReads.length + carried.length;
     const legs: PaymentParties['legs'] = [];
     for (const [index, leg] of listed.entries()) {
       const carried = destinations[index] ? answers[next++] : undefined;

@@ -1,4 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
+import type { ReadPart } from '../platform/read-part.ts';
+import { deferWrite } from '../platform/unit-of-work.ts';
 
 /** All SQL of the verification module: the bank transfers slips have claimed (the duplicate check). */
 
@@ -34,11 +36,42 @@ export async function claimTransfer(db: Queryable, row: SlipTransferRow): Promis
   return first;
 }
 
+type TransferKey = { white_label_id: string; livemode: boolean; sending_bank_code: string; trans_ref: string };
+
+/**
+ * `findTransfer` as a read another module's statement carries (src/platform/read-part.ts): the decide
+ * transaction's feed-lock statement, so that the duplicate check costs no round trip of its own.
+ */
+export function transferHolderPart(key: TransferKey): ReadPart<{ deposit_id: string; receipt_id: string } | null> {
+  return {
+    sql: `(SELECT json_build_object('deposit_id', deposit_id, 'receipt_id', receipt_id) FROM slip_transfers
+            WHERE white_label_id = $1 AND livemode = $2 AND sending_bank_code = $3 AND trans_ref = $4)`,
+    params: [key.white_label_id, key.livemode, key.sending_bank_code, key.trans_ref],
+    parse: (value) => (value === null || value === undefined ? null : (value as { deposit_id: string; receipt_id: string })),
+  };
+}
+
+/**
+ * `claimTransfer` for a transaction that read the transfer unclaimed (`transferHolderPart`): the insert is
+ * queued and sent with the transaction's last writes (src/platform/unit-of-work.ts). A claim committed by
+ * another order since that read (the insert waits for it, then inserts nothing) makes the flush throw
+ * `claimed_meanwhile()`, which rolls the transaction back, so that it can be decided again with the holder
+ * known: the primary key still lets one order alone hold the transfer.
+ */
+export async function deferTransferClaim(db: Queryable, row: SlipTransferRow, claimed_meanwhile: () => Error): Promise<void> {
+  await deferWrite(db, {
+    sql: `INSERT INTO slip_transfers (white_label_id, livemode, sending_bank_code, trans_ref, deposit_id, receipt_id, amount_minor, created_at)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+          ON CONFLICT (white_label_id, livemode, sending_bank_code, trans_ref) DO NOTHING`,
+    params: [row.white_label_id, row.livemode, row.sending_bank_code, row.trans_ref, row.deposit_id, row.receipt_id, row.amount_minor, row.created_at],
+    expected_rows: 1,
+    on_unexpected_rows: claimed_meanwhile,
+    rows_written: [`slip_transfers:${row.white_label_id}:${row.livemode}:${row.sending_bank_code}:${row.trans_ref}`],
+  });
+}
+
 /** Who holds a transfer already, if anyone. */
-export async function findTransfer(
-  db: Queryable,
-  key: { white_label_id: string; livemode: boolean; sending_bank_code: string; trans_ref: string },
-): Promise<{ deposit_id: string; receipt_id: string } | null> {
+export async function findTransfer(db: Queryable, key: TransferKey): Promise<{ deposit_id: string; receipt_id: string } | null> {
   const { rows } = await db.query<{ deposit_id: string; receipt_id: string }>(
     'SELECT deposit_id, receipt_id FROM slip_transfers WHERE white_label_id = $1 AND livemode = $2 AND sending_bank_code = $3 AND trans_ref = $4',
     [key.white_label_id, key.livemode, key.sending_bank_code, key.trans_ref],

@@ -18,6 +18,8 @@ import { orderReasons, reviewReason } from './reasons.ts';
 import { parseSlipPayload, type SlipReference } from './slip-payload.ts';
 import type { SlipReader } from './slip-reader.ts';
 import * as repository from './repository.ts';
+import type { CarriedRead } from '../platform/read-part.ts';
+import { takeCarried } from '../platform/unit-of-work.ts';
 
 /**
  * The slip pipeline after the 202 (spec, "How the result arrives after a 202"): a consumer claims each
@@ -37,6 +39,20 @@ import * as repository from './repository.ts';
 
 /** How long a slip waits for an unreachable bank before a person is asked to check it instead. */
 export const BANK_CHECK_WAIT_MS = 5 * MINUTE_MS;
+
+/**
+ * Thrown at the decide transaction's flush when another order claimed the slip's transfer after the
+ * transaction read it unclaimed (`deferTransferClaim`): the decision is taken again, as a duplicate.
+ */
+export class TransferClaimedMeanwhile extends Error {
+  override name = 'TransferClaimedMeanwhile';
+  constructor() {
+    super('another order claimed the transfer while this slip was being decided');
+  }
+}
+
+/** How many times one claimed receipt is decided in a run: the first decision and the two retries above. */
+const DECIDE_MAX_ATTEMPTS = 3;
 
 /** Thrown to have the job retried later: the bank gave no answer and the wait is not over. */
 export class BankCheckPending extends Error {
@@ -151,16 +167,26 @@ export class VerificationService {
     const reading = await this.read(claimed.receipt, claimed.stored);
     const decide = (allocation_conflict: boolean, conflict_leg_ref: string | null = null) =>
       this.deps.database.transaction((tx) => this.decide(tx, claimed.receipt, claimed.mode as Mode, reading, allocation_conflict, conflict_leg_ref));
-    let concluded: boolean;
-    try {
-      concluded = await decide(false);
-    } catch (error) {
-      // A late slip whose destination went to another payment meanwhile: settling rolled back whole,
-      // and the slip goes to a person instead (ALLOCATION_CONFLICT); the refusal names the deposit leg.
-      if (!(error instanceof ApiError && error.code === 'alloc_state_conflict')) throw error;
-      concluded = await decide(true, typeof error.details.leg_ref === 'string' ? error.details.leg_ref : null);
+    let allocationConflict = false;
+    let conflictLegRef: string | null = null;
+    // A decision rolled back for one of the two reasons below is taken again once, knowing why; each can
+    // happen once per receipt (the conflict is then decided as such, the transfer's holder is then known).
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const concluded = await decide(allocationConflict, conflictLegRef);
+        return { concluded: concluded ? claimed.receipt.receipt_id : null };
+      } catch (error) {
+        if (attempt >= DECIDE_MAX_ATTEMPTS) throw error;
+        if (error instanceof ApiError && error.code === 'alloc_state_conflict' && !allocationConflict) {
+          // A late slip whose destination went to another payment meanwhile: settling rolled back whole,
+          // and the slip goes to a person instead (ALLOCATION_CONFLICT); the refusal names the deposit leg.
+          allocationConflict = true;
+          conflictLegRef = typeof error.details.leg_ref === 'string' ? error.details.leg_ref : null;
+        } else if (!(error instanceof TransferClaimedMeanwhile)) {
+          throw error;
+        }
+      }
     }
-    return { concluded: concluded ? claimed.receipt.receipt_id : null };
   }
 
   /**
@@ -283,7 +309,16 @@ export class VerificationService {
     const receipt = await this.deps.slips.headOfQueue(tx, claimed.white_label_id, claimed.deposit_id, [this.deps.deposits.orderLockRead(claimed.white_label_id, claimed.deposit_id)]);
     // Another run of this receipt finished first: its outcome stands.
     if (!receipt || receipt.receipt_id !== claimed.receipt_id || receipt.status !== 'claimed') return false;
-    const parties = await this.deps.deposits.paymentParties(tx, receipt.white_label_id, receipt.deposit_id, { lock: true });
+    // Who holds the slip's transfer already (the duplicate check) rides on the order's feed-lock statement.
+    const found = reading.lookup?.outcome === 'found' && mode !== 'after_settlement' ? reading.lookup.transfer : null;
+    const holderRead: CarriedRead | null =
+      found === null
+        ? null
+        : {
+            key: `verification:transfer-holder:${receipt.receipt_id}`,
+            part: repository.transferHolderPart({ white_label_id: receipt.white_label_id, livemode: receipt.livemode, sending_bank_code: found.sending_bank_code, trans_ref: found.trans_ref }),
+          };
+    const parties = await this.deps.deposits.paymentParties(tx, receipt.white_label_id, receipt.deposit_id, { lock: true, carried: holderRead === null ? [] : [holderRead] });
     invariant(parties, 'a receipt belongs to an order');
     const record = {
       source: reading.source,
@@ -329,16 +364,19 @@ export class VerificationService {
     const assessWith = (duplicate: boolean): Assessment =>
       assess({ order: parties.order, legs: parties.legs, sender: parties.sender, transfer, duplicate, reference_only: reading.reference_only, now: this.deps.clock.now() });
     // The transfer is claimed for this order only when one of its legs received it: a slip of someone
-    // else's transfer (wrong receiver) must not block that transfer's own order. When a leg received it,
-    // the claim itself says whether someone held the transfer already (the insert changes nothing then
-    // and answers the holder), so the transfer is not read first; otherwise only the read can say.
-    let held: { deposit_id: string; receipt_id: string } | null;
+    // else's transfer (wrong receiver) must not block that transfer's own order. The holder was read with
+    // the feed locks; an unclaimed transfer is claimed with the transaction's last writes, and one claimed
+    // by another order in between rolls this decision back to be taken again (TransferClaimedMeanwhile).
+    const carriedHolder = holderRead === null ? ({ found: false } as const) : takeCarried(tx, holderRead.key);
+    const holder = carriedHolder.found ? (carriedHolder.value as { deposit_id: string; receipt_id: string } | null) : await repository.findTransfer(tx, scope);
+    const held = holder !== null && holder.receipt_id !== receipt.receipt_id ? holder : null;
     let assessment = assessWith(false);
-    if (assessment.leg_ref !== null) {
-      const holder = await repository.claimTransfer(tx, { ...scope, deposit_id: receipt.deposit_id, receipt_id: receipt.receipt_id, amount_minor: transfer.amount_minor, created_at: this.deps.clock.now() });
-      held = holder.receipt_id === receipt.receipt_id ? null : holder;
-    } else {
-      held = await repository.findTransfer(tx, scope);
+    if (assessment.leg_ref !== null && holder === null) {
+      await repository.deferTransferClaim(
+        tx,
+        { ...scope, deposit_id: receipt.deposit_id, receipt_id: receipt.receipt_id, amount_minor: transfer.amount_minor, created_at: this.deps.clock.now() },
+        () => new TransferClaimedMeanwhile(),
+      );
     }
     if (held !== null) assessment = assessWith(true);
     const summary = { booleans: assessment.verification, reasons: assessment.reasons.map((reason) => reason.code), leg_ref: assessment.leg_ref, duplicate: held !== null };
