@@ -159,11 +159,16 @@ describe('lock order (issue 13, cycle A)', () => {
           work.push(inTransaction(app, (tx) => services.deposits.expire(tx, brand, deposit.id)).catch(record('expire')));
         } else {
           work.push(
-            inTransaction(app, async (tx) => {
-              const received = await services.deposits.markSlipReceived(tx, { white_label_id: brand, deposit_id: deposit.id, received_at: app.clock.now(), cause: SYSTEM_CAUSE });
+            // As the slip consumer does it: the claim's transaction (the order alone), then the decision's.
+            (async () => {
+              const received = await inTransaction(app, (tx) =>
+                services.deposits.markSlipReceived(tx, { white_label_id: brand, deposit_id: deposit.id, received_at: app.clock.now(), cause: SYSTEM_CAUSE }),
+              );
               if (!received.ok) return;
-              await services.deposits.settle(tx, { white_label_id: brand, deposit_id: deposit.id, transferred_amount_minor: deposit.amount_minor, settled_via: 'auto', cause: SYSTEM_CAUSE });
-            }).catch(record('settle')),
+              await inTransaction(app, (tx) =>
+                services.deposits.settle(tx, { white_label_id: brand, deposit_id: deposit.id, transferred_amount_minor: deposit.amount_minor, settled_via: 'auto', cause: SYSTEM_CAUSE }),
+              );
+            })().catch(record('settle')),
           );
         }
       });
