@@ -52,6 +52,7 @@ import {
   type PgbenchPhase,
   type StatementStats,
 } from './meters.ts';
+import { limitHeapGrowth } from '../src/platform/heap.ts';
 
 /**
  * `npm run bench:deposits`: the deposit benchmark of issue 4, in one run on real PostgreSQL.
@@ -1298,6 +1299,8 @@ async function main(): Promise<void> {
   }
 }
 
+// Every process of the bench runs with the service's heap setting, as `npm start` does (src/platform/heap.ts).
+limitHeapGrowth();
 if (process.argv.includes('--serve')) {
   serve().catch((error: unknown) => {
     process.stderr.write(`bench server failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);

@@ -61,6 +61,7 @@ import {
   type Cost as PhaseCost,
   type StatementStats,
 } from './meters.ts';
+import { limitHeapGrowth } from '../src/platform/heap.ts';
 
 /**
  * `npm run bench:slips`: the slip benchmark of issue 10, in one run on real PostgreSQL.
@@ -2156,6 +2157,8 @@ async function main(): Promise<void> {
   }
 }
 
+// Every process of the bench runs with the service's heap setting, as `npm start` does (src/platform/heap.ts).
+limitHeapGrowth();
 if (process.argv.includes('--serve')) {
   serve().catch((error: unknown) => {
     process.stderr.write(`bench process failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);

@@ -48,6 +48,7 @@ import {
   type PgbenchPhase,
   type StatementStats,
 } from './meters.ts';
+import { limitHeapGrowth } from '../src/platform/heap.ts';
 
 /**
  * `npm run bench:withdrawals`: the withdrawal benchmark of issue 3, in one run on real PostgreSQL.
@@ -997,6 +998,8 @@ async function main(): Promise<void> {
   }
 }
 
+// Every process of the bench runs with the service's heap setting, as `npm start` does (src/platform/heap.ts).
+limitHeapGrowth();
 if (process.argv.includes('--serve')) {
   serve().catch((error: unknown) => {
     process.stderr.write(`bench server failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);

@@ -5,12 +5,14 @@ import { loadWebhookSettings } from './webhooks/settings.ts';
 import { createLogger } from './platform/logger.ts';
 import { DataDirectoryLocked } from './platform/db.ts';
 import { createServiceInstance, openConfiguredDatabase, resolveMasterKey } from './app.ts';
+import { limitHeapGrowth } from './platform/heap.ts';
 
 /**
  * `npm start`: migrate, create the sandbox on first start, serve the API and run the worker until
  * SIGTERM or SIGINT, then stop gracefully (in-flight requests and jobs finish first).
  */
 async function main(): Promise<void> {
+  limitHeapGrowth();
   const config = loadConfig();
   // The webhook settings are read when the module is first used; reading them here too makes a wrong one
   // stop every process at start (an api-only process would otherwise start and fail its webhook routes).
