@@ -16,7 +16,10 @@
  * sequence, a wallet's movement key). A settlement's sender registration is an upsert of a row that only
  * a settlement of the same merchant writes, under that merchant's feed lock, which this transaction holds;
  * a queued delete of a pending job by its key can meet only the worker's one-statement transactions on
- * that row, which hold no other lock.
+ * that row, which hold no other lock. A decision's queued claim of a bank transfer (`deferTransferClaim`)
+ * waits only for another order's decision that claimed the same transfer first and has not committed; two
+ * decisions that shared a feed or a wallet would have met at the feed-lock statement long before, so the other
+ * holds nothing this one holds, and the wait ends with its commit (this one then rolls back and decides again).
  */
 export const LOCK_ORDER = [
   /** `IdempotencyService.execute`: a try-lock on the key (a second request answers `idempotency_in_flight`). */
