@@ -442,13 +442,13 @@ export interface LegCover {
 }
 
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
+/** The SecretBox purpose of a brand's gateway account number (see DepositPolicyService). */
+export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
+
 /** Marks, in a transaction's memo, an order locked for its own change (`DepositService.lockForOwnChange`). */
 function ownChangeMemoKey(white_label_id: string, deposit_id: string): string {
   return `deposits:own_change:${white_label_id}:${deposit_id}`;
 }
-
-/** The SecretBox purpose of a brand's gateway account number (see DepositPolicyService). */
-export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
 
 function validationError(path: string, reason: string, hint?: string): ApiError {
   return new ApiError('validation_error', { details: { fields: [hint ? { path, reason, hint } : { path, reason }] } });
@@ -1059,7 +1059,7 @@ export class DepositService {
    * the feed-lock statement (its snapshot follows the order's lock, under which alone the legs change). The
    * withdrawals the legs name and their owners' feeds are not locked: such a change touches neither, and the
    * lock order lets a transaction skip ranks, never go back to one. The transaction may not widen the change
-   * afterwards (`lockForChange` asserts it), since its withdrawal locks would then come after its feed.
+   * afterwards (`lockWithdrawalsAndFeedsOf` asserts it), since its withdrawal locks would then come after its feed.
    */
   private async lockForOwnChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
     const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
@@ -1729,9 +1729,9 @@ export class DepositService {
     let next = 2 + fillReads.length + carried.length;
     const legs: PaymentParties['legs'] = [];
     for (const [index, leg] of listed.entries()) {
-      const carried = destinations[index] ? answers[next++] : undefined;
+      const payee = destinations[index] ? answers[next++] : undefined;
       // A leg whose payee was not carried (a gateway leg, or one not of the order it names) is read as before.
-      legs.push({ ...leg, receiver: carried !== undefined ? (carried as Payee | null) : await this.payeeOf(tx, row.livemode, leg, policy) });
+      legs.push({ ...leg, receiver: payee !== undefined ? (payee as Payee | null) : await this.payeeOf(tx, row.livemode, leg, policy) });
     }
     return this.partiesOf(row, legs, policy);
   }
