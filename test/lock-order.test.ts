@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
-import { usingPostgres } from './support/database.ts';
+import { untilALockIsWaitedFor, usingPostgres } from './support/database.ts';
 import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
 import type { CreateDepositInput, DepositView } from '../src/deposits/service.ts';
@@ -229,13 +229,7 @@ describe('lock order: the slip consumer takes the receipt, then the order, in on
       const order = await lockOrderInBrand(tx, white_label_id, deposit.id);
       return { receipt, order };
     });
-    for (let attempt = 0; attempt < 200; attempt += 1) {
-      const waiting = await database.query<{ waiting: number }>(
-        `SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-      );
-      if (waiting.rows[0]!.waiting > 0) break;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    await untilALockIsWaitedFor(database);
     // While it waits for the order, the consumer already holds the receipt: the receipt came first.
     await expect(
       database.query('SELECT 1 FROM slip_receipts WHERE white_label_id = $1 AND receipt_id = $2 FOR UPDATE NOWAIT', [white_label_id, receipt_id]),

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
-import { usingPostgres } from './support/database.ts';
+import { untilALockIsWaitedFor, usingPostgres } from './support/database.ts';
 import {
   createDeposit,
   eventTypesOf,
@@ -268,11 +268,7 @@ describe('to review', () => {
     await claimed;
     const processing = runJobs(app);
     // This slip's decision read the transfer unclaimed and now waits on the other claim.
-    for (let attempt = 0; attempt < 500; attempt += 1) {
-      const { rows } = await database.query<{ waiting: number }>(`SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
-      if (rows[0]!.waiting > 0) break;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    await untilALockIsWaitedFor(database);
     commitOther();
     await otherDecision;
     await processing;

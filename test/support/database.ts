@@ -18,6 +18,21 @@ export function withDatabaseName(url: string, name: string): string {
 
 export const usingPostgres = Boolean(process.env.DATABASE_URL);
 
+/**
+ * Resolves once some session of this database waits for a lock (PostgreSQL; up to `timeout_ms`), for a test
+ * that holds a lock and must know that the statement it is testing has reached it.
+ */
+export async function untilALockIsWaitedFor(database: Database, timeout_ms = 5_000): Promise<void> {
+  const deadline = Date.now() + timeout_ms;
+  while (Date.now() < deadline) {
+    const { rows } = await database.query<{ waiting: number }>(
+      `SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+    );
+    if ((rows[0]?.waiting ?? 0) > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 export interface TestDatabase {
   database: Database;
   /** Connection string of this file's own database on PostgreSQL; null on PGlite. */
