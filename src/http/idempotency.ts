@@ -5,7 +5,7 @@ import { sha256Hex, type SecretBox } from '../platform/crypto.ts';
 import { DAY_MS } from '../platform/time.ts';
 import * as repository from './idempotency-repository.ts';
 import type { CarriedRead } from '../platform/read-part.ts';
-import { keepCarried } from '../platform/unit-of-work.ts';
+import { keepCarriedAnswers } from '../platform/unit-of-work.ts';
 
 /**
  * Idempotent execution of a write (spec, Common request rules 2 and 4).
@@ -86,10 +86,7 @@ export class IdempotencyService {
         const now = this.clock.now();
         const { locked, record: existing, carried: answers } = await repository.lockAndFindRecord(tx, lockText, scope, now, carried);
         if (!locked) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
-        answers.forEach((answer, index) => {
-          const read = carried[index];
-          if (read) keepCarried(tx, read.key, read.part.parse(answer));
-        });
+        keepCarriedAnswers(tx, carried, answers);
         if (existing) {
           if (existing.request_fingerprint !== input.fingerprint) {
             throw new ApiError('idempotency_key_reused', { details: { original_request_id: existing.request_id } });

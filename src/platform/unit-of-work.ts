@@ -1,6 +1,6 @@
 import { invariant } from './assert.ts';
 import type { Queryable, QueryResult, TransactionConnection } from './db.ts';
-import { renumberPlaceholders } from './read-part.ts';
+import { renumberPlaceholders, type CarriedRead } from './read-part.ts';
 
 /**
  * Deferred writes: the writes of a transaction whose result nobody reads (an event, its outbox row, a
@@ -275,6 +275,17 @@ export function holdsLock(db: Queryable, row_key: string): boolean {
 /** Keeps what a carried read answered (src/platform/read-part.ts `CarriedRead`) for its owner to take. */
 export function keepCarried(db: Queryable, key: string, value: unknown): void {
   if (isUnitOfWork(db)) db.memo.set(`carried:${key}`, value);
+}
+
+/**
+ * Keeps what a statement answered for the carried reads it carried (`answers[i]` for `carried[i]`, each parsed by
+ * its part): no answers, nothing kept, for a statement that did not run them.
+ */
+export function keepCarriedAnswers(db: Queryable, carried: readonly CarriedRead[], answers: readonly unknown[]): void {
+  answers.forEach((answer, index) => {
+    const read = carried[index];
+    if (read) keepCarried(db, read.key, read.part.parse(answer));
+  });
 }
 
 /**

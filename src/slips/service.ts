@@ -9,7 +9,7 @@ import { newId } from '../platform/ids.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import { enqueueJob } from '../jobs/index.ts';
 import type { CarriedRead } from '../platform/read-part.ts';
-import { keepCarried } from '../platform/unit-of-work.ts';
+import { keepCarriedAnswers } from '../platform/unit-of-work.ts';
 import type { IdempotencyService } from '../http/idempotency.ts';
 import type { DepositService } from '../deposits/service.ts';
 import type { ClaimView, LateSlipClaimEvidence } from '../deposits/types.ts';
@@ -311,7 +311,7 @@ export class SlipsService {
   /**
    * The order's oldest unprocessed receipt, locked (receipts of an order are processed one at a time).
    * `carried` reads (src/platform/read-part.ts) ride on the locking statement, after the receipt's lock, and
-   * are kept for their owners in the transaction (`keepCarried`): the slip consumer carries the order's lock.
+   * are kept for their owners in the transaction (`keepCarriedAnswers`): the slip consumer carries the order's lock.
    */
   async headOfQueue(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly CarriedRead[] = []): Promise<SlipReceiptRow | null> {
     const head = await this.lockHead(tx, white_label_id, deposit_id, false, carried);
@@ -337,10 +337,7 @@ export class SlipsService {
 
   private async lockHead(tx: Queryable, white_label_id: string, deposit_id: string, blob: boolean, carried: readonly CarriedRead[]) {
     const head = await repository.lockHeadOfQueue(tx, white_label_id, deposit_id, { blob, carried });
-    head?.carried.forEach((answer, index) => {
-      const read = carried[index];
-      if (read) keepCarried(tx, read.key, read.part.parse(answer));
-    });
+    if (head) keepCarriedAnswers(tx, carried, head.carried);
     return head;
   }
 

@@ -15,13 +15,19 @@ export interface SlipTransferRow {
   created_at: Date;
 }
 
+/** Who holds a transfer: the order it was claimed for and the receipt that claimed it. */
+export interface TransferHolder {
+  deposit_id: string;
+  receipt_id: string;
+}
+
 /**
  * Claims a transfer for an order, once per brand and environment (the primary key): returns the row
  * that holds it, this one or the one that claimed it first, so a second order naming the same transfer
  * is told who was first and gets no second credit, whatever the timing.
  */
-export async function claimTransfer(db: Queryable, row: SlipTransferRow): Promise<{ deposit_id: string; receipt_id: string }> {
-  const inserted = await db.query<{ deposit_id: string; receipt_id: string }>(
+export async function claimTransfer(db: Queryable, row: SlipTransferRow): Promise<TransferHolder> {
+  const inserted = await db.query<TransferHolder>(
     `INSERT INTO slip_transfers (white_label_id, livemode, sending_bank_code, trans_ref, deposit_id, receipt_id, amount_minor, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (white_label_id, livemode, sending_bank_code, trans_ref) DO NOTHING
@@ -42,12 +48,12 @@ type TransferKey = { white_label_id: string; livemode: boolean; sending_bank_cod
  * `findTransfer` as a read another module's statement carries (src/platform/read-part.ts): the decide
  * transaction's feed-lock statement, so that the duplicate check costs no round trip of its own.
  */
-export function transferHolderPart(key: TransferKey): ReadPart<{ deposit_id: string; receipt_id: string } | null> {
+export function transferHolderPart(key: TransferKey): ReadPart<TransferHolder | null> {
   return {
     sql: `(SELECT json_build_object('deposit_id', deposit_id, 'receipt_id', receipt_id) FROM slip_transfers
             WHERE white_label_id = $1 AND livemode = $2 AND sending_bank_code = $3 AND trans_ref = $4)`,
     params: [key.white_label_id, key.livemode, key.sending_bank_code, key.trans_ref],
-    parse: (value) => (value === null || value === undefined ? null : (value as { deposit_id: string; receipt_id: string })),
+    parse: (value) => (value === null || value === undefined ? null : (value as TransferHolder)),
   };
 }
 
@@ -71,8 +77,8 @@ export async function deferTransferClaim(db: Queryable, row: SlipTransferRow, cl
 }
 
 /** Who holds a transfer already, if anyone. */
-export async function findTransfer(db: Queryable, key: TransferKey): Promise<{ deposit_id: string; receipt_id: string } | null> {
-  const { rows } = await db.query<{ deposit_id: string; receipt_id: string }>(
+export async function findTransfer(db: Queryable, key: TransferKey): Promise<TransferHolder | null> {
+  const { rows } = await db.query<TransferHolder>(
     'SELECT deposit_id, receipt_id FROM slip_transfers WHERE white_label_id = $1 AND livemode = $2 AND sending_bank_code = $3 AND trans_ref = $4',
     [key.white_label_id, key.livemode, key.sending_bank_code, key.trans_ref],
   );

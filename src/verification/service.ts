@@ -368,7 +368,7 @@ export class VerificationService {
     // the feed locks; an unclaimed transfer is claimed with the transaction's last writes, and one claimed
     // by another order in between rolls this decision back to be taken again (TransferClaimedMeanwhile).
     const carriedHolder = holderRead === null ? ({ found: false } as const) : takeCarried(tx, holderRead.key);
-    const holder = carriedHolder.found ? (carriedHolder.value as { deposit_id: string; receipt_id: string } | null) : await repository.findTransfer(tx, scope);
+    const holder = carriedHolder.found ? (carriedHolder.value as repository.TransferHolder | null) : await repository.findTransfer(tx, scope);
     const held = holder !== null && holder.receipt_id !== receipt.receipt_id ? holder : null;
     let assessment = assessWith(false);
     if (assessment.leg_ref !== null && holder === null) {
