@@ -4,6 +4,7 @@ import { createTestApp, type MerchantCredentials, type TestApp } from './support
 import { untilALockIsWaitedFor, usingPostgres } from './support/database.ts';
 import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import type { Queryable } from '../src/platform/db.ts';
 import type { CreateDepositInput, DepositView } from '../src/deposits/service.ts';
 import { lockOrderInBrand } from '../src/deposits/repository.ts';
 import { createDeposit, sandboxTransfer, slipBytes, uploadMultipart } from './support/slips.ts';
@@ -158,17 +159,23 @@ describe('lock order (issue 13, cycle A)', () => {
         } else if (index % 3 === 1) {
           work.push(inTransaction(app, (tx) => services.deposits.expire(tx, brand, deposit.id)).catch(record('expire')));
         } else {
+          const receive = (tx: Queryable) =>
+            services.deposits.markSlipReceived(tx, { white_label_id: brand, deposit_id: deposit.id, received_at: app.clock.now(), cause: SYSTEM_CAUSE });
+          const settle = (tx: Queryable) =>
+            services.deposits.settle(tx, { white_label_id: brand, deposit_id: deposit.id, transferred_amount_minor: deposit.amount_minor, settled_via: 'auto', cause: SYSTEM_CAUSE });
           work.push(
-            // As the slip consumer does it: the claim's transaction (the order alone), then the decision's.
-            (async () => {
-              const received = await inTransaction(app, (tx) =>
-                services.deposits.markSlipReceived(tx, { white_label_id: brand, deposit_id: deposit.id, received_at: app.clock.now(), cause: SYSTEM_CAUSE }),
-              );
-              if (!received.ok) return;
-              await inTransaction(app, (tx) =>
-                services.deposits.settle(tx, { white_label_id: brand, deposit_id: deposit.id, transferred_amount_minor: deposit.amount_minor, settled_via: 'auto', cause: SYSTEM_CAUSE }),
-              );
-            })().catch(record('settle')),
+            // As the slip consumer does it. With the bank's answer in hand: one transaction that takes a
+            // settlement's locks first (the payment parties), then receives the slip and settles. Without it:
+            // the claim's transaction (the order alone), then the decision's.
+            (index % 2 === 0
+              ? inTransaction(app, async (tx) => {
+                  await services.deposits.paymentParties(tx, brand, deposit.id, { lock: true });
+                  if ((await receive(tx)).ok) await settle(tx);
+                })
+              : (async () => {
+                  if ((await inTransaction(app, receive)).ok) await inTransaction(app, settle);
+                })()
+            ).catch(record('settle')),
           );
         }
       });
@@ -240,5 +247,35 @@ describe('lock order: the slip consumer takes the receipt, then the order, in on
     const { receipt, order } = await consumer;
     expect(receipt?.receipt_id).toBe(receipt_id);
     expect(order?.updated_at.getTime()).toBe(updatedBefore + 1_000);
+  });
+});
+
+describe('lock order: a change of a deposit order alone, and a wider one, in one transaction', () => {
+  it('receiving a slip may widen into a settlement only when the settlement’s locks were taken first', async () => {
+    const { database, deposits } = app.instance.services;
+    const white_label_id = app.sandbox.white_label_id;
+    const receive = (tx: Queryable, deposit_id: string) => deposits.markSlipReceived(tx, { white_label_id, deposit_id, received_at: app.clock.now(), cause: SYSTEM_CAUSE });
+    const settle = (tx: Queryable, deposit_id: string) =>
+      deposits.settle(tx, { white_label_id, deposit_id, transferred_amount_minor: 10_000, settled_via: 'auto', cause: SYSTEM_CAUSE });
+
+    // The order alone first: its feed is locked before the withdrawals its legs name, which a settlement
+    // would then lock after that feed, against the lock order. Refused at once, and rolled back whole.
+    const narrow = await createDeposit(app, { amount_minor: 10_000 });
+    await expect(
+      database.transaction(async (tx) => {
+        expect((await receive(tx, narrow.id)).ok).toBe(true);
+        await settle(tx, narrow.id);
+      }),
+    ).rejects.toThrow('an order locked for its own change is not locked for a wider one');
+    expect((await database.query<{ status: string }>('SELECT status FROM deposit_orders WHERE deposit_id = $1', [narrow.id])).rows).toEqual([{ status: 'awaiting_payment' }]);
+
+    // The settlement's locks first (the slip consumer's one transaction): the slip is received, then settled.
+    const wide = await createDeposit(app, { amount_minor: 10_000 });
+    const settled = await database.transaction(async (tx) => {
+      await deposits.paymentParties(tx, white_label_id, wide.id, { lock: true });
+      expect((await receive(tx, wide.id)).ok).toBe(true);
+      return settle(tx, wide.id);
+    });
+    expect(settled.ok && settled.value.status).toBe('settled');
   });
 });

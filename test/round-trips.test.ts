@@ -16,9 +16,9 @@ const ROUND_TRIP_BOUNDS = {
   withdrawal_creation: 5,
   deposit_creation: 5,
   slip_upload: 10,
-  slip_processing: 14,
+  slip_processing: 12,
   /** The same for a depositor whose wallet exists (every settlement after its first): no statement creates it. */
-  slip_processing_wallet_exists: 12,
+  slip_processing_wallet_exists: 10,
 } as const;
 
 function expectWithin(recorded: Recorded, bound: number): void {
@@ -35,7 +35,7 @@ let recording: Recorded | null = null;
 function note(sql: string): void {
   if (!recording) return;
   recording.round_trips += 1;
-  recording.statements.push(sql.replace(/\s+/g, ' ').trim().slice(0, 120));
+  recording.statements.push(sql.split(';\n').map((part) => part.replace(/\s+/g, ' ').trim().slice(0, 70)).join(' ;; '));
 }
 
 async function measure<T>(run: () => Promise<T>): Promise<{ value: T; recorded: Recorded }> {

@@ -283,6 +283,45 @@ describe('to review', () => {
     expect(holders).toEqual([{ deposit_id: other.id }]);
   });
 
+  it.skipIf(!usingPostgres)('a receipt another run concludes while this run asks the bank is left as that run left it: no claim, no event, no money', async () => {
+    const owner = await merchant();
+    const order = await deposit(owner, 12_100);
+    const transfer = await sandboxTransfer(app, order, {}, owner);
+    const accepted = await uploadMultipart(app, order.slip_upload, slipBytes(transfer));
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    const { database } = app.instance.services;
+
+    // Another run holds the receipt: the worker reads the slip and asks the bank without waiting for it,
+    // then its transaction waits for the receipt's lock, and finds the receipt concluded.
+    let concludeOther!: () => void;
+    const mayConclude = new Promise<void>((resolve) => (concludeOther = resolve));
+    let otherLocked!: () => void;
+    const locked = new Promise<void>((resolve) => (otherLocked = resolve));
+    const otherRun = database.transaction(async (tx) => {
+      await tx.query('SELECT receipt_id FROM slip_receipts WHERE deposit_id = $1 FOR UPDATE', [order.id]);
+      otherLocked();
+      await mayConclude;
+      await tx.query("UPDATE slip_receipts SET status = 'processed', outcome = 'not_applicable', processed_at = now() WHERE deposit_id = $1", [order.id]);
+    });
+    await locked;
+    const processing = runJobs(app);
+    await untilALockIsWaitedFor(database);
+    concludeOther();
+    await otherRun;
+    await processing;
+
+    expect(await getDeposit(app, order.id, owner)).toMatchObject({ status: 'awaiting_payment', version: order.version });
+    expect(await eventTypesOf(app, order.id)).toEqual(['deposit.created']);
+    expect(await balanceEvents(owner)).toEqual([]);
+    expect((await receiptsOf(order)).map((receipt) => receipt.outcome)).toEqual(['not_applicable']);
+    // The run found nothing left to do: its job succeeded at once, without a failed attempt.
+    const { rows: jobs } = await database.query<{ status: string; last_error: string | null }>(
+      "SELECT status, last_error FROM jobs WHERE task = 'slips.process' AND payload->>'deposit_id' = $1",
+      [order.id],
+    );
+    expect(jobs).toEqual([{ status: 'succeeded', last_error: null }]);
+  });
+
   it('a QR naming a transfer the bank has no record of: TRANSFER_NOT_FOUND', async () => {
     const owner = await merchant();
     const order = await deposit(owner, 12_000);

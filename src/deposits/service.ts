@@ -450,6 +450,11 @@ function ownChangeMemoKey(white_label_id: string, deposit_id: string): string {
   return `deposits:own_change:${white_label_id}:${deposit_id}`;
 }
 
+/** Marks, in a transaction's memo, an order locked with its withdrawals and feeds (`lockWithdrawalsAndFeedsOf`). */
+function wideChangeMemoKey(white_label_id: string, deposit_id: string): string {
+  return `deposits:wide_change:${white_label_id}:${deposit_id}`;
+}
+
 function validationError(path: string, reason: string, hint?: string): ApiError {
   return new ApiError('validation_error', { details: { fields: [hint ? { path, reason, hint } : { path, reason }] } });
 }
@@ -1060,10 +1065,13 @@ export class DepositService {
    * withdrawals the legs name and their owners' feeds are not locked: such a change touches neither, and the
    * lock order lets a transaction skip ranks, never go back to one. The transaction may not widen the change
    * afterwards (`lockWithdrawalsAndFeedsOf` asserts it), since its withdrawal locks would then come after its feed.
+   * A transaction that locked the order for a wider change first (the slip consumer's one transaction, which
+   * receives a slip and settles it) holds every lock this takes, in order, and may go on to any other change.
    */
   private async lockForOwnChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
     const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
     if (!row) return null;
+    if (isUnitOfWork(tx) && tx.memo.has(wideChangeMemoKey(white_label_id, deposit_id))) return row;
     if (isUnitOfWork(tx)) tx.memo.set(ownChangeMemoKey(white_label_id, deposit_id), true);
     const readLegs = repository.knownLegs(tx, white_label_id, deposit_id) === null;
     const answers = await this.deps.events.lockFeedsAndRead(tx, white_label_id, [row.merchant_id], row.livemode, readLegs ? [repository.legsPart(white_label_id, deposit_id)] : []);
@@ -1080,7 +1088,9 @@ export class DepositService {
     // The withdrawals come before the feeds in the lock order: after `lockForOwnChange`, locking them would wait out of order.
     invariant(!isUnitOfWork(tx) || !tx.memo.has(ownChangeMemoKey(row.white_label_id, row.deposit_id)), 'an order locked for its own change is not locked for a wider one');
     const { legs, owners } = await this.lockWithdrawalsOf(tx, row);
-    return this.deps.events.lockFeedsAndRead(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode, carry(legs));
+    const answers = await this.deps.events.lockFeedsAndRead(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode, carry(legs));
+    if (isUnitOfWork(tx)) tx.memo.set(wideChangeMemoKey(row.white_label_id, row.deposit_id), true);
+    return answers;
   }
 
   /**
@@ -1734,6 +1744,19 @@ export class DepositService {
       legs.push({ ...leg, receiver: payee !== undefined ? (payee as Payee | null) : await this.payeeOf(tx, row.livemode, leg, policy) });
     }
     return this.partiesOf(row, legs, policy);
+  }
+
+  /**
+   * Parties read with the order locked (`paymentParties` with `lock`), with the order as the transaction has
+   * changed it since: the slip consumer receives a slip (a transition of the order alone) after reading them.
+   * The legs and the sender do not change in such a transition, and the order is the lock's copy, so this
+   * costs no round trip.
+   */
+  async partiesAfterOwnChange(tx: Queryable, parties: PaymentParties): Promise<PaymentParties> {
+    invariant(repository.holdsOrder(tx, parties.order.white_label_id, parties.order.deposit_id), 'parties are refreshed only for an order the transaction holds');
+    const order = await repository.lockOrderInBrand(tx, parties.order.white_label_id, parties.order.deposit_id);
+    invariant(order !== null && order.sender_id === parties.order.sender_id, 'the order is still there, with its sender');
+    return { ...parties, order };
   }
 
   private partiesOf(row: DepositRow, legs: PaymentParties['legs'], policy: DepositPolicy): PaymentParties {

@@ -81,21 +81,34 @@ function receiptRowKey(white_label_id: string, receipt_id: string): string {
  * The oldest unprocessed receipt of an order, locked: receipts of one order are processed one at a
  * time in arrival order, each starting from a status no other slip is changing.
  *
- * With `blob`, the head's sealed image is read in the same statement (null when it has none, or none is
- * stored in `slip_blobs`): for the consumer that opens the evidence next. The image is read for the locked
- * row alone (the outer select sees the one row the locking select answers). A blob is written in its
- * receipt's transaction and never changed, so a snapshot that sees the receipt sees its blob.
- *
  * `carried` reads of other modules (src/platform/read-part.ts) are answered in the same statement, in order,
  * when there is a head: each is a scalar subquery of the outer select, run after the receipt's row lock, so a
  * read that locks (the order's, `lockOrderInBrandPart` in src/deposits/repository.ts) takes its lock after
  * the receipt's, as the lock order says. No head, no carried answers, and nothing of theirs locked.
  */
-export async function lockHeadOfQueue(
+export async function lockHeadOfQueue(db: Queryable, white_label_id: string, deposit_id: string, carried: readonly CarriedRead[]): Promise<{ receipt: SlipReceiptRow; carried: unknown[] } | null> {
+  const head = await selectHeadOfQueue(db, white_label_id, deposit_id, { blob: false, lock: true, carried });
+  if (head) rememberLocked(db, receiptRowKey(white_label_id, head.receipt.receipt_id));
+  return head;
+}
+
+/**
+ * The head receipt as the statement's snapshot has it, without a lock, for the slip consumer, which reads the
+ * slip and asks the bank before it opens the transaction that locks the receipt and checks it is still the head.
+ *
+ * With `blob`, the head's sealed image is read in the same statement (null when it has none, or none is stored
+ * in `slip_blobs`). A blob is written in its receipt's transaction and never changed, so a snapshot that sees
+ * the receipt sees its blob.
+ */
+export async function findHeadOfQueue(db: Queryable, white_label_id: string, deposit_id: string, options: { blob: boolean }): Promise<{ receipt: SlipReceiptRow; ciphertext: Buffer | null } | null> {
+  return selectHeadOfQueue(db, white_label_id, deposit_id, { ...options, lock: false, carried: [] });
+}
+
+async function selectHeadOfQueue(
   db: Queryable,
   white_label_id: string,
   deposit_id: string,
-  options: { blob: boolean; carried: readonly CarriedRead[] },
+  options: { blob: boolean; lock: boolean; carried: readonly CarriedRead[] },
 ): Promise<{ receipt: SlipReceiptRow; ciphertext: Buffer | null; carried: unknown[] } | null> {
   const params: unknown[] = [white_label_id, deposit_id];
   const blobColumn = options.blob
@@ -110,7 +123,7 @@ export async function lockHeadOfQueue(
     `SELECT h.*, ${blobColumn} AS stored_ciphertext${carriedColumns.join('')}
        FROM (SELECT ${RECEIPT_COLUMNS} FROM slip_receipts
               WHERE white_label_id = $1 AND deposit_id = $2 AND status <> 'processed'
-              ORDER BY received_at, receipt_id LIMIT 1 FOR UPDATE) AS h`,
+              ORDER BY received_at, receipt_id LIMIT 1${options.lock ? ' FOR UPDATE' : ''}) AS h`,
     params,
   );
   const found = rows[0];
@@ -121,7 +134,6 @@ export async function lockHeadOfQueue(
     delete receipt[`carried_${index}`];
     return answer;
   });
-  rememberLocked(db, receiptRowKey(white_label_id, receipt.receipt_id));
   return { receipt, ciphertext: stored_ciphertext === null ? null : asBuffer(stored_ciphertext), carried };
 }
 

@@ -68,7 +68,7 @@ export interface UploadAnswer {
 }
 
 /**
- * A receipt's sealed image as the statement that locked the receipt read it (`headOfQueueWithEvidence`),
+ * A receipt's sealed image as the statement that found the receipt read it (`peekHeadOfQueueWithEvidence`),
  * for `openEvidence` to open without reading the store again. Opaque to other modules.
  */
 export interface StoredEvidence {
@@ -239,7 +239,7 @@ export class SlipsService {
 
   /**
    * A receipt's evidence for the pipeline: the image (checked against its manifest) and the fields. With
-   * `stored` (from `headOfQueueWithEvidence`), the image is the one read with the receipt's lock.
+   * `stored` (from `peekHeadOfQueueWithEvidence`), the image is the one read with the receipt.
    */
   async openEvidence(db: Queryable, row: SlipReceiptRow, stored: StoredEvidence | null = null): Promise<OpenedEvidence> {
     let image: OpenedEvidence['image'] = null;
@@ -314,32 +314,25 @@ export class SlipsService {
    * are kept for their owners in the transaction (`keepCarriedAnswers`): the slip consumer carries the order's lock.
    */
   async headOfQueue(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly CarriedRead[] = []): Promise<SlipReceiptRow | null> {
-    const head = await this.lockHead(tx, white_label_id, deposit_id, false, carried);
+    const head = await repository.lockHeadOfQueue(tx, white_label_id, deposit_id, carried);
+    if (head) keepCarriedAnswers(tx, carried, head.carried);
     return head?.receipt ?? null;
   }
 
   /**
-   * `headOfQueue` for a consumer that opens the receipt's evidence next (`openEvidence`): with the
-   * PostgreSQL blob store, the statement that locks the receipt also reads its sealed image, so that opening
-   * it costs no round trip of its own. `stored` is null with another store, which `openEvidence` reads then.
+   * The order's oldest unprocessed receipt without its lock, outside a transaction: the slip consumer reads the
+   * slip and asks the bank first, then locks the receipt (`headOfQueue`) in the transaction that decides it and
+   * checks that it is still the head (another run may have processed it meanwhile). With the PostgreSQL blob
+   * store the same statement reads the receipt's sealed image, so that opening it (`openEvidence`) costs no
+   * round trip of its own; `stored` is null with another store, which `openEvidence` reads then.
    */
-  async headOfQueueWithEvidence(
-    tx: Queryable,
-    white_label_id: string,
-    deposit_id: string,
-    carried: readonly CarriedRead[] = [],
-  ): Promise<{ receipt: SlipReceiptRow; stored: StoredEvidence | null } | null> {
+  async peekHeadOfQueueWithEvidence(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; stored: StoredEvidence | null } | null> {
     const withBlob = this.deps.blobs.kind === 'postgres';
-    const head = await this.lockHead(tx, white_label_id, deposit_id, withBlob, carried);
+    const head = await repository.findHeadOfQueue(db, white_label_id, deposit_id, { blob: withBlob });
     if (head === null) return null;
     return { receipt: head.receipt, stored: withBlob ? { receipt_id: head.receipt.receipt_id, ciphertext: head.ciphertext } : null };
   }
 
-  private async lockHead(tx: Queryable, white_label_id: string, deposit_id: string, blob: boolean, carried: readonly CarriedRead[]) {
-    const head = await repository.lockHeadOfQueue(tx, white_label_id, deposit_id, { blob, carried });
-    if (head) keepCarriedAnswers(tx, carried, head.carried);
-    return head;
-  }
 
   /**
    * Marks the locked head receipt claimed. The write is queued in the transaction (the receipt's lock is

@@ -9,7 +9,7 @@ import { SYSTEM_CAUSE, type EventCause } from '../events/service.ts';
 import { findBank } from '../banks/service.ts';
 import type { JobHandler } from '../jobs/index.ts';
 import { senderVerified, type DepositService, type PaymentParties } from '../deposits/service.ts';
-import type { ReviewReason, VerificationBooleans } from '../deposits/types.ts';
+import type { DepositStatus, ReviewReason, VerificationBooleans } from '../deposits/types.ts';
 import { MAX_RECEIPTS_PER_ORDER, PROCESS_SLIP_TASK, type SlipsService, type StoredEvidence } from '../slips/service.ts';
 import type { SlipReceiptRow } from '../slips/types.ts';
 import type { BankVerifier, TransferLookup, UnavailableReason, VerifiedTransfer } from './bank-port.ts';
@@ -28,20 +28,23 @@ import { takeCarried } from '../platform/unit-of-work.ts';
  * runs the six checks against the order, and ends the slip in one of the spec's outcomes through the
  * deposit service's settlement functions, which are the only way money moves.
  *
- * Receipts of one order are processed one at a time in arrival order, each in three steps that never
- * hold a transaction across I/O: claim (one transaction), read and ask the bank (no transaction),
- * decide (one transaction, which re-checks that the receipt is still claimed). A crash between steps
- * resumes at the claimed receipt; a repeated step finds the receipt done and changes nothing.
+ * Receipts of one order are processed one at a time in arrival order, each in two steps that never hold
+ * a transaction across I/O: read the head receipt, its slip and the bank's answer (no transaction), then
+ * claim and decide (one transaction, which re-checks that the receipt is still the head). Both events,
+ * `deposit.slip_received` and the outcome's, are written in that order by the one commit. A crash between
+ * the steps leaves nothing behind, and the job's retry starts again; a repeated step finds the receipt done
+ * and changes nothing.
  *
- * When the bank cannot answer, the job retries with the queue's backoff; after BANK_CHECK_WAIT_MS the
- * slip goes to review with BANK_DISABLED ("bank checking is off") instead of waiting longer.
+ * When the bank cannot answer, the claim is committed alone (the order shows `slip_processing`) and the
+ * job retries with the queue's backoff, resuming at the claimed receipt; after BANK_CHECK_WAIT_MS the slip
+ * goes to review with BANK_DISABLED ("bank checking is off") instead of waiting longer.
  */
 
 /** How long a slip waits for an unreachable bank before a person is asked to check it instead. */
 export const BANK_CHECK_WAIT_MS = 5 * MINUTE_MS;
 
 /**
- * Thrown at the decide transaction's flush when another order claimed the slip's transfer after the
+ * Thrown at the deciding transaction's flush when another order claimed the slip's transfer after the
  * transaction read it unclaimed (`deferTransferClaim`): the decision is taken again, as a duplicate.
  */
 export class TransferClaimedMeanwhile extends Error {
@@ -51,7 +54,7 @@ export class TransferClaimedMeanwhile extends Error {
   }
 }
 
-/** How many times one claimed receipt is decided in a run: the first decision and the two retries above. */
+/** How many times one receipt is decided in a run: the first decision and the two retries above. */
 const DECIDE_MAX_ATTEMPTS = 3;
 
 /** Thrown to have the job retried later: the bank gave no answer and the wait is not over. */
@@ -86,6 +89,11 @@ export type AllocationConflictHandler = (
 
 /** What the consumer does with a claimed receipt, by the order's status when it was claimed. */
 type Mode = 'pipeline' | 'attached' | 'after_settlement';
+
+/** The mode of a receipt claimed by an earlier run that did not finish, by its order's status now. */
+function modeOfClaimed(status: DepositStatus): Mode {
+  return status === 'slip_processing' ? 'pipeline' : status === 'settled' ? 'after_settlement' : 'attached';
+}
 
 /** How the slip's reference was read, and what the bank said: kept on the receipt, without personal data. */
 interface Reading {
@@ -159,14 +167,25 @@ export class VerificationService {
   /**
    * Processes the oldest unprocessed receipt of the order: null when there is none, else the receipt whose
    * outcome this run recorded (`concluded`), or null there when another run recorded it first.
+   *
+   * The slip is read and the bank asked first, outside any transaction, from the head receipt as a plain read
+   * sees it; then one transaction locks the receipt, checks it is still the head, claims it (the order's
+   * `slip_processing` and `deposit.slip_received`) and decides it. When the bank gives no answer yet (or the
+   * reading fails), the claim is committed alone, as the spec's consumer claims a slip after its 202, so that
+   * the order shows `slip_processing` while the job waits to try again; the next run decides the claimed receipt.
    */
   private async processHead(white_label_id: string, deposit_id: string): Promise<{ concluded: string | null } | null> {
-    const claimed = await this.deps.database.transaction((tx) => this.claim(tx, white_label_id, deposit_id));
-    if (claimed === null) return null;
-    if (claimed.mode === null) return { concluded: claimed.receipt.receipt_id };
-    const reading = await this.read(claimed.receipt, claimed.stored);
+    const head = await this.deps.slips.peekHeadOfQueueWithEvidence(this.deps.database, white_label_id, deposit_id);
+    if (head === null) return null;
+    let reading: Reading;
+    try {
+      reading = await this.read(head.receipt, head.stored);
+    } catch (error) {
+      await this.deps.database.transaction((tx) => this.claimAlone(tx, white_label_id, deposit_id));
+      throw error;
+    }
     const decide = (allocation_conflict: boolean, conflict_leg_ref: string | null = null) =>
-      this.deps.database.transaction((tx) => this.decide(tx, claimed.receipt, claimed.mode as Mode, reading, allocation_conflict, conflict_leg_ref));
+      this.deps.database.transaction((tx) => this.decide(tx, head.receipt, reading, allocation_conflict, conflict_leg_ref));
     let allocationConflict = false;
     let conflictLegRef: string | null = null;
     // A decision rolled back for one of the two reasons below is taken again once, knowing why; each can
@@ -174,7 +193,7 @@ export class VerificationService {
     for (let attempt = 1; ; attempt += 1) {
       try {
         const concluded = await decide(allocationConflict, conflictLegRef);
-        return { concluded: concluded ? claimed.receipt.receipt_id : null };
+        return { concluded: concluded ? head.receipt.receipt_id : null };
       } catch (error) {
         if (attempt >= DECIDE_MAX_ATTEMPTS) throw error;
         if (error instanceof ApiError && error.code === 'alloc_state_conflict' && !allocationConflict) {
@@ -190,28 +209,36 @@ export class VerificationService {
   }
 
   /**
-   * Step 1: claims the oldest unprocessed receipt. The order moves as the state table says:
-   * `awaiting_payment` / `expired` → `slip_processing`, `canceled` → `under_review`
-   * (CANCELED_ORDER_SLIP); a slip for an order in review is attached to it; a settled order keeps its
-   * status (the slip may be a transfer after settlement). A receipt already claimed by a run that did
-   * not finish is resumed.
+   * The claim committed on its own, for a slip the bank has not answered about yet: the head receipt and its
+   * order locked in one statement (the receipt first, as the lock order says), then `claim`.
    */
-  private async claim(tx: Queryable, white_label_id: string, deposit_id: string): Promise<{ receipt: SlipReceiptRow; mode: Mode | null; stored: StoredEvidence | null } | null> {
-    // The receipt's sealed image is read with its lock, for step 2 to open without a round trip of its own.
-    // The order's lock rides on the same statement, taken after the receipt's (src/platform/lock-order.ts).
-    const head = await this.deps.slips.headOfQueueWithEvidence(tx, white_label_id, deposit_id, [this.deps.deposits.orderLockRead(white_label_id, deposit_id)]);
-    if (!head) return null;
-    const { receipt, stored } = head;
+  private async claimAlone(tx: Queryable, white_label_id: string, deposit_id: string): Promise<void> {
+    const receipt = await this.deps.slips.headOfQueue(tx, white_label_id, deposit_id, [this.deps.deposits.orderLockRead(white_label_id, deposit_id)]);
+    if (!receipt) return;
     const order = await this.deps.deposits.lockForSlip(tx, white_label_id, deposit_id);
     invariant(order, 'a receipt belongs to an order');
+    await this.claim(tx, receipt, order, { mark_claimed: true });
+  }
+
+  /**
+   * Claims the locked head receipt, its order locked too. The order moves as the state table says:
+   * `awaiting_payment` / `expired` → `slip_processing`, `canceled` → `under_review` (CANCELED_ORDER_SLIP);
+   * a slip for an order in review is attached to it; a settled order keeps its status (the slip may be a
+   * transfer after settlement). A receipt already claimed by a run that did not finish is resumed. Answers
+   * what is done with the slip next, or null when the receipt is concluded here (refused). `mark_claimed`
+   * records the claim on the receipt, for a claim committed before its decision.
+   */
+  private async claim(
+    tx: Queryable,
+    receipt: SlipReceiptRow,
+    order: { status: DepositStatus; merchant_id: string; livemode: boolean },
+    options: { mark_claimed: boolean },
+  ): Promise<Mode | null> {
     // The order's tenant must be the one the capability named when the slip was taken.
     invariant(order.merchant_id === receipt.merchant_id && order.livemode === receipt.livemode, 'a receipt stays with its order');
     const status = order.status;
-    if (receipt.status === 'claimed') {
-      const mode: Mode = status === 'slip_processing' ? 'pipeline' : status === 'settled' ? 'after_settlement' : 'attached';
-      return { receipt, mode, stored };
-    }
-    const input = { white_label_id, deposit_id, received_at: receipt.received_at, cause: SYSTEM_CAUSE };
+    if (receipt.status === 'claimed') return modeOfClaimed(status);
+    const input = { white_label_id: receipt.white_label_id, deposit_id: receipt.deposit_id, received_at: receipt.received_at, cause: SYSTEM_CAUSE };
     let mode: Mode;
     switch (status) {
       case 'awaiting_payment':
@@ -220,7 +247,7 @@ export class VerificationService {
         const received = await this.deps.deposits.markSlipReceived(tx, input);
         if (!received.ok) {
           await this.deps.slips.complete(tx, receipt, { outcome: `refused_${received.error.code}`, verification: null, transfer: null });
-          return { receipt, mode: null, stored };
+          return null;
         }
         mode = received.value.status === 'under_review' ? 'attached' : 'pipeline';
         break;
@@ -237,15 +264,15 @@ export class VerificationService {
       default:
         // Rejected, reversed: nothing a slip can change (the intake refuses these; this is the race).
         await this.deps.slips.complete(tx, receipt, { outcome: 'not_applicable', verification: null, transfer: null });
-        return { receipt, mode: null, stored };
+        return null;
     }
-    await this.deps.slips.markClaimed(tx, receipt);
-    return { receipt: { ...receipt, status: 'claimed' }, mode, stored };
+    if (options.mark_claimed) await this.deps.slips.markClaimed(tx, receipt);
+    return mode;
   }
 
   /**
-   * Step 2, outside any transaction: the slip's reference, and the bank's answer about it. The image is the
-   * one the claim read with the receipt's lock (`stored`), when the blob store let it.
+   * Outside any transaction: the slip's reference, and the bank's answer about it. The image is the one read
+   * with the head receipt (`stored`), when the blob store let it.
    */
   private async read(receipt: SlipReceiptRow, stored: StoredEvidence | null): Promise<Reading> {
     const evidence = await this.deps.slips.openEvidence(this.deps.database, receipt, stored);
@@ -302,15 +329,20 @@ export class VerificationService {
   }
 
   /**
-   * Step 3: the outcome, in one transaction, for a receipt that is still claimed. True when this run
-   * recorded it, false when another run had.
+   * The claim and the outcome, in one transaction, for the receipt read before it: true when this run recorded
+   * the outcome, false when another run had (the receipt is no longer the order's head). The locks are those
+   * of a settlement, taken before anything changes: the receipt with the order, the withdrawals the legs name,
+   * then the feeds (src/platform/lock-order.ts); the claim is a change of the order alone, which may then widen.
    */
-  private async decide(tx: Queryable, claimed: SlipReceiptRow, mode: Mode, reading: Reading, allocation_conflict: boolean, conflict_leg_ref: string | null = null): Promise<boolean> {
-    const receipt = await this.deps.slips.headOfQueue(tx, claimed.white_label_id, claimed.deposit_id, [this.deps.deposits.orderLockRead(claimed.white_label_id, claimed.deposit_id)]);
+  private async decide(tx: Queryable, peeked: SlipReceiptRow, reading: Reading, allocation_conflict: boolean, conflict_leg_ref: string | null = null): Promise<boolean> {
+    const receipt = await this.deps.slips.headOfQueue(tx, peeked.white_label_id, peeked.deposit_id, [this.deps.deposits.orderLockRead(peeked.white_label_id, peeked.deposit_id)]);
     // Another run of this receipt finished first: its outcome stands.
-    if (!receipt || receipt.receipt_id !== claimed.receipt_id || receipt.status !== 'claimed') return false;
+    if (!receipt || receipt.receipt_id !== peeked.receipt_id) return false;
+    const order = await this.deps.deposits.lockForSlip(tx, receipt.white_label_id, receipt.deposit_id);
+    invariant(order, 'a receipt belongs to an order');
     // Who holds the slip's transfer already (the duplicate check) rides on the order's feed-lock statement.
-    const found = reading.lookup?.outcome === 'found' && mode !== 'after_settlement' ? reading.lookup.transfer : null;
+    // A slip for a settled order is checked after settlement, which reads its transfer itself.
+    const found = reading.lookup?.outcome === 'found' && order.status !== 'settled' ? reading.lookup.transfer : null;
     const holderRead: CarriedRead | null =
       found === null
         ? null
@@ -318,8 +350,13 @@ export class VerificationService {
             key: `verification:transfer-holder:${receipt.receipt_id}`,
             part: repository.transferHolderPart({ white_label_id: receipt.white_label_id, livemode: receipt.livemode, sending_bank_code: found.sending_bank_code, trans_ref: found.trans_ref }),
           };
-    const parties = await this.deps.deposits.paymentParties(tx, receipt.white_label_id, receipt.deposit_id, { lock: true, carried: holderRead === null ? [] : [holderRead] });
-    invariant(parties, 'a receipt belongs to an order');
+    const locked = await this.deps.deposits.paymentParties(tx, receipt.white_label_id, receipt.deposit_id, { lock: true, carried: holderRead === null ? [] : [holderRead] });
+    invariant(locked, 'a receipt belongs to an order');
+    const mode = await this.claim(tx, receipt, order, { mark_claimed: false });
+    if (mode === null) return true;
+    invariant(mode !== 'after_settlement' || found === null, 'a slip after settlement reads no transfer holder');
+    // The claim changed the order (slip_processing, a review, an attached slip); the checks read it as it is now.
+    const parties = receipt.status === 'claimed' ? locked : await this.deps.deposits.partiesAfterOwnChange(tx, locked);
     const record = {
       source: reading.source,
       unreadable_reason: reading.unreadable_reason,
