@@ -279,3 +279,56 @@ describe('lock order: a change of a deposit order alone, and a wider one, in one
     expect(settled.ok && settled.value.status).toBe('settled');
   });
 });
+
+describe('lock order: wallets carried by the feed-lock statement', () => {
+  it.skipIf(!usingPostgres)('the statement locks the wallets after every feed it names, even while it waits for the last feed', async () => {
+    const { database, events, ledger } = app.instance.services;
+    const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 'test', request_id: null }, { name: 'Wallet Lock Brand' });
+    const merchants = [
+      await app.createMerchant({ white_label_id: brand.id }),
+      await app.createMerchant({ white_label_id: brand.id }),
+    ].sort((left, right) => (left.merchant_id < right.merchant_id ? -1 : 1));
+    const [first, last] = merchants as [MerchantCredentials, MerchantCredentials];
+    for (const merchant of merchants) await fundAvailable(app, accountOf(merchant), 1_000);
+    const scope = { white_label_id: brand.id, livemode: false };
+    const walletLocked = async (merchant: MerchantCredentials): Promise<boolean> => {
+      try {
+        await database.query('SELECT 1 FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = false FOR UPDATE NOWAIT', [brand.id, merchant.merchant_id]);
+        return false;
+      } catch (error) {
+        if ((error as { code?: string }).code === '55P03') return true;
+        throw error;
+      }
+    };
+
+    // Another transaction holds the last merchant's feed.
+    let releaseFeed!: () => void;
+    const mayRelease = new Promise<void>((resolve) => (releaseFeed = resolve));
+    let feedHeld!: () => void;
+    const held = new Promise<void>((resolve) => (feedHeld = resolve));
+    const holder = database.transaction(async (tx) => {
+      await events.lockFeeds(tx, brand.id, [last.merchant_id], false);
+      feedHeld();
+      await mayRelease;
+    });
+    await held;
+
+    // Both feeds, with both wallets carried: the first merchant's feed is locked at once, the last one waits.
+    const locking = database.transaction(async (tx) => {
+      const wallets = ledger.walletsLockRead(scope, merchants.map((merchant) => ({ merchant_id: merchant.merchant_id, movement_keys: ['never-posted'] })));
+      const [answer] = await events.lockFeedsAndRead(tx, brand.id, merchants.map((merchant) => merchant.merchant_id), false, [wallets.part]);
+      const locked = (answer as { answered: Map<string, unknown> }).answered;
+      // Locked now, by this transaction, until it ends.
+      expect(await walletLocked(first)).toBe(true);
+      expect(await walletLocked(last)).toBe(true);
+      return [...locked.keys()];
+    });
+    await untilALockIsWaitedFor(database);
+    // While the statement waits for the last feed, neither wallet is locked: the wallets come after every feed.
+    expect(await walletLocked(first)).toBe(false);
+    expect(await walletLocked(last)).toBe(false);
+    releaseFeed();
+    await holder;
+    expect(await locking).toEqual([first.merchant_id, last.merchant_id]);
+  });
+});

@@ -83,9 +83,48 @@ describe('deferred writes', () => {
       await deferWrite(tx, update('a', 2));
       await deferWrite(tx, update('a', 3));
     });
-    // BEGIN with [insert a, insert b], [update a → 2], [update a → 3] with COMMIT.
-    expect(sent).toHaveLength(3);
+    // [insert a, insert b], [update a → 2] and [update a → 3], three statements sent with BEGIN and COMMIT in one round trip.
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.split(';\n').map((statement) => statement.slice(0, 18))).toEqual(['BEGIN', 'WITH w0 AS (INSERT', 'WITH w0 AS (UPDATE', 'WITH w0 AS (UPDATE', 'COMMIT']);
     expect(await rows()).toEqual({ a: 3, b: 1 });
+  });
+
+  it('sends every statement of the queue ahead of a read in its round trip; a count that differs in an earlier one throws its write’s own error', async () => {
+    const seen = await testDatabase.database.transaction(async (tx) => {
+      await deferWrite(tx, insert('a', 1));
+      await deferWrite(tx, update('a', 2));
+      const { rows: read } = await tx.query<{ value: number }>('SELECT value FROM uow_rows WHERE id = $1', ['a']);
+      return read[0]?.value;
+    });
+    expect(seen).toBe(2);
+    expect(sent).toHaveLength(2);
+    expect(sent[0]!.split(';\n')).toHaveLength(4);
+    expect(sent[0]).toMatch(/^BEGIN;\nWITH w0 AS \(INSERT .*deferred_write_check\(0, .*;\nWITH w0 AS \(UPDATE .*deferred_write_check\(1, .*;\nSELECT value/);
+
+    // The failing write is the second of the queue, in its first statement; the statement behind it and the read are refused.
+    class Taken extends Error {}
+    sent = [];
+    await expect(
+      testDatabase.database.transaction(async (tx) => {
+        await deferWrite(tx, insert('b', 1));
+        await deferWrite(tx, { ...update('missing', 1), on_unexpected_rows: (changed) => new Taken(`changed ${changed}`) });
+        await deferWrite(tx, update('b', 2));
+        await tx.query('SELECT 1');
+      }),
+    ).rejects.toThrow(Taken);
+    expect(sent).toHaveLength(2);
+    expect(sent.at(-1)).toBe('ROLLBACK');
+    // With COMMIT: the same, and the COMMIT becomes a rollback.
+    sent = [];
+    await expect(
+      testDatabase.database.transaction(async (tx) => {
+        await deferWrite(tx, insert('b', 1));
+        await deferWrite(tx, update('b', 2));
+        await deferWrite(tx, { ...update('missing', 1), on_unexpected_rows: (changed) => new Taken(`changed ${changed}`) });
+      }),
+    ).rejects.toThrow(Taken);
+    expect(sent).toHaveLength(1);
+    expect(await rows()).toEqual({ a: 2 });
   });
 
   it('keeps only the last write of a `replaces` key in a batch', async () => {

@@ -1719,6 +1719,7 @@ export class DepositService {
     const feeRead = this.deps.fees.scheduleRead({ white_label_id, merchant_id: row.merchant_id, livemode: row.livemode, channel: 'deposit' });
     let destinations: (ReadPart<Payee | null | undefined> | null)[] = [];
     let fillReads: CarriedRead[] = [];
+    let walletsRead: CarriedRead | null = null;
     let listed: DepositLegRow[] = [];
     const answers = await this.lockWithdrawalsAndFeedsOf(tx, row, (legs) => {
       listed = legs;
@@ -1729,14 +1730,30 @@ export class DepositService {
       );
       const reserved = legs.flatMap((leg) => (leg.status === 'reserved' && leg.withdrawal_id && leg.withdrawal_leg_ref ? [{ withdrawal_id: leg.withdrawal_id, leg_ref: leg.withdrawal_leg_ref }] : []));
       fillReads = this.deps.withdrawals.fillReads(tx, white_label_id, reserved);
-      return [policyPart, feeRead.part, ...fillReads.map((read) => read.part), ...carried.map((read) => read.part), ...destinations.flatMap((part) => (part ? [part] : []))];
+      // The wallets a settlement posts on (the depositor's credit, each reserved leg's fill), locked by this
+      // statement once it holds their merchants' feeds.
+      walletsRead = this.deps.ledger.walletsLockRead({ white_label_id, livemode: row.livemode }, [
+        { merchant_id: row.merchant_id, movement_keys: this.deps.ledger.depositCreditKeys(deposit_id) },
+        ...this.deps.withdrawals.fillWallets(tx, white_label_id, reserved),
+      ]);
+      return [
+        policyPart,
+        feeRead.part,
+        walletsRead.part,
+        ...fillReads.map((read) => read.part),
+        ...carried.map((read) => read.part),
+        ...destinations.flatMap((part) => (part ? [part] : [])),
+      ];
     });
     // The answers come parsed by each part, in the order given.
     const policy = answers[0] as DepositPolicy;
     keepCarried(tx, feeRead.key, answers[1] ?? null);
-    fillReads.forEach((read, index) => keepCarried(tx, read.key, answers[2 + index] ?? null));
-    carried.forEach((read, index) => keepCarried(tx, read.key, answers[2 + fillReads.length + index] ?? null));
-    let next = 2 + fillReads.length + carried.length;
+    const wallets = walletsRead as CarriedRead | null;
+    invariant(wallets !== null, 'the feed-lock statement carried the wallets');
+    keepCarried(tx, wallets.key, answers[2] ?? null);
+    fillReads.forEach((read, index) => keepCarried(tx, read.key, answers[3 + index] ?? null));
+    carried.forEach((read, index) => keepCarried(tx, read.key, answers[3 + fillReads.length + index] ?? null));
+    let next = 3 + fillReads.length + carried.length;
     const legs: PaymentParties['legs'] = [];
     for (const [index, leg] of listed.entries()) {
       const payee = destinations[index] ? answers[next++] : undefined;

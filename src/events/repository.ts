@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { invariant } from '../platform/assert.ts';
 import { deferWrite } from '../platform/unit-of-work.ts';
 import { appendParts, type ReadPart } from '../platform/read-part.ts';
 
@@ -24,6 +25,12 @@ export interface EventRow {
  * write events for several merchants (a deposit reserving or filling other merchants' withdrawals).
  * The statement carries reads other modules own (src/platform/read-part.ts), answered in their order;
  * with no feed to lock, they are read alone.
+ *
+ * The carried reads run once every feed is locked: the feeds' upsert is a CTE that an aggregate in the
+ * outer FROM reads whole before the outer select projects its one row, and the carried reads are
+ * uncorrelated scalar subqueries, which PostgreSQL runs when the projection first needs them. A carried
+ * read may therefore lock rows that follow these merchants' feeds in the lock order (their wallets,
+ * `LedgerService.walletsLockRead`).
  */
 export async function lockFeeds<Carried>(
   db: Queryable,
@@ -42,16 +49,25 @@ export async function lockFeeds<Carried>(
     return { feeds: [], carried: carried.map((part, index) => part.parse(rows[0]?.[`carried${index}`] ?? null)) };
   }
   // One statement; the rows are upserted, and so locked, in the order of the sorted array.
-  const { rows } = await db.query<{ merchant_id: string; last_sequence: number } & Record<string, unknown>>(
-    `INSERT INTO event_sequences AS s (white_label_id, merchant_id, livemode, last_sequence)
+  const upsert = `INSERT INTO event_sequences AS s (white_label_id, merchant_id, livemode, last_sequence)
      SELECT $1, feed.merchant_id, $3, 0 FROM unnest($2::text[]) WITH ORDINALITY AS feed (merchant_id, position) ORDER BY feed.position
      ON CONFLICT (white_label_id, merchant_id, livemode) DO UPDATE SET last_sequence = s.last_sequence
-     RETURNING merchant_id, last_sequence${carriedColumns.map((column) => `, ${column}`).join('')}`,
+     RETURNING merchant_id, last_sequence`;
+  if (carried.length === 0) {
+    const { rows } = await db.query<{ merchant_id: string; last_sequence: number }>(upsert, params);
+    return { feeds: rows.map((row) => ({ merchant_id: row.merchant_id, last_sequence: row.last_sequence })), carried: [] };
+  }
+  const { rows } = await db.query<{ feeds: { merchant_id: string; last_sequence: number }[] } & Record<string, unknown>>(
+    `WITH locked AS (${upsert})
+     SELECT every_feed.feeds${carriedColumns.map((column) => `, ${column}`).join('')}
+       FROM (SELECT json_agg(json_build_object('merchant_id', merchant_id, 'last_sequence', last_sequence)) AS feeds FROM locked) AS every_feed`,
     params,
   );
+  const answered = rows[0];
+  invariant(answered !== undefined && answered.feeds.length === sorted.length, 'every feed named is locked');
   return {
-    feeds: rows.map((row) => ({ merchant_id: row.merchant_id, last_sequence: row.last_sequence })),
-    carried: carried.map((part, index) => part.parse(rows[0]?.[`carried${index}`] ?? null)),
+    feeds: answered.feeds.map((feed) => ({ merchant_id: feed.merchant_id, last_sequence: Number(feed.last_sequence) })),
+    carried: carried.map((part, index) => part.parse(answered[`carried${index}`] ?? null)),
   };
 }
 

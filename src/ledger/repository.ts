@@ -1,5 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite } from '../platform/unit-of-work.ts';
+import { rowFromJson, type ReadPart } from '../platform/read-part.ts';
 import type { BalanceTransactionRow, Balances, ClearingRow, ClearingStatus, WalletAccount, WalletRow } from './types.ts';
 
 /** All SQL of the ledger: wallets, balance transactions and clearings. */
@@ -20,7 +21,7 @@ export async function lockWallet(db: Queryable, account: WalletAccount, now: Dat
  * concurrent first use created it) changes nothing, but takes the row's lock as `FOR UPDATE` does and
  * returns the row as it is.
  */
-async function createAndLockWallet(db: Queryable, account: WalletAccount, now: Date): Promise<WalletRow> {
+export async function createAndLockWallet(db: Queryable, account: WalletAccount, now: Date): Promise<WalletRow> {
   const { rows } = await db.query<WalletRow>(
     `INSERT INTO wallets AS w (white_label_id, merchant_id, livemode, available_minor, pending_clearing_minor, reserved_minor,
        last_sequence, created_at, updated_at)
@@ -67,21 +68,20 @@ export async function lockWalletFindingMovements(
   return { wallet, existing: new Map(Object.entries(existing_movements ?? {})), stale: Number(seen_sequence) !== wallet.last_sequence };
 }
 
+/** A wallet locked with the movement keys looked up (`lockWalletFindingMovements`), as the caller uses it. */
+export interface LockedWalletAnswer {
+  wallet: WalletRow;
+  /** Each key found, with its movement's id. */
+  existing: Map<string, string>;
+  /** The wallet's last sequence is ahead of the movements the lookup saw: look the keys up again. */
+  stale: boolean;
+}
+
 /**
- * `lockWalletFindingMovements` for several wallets of one brand and environment in one statement, locked in
- * merchant-id order, each with its own keys looked up. A wallet that does not exist yet is absent from the
- * answer (its first movement creates it). The caller holds every one of these merchants' feeds, which every
- * lock of a wallet follows, so no lock here waits and the snapshot is the one the locks see; `stale` is
- * still answered per wallet, as `lockWalletFindingMovements` answers it.
+ * The select of `lockWalletsFindingMovements`: several wallets of one brand and environment ($1, $2) locked in
+ * merchant-id order, each with its own keys ($3, JSON `[{ merchant_id, movement_keys }]`) looked up.
  */
-export async function lockWalletsFindingMovements(
-  db: Queryable,
-  white_label_id: string,
-  livemode: boolean,
-  wanted: readonly { merchant_id: string; movement_keys: readonly string[] }[],
-): Promise<Map<string, { wallet: WalletRow; existing: Map<string, string>; stale: boolean }>> {
-  const { rows } = await db.query<WalletRow & { existing_movements: Record<string, string> | null; seen_sequence: number }>(
-    `SELECT w.*,
+const LOCK_WALLETS_FINDING_MOVEMENTS = `SELECT w.*,
             (SELECT json_object_agg(b.movement_key, b.balance_transaction_id) FROM balance_transactions b
               WHERE b.white_label_id = w.white_label_id AND b.merchant_id = w.merchant_id AND b.livemode = w.livemode
                 AND b.movement_key IN (SELECT json_array_elements_text(wanted.movement_keys))) AS existing_movements,
@@ -90,14 +90,50 @@ export async function lockWalletsFindingMovements(
        FROM wallets w JOIN json_to_recordset($3::json) AS wanted (merchant_id text, movement_keys json) ON wanted.merchant_id = w.merchant_id
       WHERE w.white_label_id = $1 AND w.livemode = $2
       ORDER BY w.merchant_id
-      FOR UPDATE OF w`,
-    [white_label_id, livemode, JSON.stringify(wanted)],
-  );
-  const answered = new Map<string, { wallet: WalletRow; existing: Map<string, string>; stale: boolean }>();
+      FOR UPDATE OF w`;
+
+type LockedWalletRow = WalletRow & { existing_movements: Record<string, string> | null; seen_sequence: number };
+
+function lockedWalletAnswers(rows: readonly LockedWalletRow[]): Map<string, LockedWalletAnswer> {
+  const answered = new Map<string, LockedWalletAnswer>();
   for (const { existing_movements, seen_sequence, ...wallet } of rows) {
     answered.set(wallet.merchant_id, { wallet, existing: new Map(Object.entries(existing_movements ?? {})), stale: Number(seen_sequence) !== wallet.last_sequence });
   }
   return answered;
+}
+
+/**
+ * `lockWalletFindingMovements` for several wallets of one brand and environment in one statement, locked in
+ * merchant-id order, each with its own keys looked up. A wallet that does not exist yet is absent from the
+ * answer (its first movement creates it). The caller holds every one of these merchants' feeds, which every
+ * lock of a wallet follows, so no lock here waits; `stale` is still answered per wallet, as
+ * `lockWalletFindingMovements` answers it.
+ */
+export async function lockWalletsFindingMovements(
+  db: Queryable,
+  white_label_id: string,
+  livemode: boolean,
+  wanted: readonly { merchant_id: string; movement_keys: readonly string[] }[],
+): Promise<Map<string, LockedWalletAnswer>> {
+  const { rows } = await db.query<LockedWalletRow>(LOCK_WALLETS_FINDING_MOVEMENTS, [white_label_id, livemode, JSON.stringify(wanted)]);
+  return lockedWalletAnswers(rows);
+}
+
+/**
+ * `lockWalletsFindingMovements` as a read that the statement locking these merchants' feeds carries
+ * (src/events/repository.ts `lockFeeds`, which runs its carried reads once every feed is locked): the wallets
+ * are locked after their feeds, as the lock order says, in the same round trip.
+ */
+export function lockWalletsFindingMovementsPart(
+  white_label_id: string,
+  livemode: boolean,
+  wanted: readonly { merchant_id: string; movement_keys: readonly string[] }[],
+): ReadPart<Map<string, LockedWalletAnswer>> {
+  return {
+    sql: `(SELECT coalesce(json_agg(row_to_json(l) ORDER BY l.merchant_id), '[]'::json) FROM (${LOCK_WALLETS_FINDING_MOVEMENTS}) AS l)`,
+    params: [white_label_id, livemode, JSON.stringify(wanted)],
+    parse: (value) => lockedWalletAnswers(((value ?? []) as unknown[]).map((row) => rowFromJson<LockedWalletRow>(row, ['created_at', 'updated_at'])!)),
+  };
 }
 
 export async function findWallet(db: Queryable, account: WalletAccount): Promise<WalletRow | null> {

@@ -4,7 +4,8 @@ import { invariant } from '../platform/assert.ts';
 import { fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { assertPositiveMinor } from '../platform/money.ts';
-import { isUnitOfWork } from '../platform/unit-of-work.ts';
+import { isUnitOfWork, takeCarried } from '../platform/unit-of-work.ts';
+import type { CarriedRead } from '../platform/read-part.ts';
 import { formatNullableTimestamp, formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import type { EventCause, EventsService } from '../events/service.ts';
 import { cancelJobsByKey, scheduleJob } from '../jobs/index.ts';
@@ -161,13 +162,54 @@ interface LockedWallet {
   movement_keys: readonly string[];
 }
 
+/** The key under which a transaction keeps the wallets another module's statement locked (`walletsLockRead`). */
+function carriedWalletLocksKey(scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>): string {
+  return `ledger:wallet-locks:${scope.white_label_id}:${scope.livemode}`;
+}
+
+/** Marks, in a transaction's memo, a wallet that a carried read (`walletsLockRead`) found not to exist yet. */
+function absentWalletMemoKey(account: WalletAccount): string {
+  return `ledger:absent_wallet:${walletMemoSuffix(account)}`;
+}
+
+/**
+ * Keeps each wallet a carried read locked (`walletsLockRead`) as a wallet locked ahead of its post, once, and
+ * marks those it did not find: their first post creates them without looking for them again.
+ */
+function keepCarriedWalletLocks(tx: Queryable, scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>): void {
+  const carried = takeCarried(tx, carriedWalletLocksKey(scope));
+  if (!carried.found || !isUnitOfWork(tx)) return;
+  const { answered, movement_keys: keysOf } = carried.value as { answered: Map<string, repository.LockedWalletAnswer>; movement_keys: Map<string, readonly string[]> };
+  for (const [merchant_id, movement_keys] of keysOf) {
+    const wallet = { white_label_id: scope.white_label_id, merchant_id, livemode: scope.livemode };
+    const found = answered.get(merchant_id);
+    if (found) tx.memo.set(lockedWalletMemoKey(wallet), { ...found, movement_keys } satisfies LockedWallet);
+    else tx.memo.set(absentWalletMemoKey(wallet), true);
+  }
+}
+
+/**
+ * A wallet's first post after a carried read found no such wallet: created and locked in one statement. Its
+ * merchant's feed was locked by that read's statement, and every creation of a wallet follows it, so the wallet
+ * can only have been created before the statement's locks were granted; then it has movements the read did not
+ * look for, and they are looked up again (`stale`). Null when no carried read said the wallet was absent.
+ */
+async function createAbsentWallet(tx: Queryable, account: WalletAccount, now: Date): Promise<repository.LockedWalletAnswer | null> {
+  if (!isUnitOfWork(tx) || !tx.memo.has(absentWalletMemoKey(account))) return null;
+  tx.memo.delete(absentWalletMemoKey(account));
+  const wallet = await repository.createAndLockWallet(tx, account, now);
+  return { wallet, existing: new Map(), stale: wallet.last_sequence !== 0 };
+}
+
 /**
  * The wallet as a lock statement of this transaction answered it ahead of this post, taken once: null when
  * there is none, or when it did not look up every key of this post (the post then locks and looks up anew,
- * and waits for nothing: the transaction holds the wallet).
+ * and waits for nothing: the transaction holds the wallet). Wallets a carried read locked (`walletsLockRead`)
+ * are kept as such on the first post after that statement.
  */
 function takeLockedWallet(tx: Queryable, account: WalletAccount, movement_keys: readonly string[]): { wallet: WalletRow; existing: Map<string, string>; stale: boolean } | null {
   if (!isUnitOfWork(tx)) return null;
+  keepCarriedWalletLocks(tx, account);
   const key = lockedWalletMemoKey(account);
   const kept = tx.memo.get(key) as LockedWallet | undefined;
   if (kept === undefined) return null;
@@ -236,7 +278,7 @@ export class LedgerService {
 
     // Locked as `lockAccount` locks (the feed, then the wallet), the movement keys looked up with the wallet's lock.
     await this.lockFeedOf(tx, account);
-    const locked = takeLockedWallet(tx, account, keys) ?? (await this.lockWalletWithExpected(tx, account, keys));
+    const locked = takeLockedWallet(tx, account, keys) ?? (await createAbsentWallet(tx, account, this.clock.now())) ?? (await this.lockWalletWithExpected(tx, account, keys));
     const wallet = locked.wallet;
     let balances: Balances = {
       available_minor: wallet.available_minor,
@@ -327,6 +369,27 @@ export class LedgerService {
     return results;
   }
 
+  /** The movement keys a settled deposit's credit looks up (`creditSettledDeposit`), for a lock taken ahead of it (`walletsLockRead`). */
+  depositCreditKeys(deposit_id: string): string[] {
+    return [depositCreditKey(deposit_id)];
+  }
+
+  /**
+   * The wallets of these merchants locked, and the movement keys each will post looked up, as a read that the
+   * statement locking the same merchants' feeds carries (`EventsService.lockFeedsAndRead`, whose carried reads
+   * run once every feed is locked): the wallets then follow their feeds in the lock order, and the posts that
+   * follow in the transaction take what it answered (`takeLockedWallet`) instead of a statement each. Only for
+   * that statement: a wallet lock that does not follow its merchant's feed could wait out of order. A wallet
+   * that does not exist yet is not answered; its first post creates it, as always.
+   */
+  walletsLockRead(scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>, wanted: readonly { merchant_id: string; movement_keys: readonly string[] }[]): CarriedRead {
+    const keysOf = new Map<string, string[]>();
+    for (const { merchant_id, movement_keys } of wanted) keysOf.set(merchant_id, [...new Set([...(keysOf.get(merchant_id) ?? []), ...movement_keys])]);
+    const merged = [...keysOf].map(([merchant_id, movement_keys]) => ({ merchant_id, movement_keys }));
+    const part = repository.lockWalletsFindingMovementsPart(scope.white_label_id, scope.livemode, merged);
+    return { key: carriedWalletLocksKey(scope), part: { ...part, parse: (value) => ({ answered: part.parse(value), movement_keys: keysOf }) } };
+  }
+
   /**
    * Says that this transaction will credit a settled deposit (`creditSettledDeposit`) after other posts (a
    * settlement fills its withdrawals first): the next wallet lock the ledger sends in the transaction locks
@@ -337,6 +400,10 @@ export class LedgerService {
    */
   expectDepositCredit(tx: Queryable, account: WalletAccount, deposit_id: string): void {
     if (!isUnitOfWork(tx) || !this.events.holdsFeed(tx, account.white_label_id, account.merchant_id, account.livemode)) return;
+    // Locked already, with the credit's key looked up (`walletsLockRead`): the credit takes that answer.
+    keepCarriedWalletLocks(tx, account);
+    const kept = tx.memo.get(lockedWalletMemoKey(account)) as LockedWallet | undefined;
+    if (kept?.movement_keys.includes(depositCreditKey(deposit_id))) return;
     tx.memo.set(expectedMemoKey(account), [depositCreditKey(deposit_id)]);
   }
 

@@ -55,12 +55,13 @@ export type StatementObserver = (sql: string, duration_ms: number) => void;
  * and the end of the transaction with its last statement, `last`, sent together with the COMMIT.
  */
 export interface TransactionConnection extends Queryable {
-  commit(last: { sql: string; params: readonly unknown[] } | null): Promise<void>;
+  /** COMMIT, with `last` sent ahead of it in the same round trip (the deferred writes, statements that check their own counts). */
+  commit(last: readonly { sql: string; params: readonly unknown[] }[]): Promise<void>;
   /**
-   * A statement sent in the same round trip as `before` (the deferred writes queued ahead of it, one statement
-   * that checks its own counts), which runs first: the answer once both have answered, or the first failure.
+   * A statement sent in the same round trip as `before` (the deferred writes queued ahead of it, statements
+   * that check their own counts), which run first, in order: the answer once all have answered, or the first failure.
    */
-  queryAfter<Row = Record<string, unknown>>(before: { sql: string; params: readonly unknown[] }, sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>>;
+  queryAfter<Row = Record<string, unknown>>(before: readonly { sql: string; params: readonly unknown[] }[], sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>>;
 }
 
 export interface Database extends Queryable {
@@ -214,22 +215,19 @@ class PostgresDatabase implements Database {
           const result = await send([{ sql, statement: preparedQuery(sql, params) }]);
           return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
         },
-        async queryAfter<Row>(before: { sql: string; params: readonly unknown[] }, sql: string, params: readonly unknown[] = []) {
-          const result = await send([
-            { sql: before.sql, statement: preparedQuery(before.sql, before.params) },
-            { sql, statement: preparedQuery(sql, params) },
-          ]);
+        async queryAfter<Row>(before: readonly { sql: string; params: readonly unknown[] }[], sql: string, params: readonly unknown[] = []) {
+          const result = await send([...before.map((write) => ({ sql: write.sql, statement: preparedQuery(write.sql, write.params) })), { sql, statement: preparedQuery(sql, params) }]);
           return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
         },
         async exec(sql: string) {
           await send([{ sql, statement: sql }]);
         },
         async commit(last) {
-          if (!begun && last === null) return;
+          if (!begun && last.length === 0) return;
           ended = true;
-          const texts = [...(begun ? [] : ['BEGIN']), ...(last ? [last.sql] : []), 'COMMIT'];
+          const texts = [...(begun ? [] : ['BEGIN']), ...last.map((write) => write.sql), 'COMMIT'];
           await observed(observer, texts.join(';\n'), () =>
-            allAnswered([...(begun ? [] : [client.query('BEGIN')]), ...(last ? [client.query(preparedQuery(last.sql, last.params))] : []), client.query('COMMIT')]),
+            allAnswered([...(begun ? [] : [client.query('BEGIN')]), ...last.map((write) => client.query(preparedQuery(write.sql, write.params))), client.query('COMMIT')]),
           );
           begun = true;
         },
@@ -300,11 +298,11 @@ class PgliteDatabase implements Database {
             const result = await observed(observer, told(sql), () => transaction.query<Row>(sql, params as unknown[]));
             return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
           },
-          async queryAfter<Row>(before: { sql: string; params: readonly unknown[] }, sql: string, params: readonly unknown[] = []) {
-            // One round trip as PostgreSQL sends it; a failure of `before` leaves the statement unsent, as the
+          async queryAfter<Row>(before: readonly { sql: string; params: readonly unknown[] }[], sql: string, params: readonly unknown[] = []) {
+            // One round trip as PostgreSQL sends it; a failure in `before` leaves the rest unsent, as the
             // server would refuse it in the aborted transaction.
-            const result = await observed(observer, `${told(before.sql)};\n${sql}`, async () => {
-              await transaction.query(before.sql, before.params as unknown[]);
+            const result = await observed(observer, told([...before.map((write) => write.sql), sql].join(';\n')), async () => {
+              for (const write of before) await transaction.query(write.sql, write.params as unknown[]);
               return transaction.query<Row>(sql, params as unknown[]);
             });
             return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
@@ -313,10 +311,15 @@ class PgliteDatabase implements Database {
             await observed(observer, told(sql), () => transaction.exec(sql));
           },
           async commit(last) {
-            if (!begun && last === null) return;
+            if (!begun && last.length === 0) return;
             ended = true;
-            if (last) await observed(observer, `${told(last.sql)};\nCOMMIT`, () => transaction.query(last.sql, last.params as unknown[]));
-            else observer?.('COMMIT', 0);
+            if (last.length === 0) {
+              observer?.('COMMIT', 0);
+              return;
+            }
+            await observed(observer, told([...last.map((write) => write.sql), 'COMMIT'].join(';\n')), async () => {
+              for (const write of last) await transaction.query(write.sql, write.params as unknown[]);
+            });
           },
         });
         const result = await work(tx);

@@ -58,7 +58,9 @@ export const LOCK_ORDER = [
    * `wallets` rows, always after their merchant's feed (`LedgerService.lockAccount`). A settlement's credit
    * expected ahead (`LedgerService.expectDepositCredit`) locks the depositor's wallet with the first
    * withdrawer's, in merchant-id order, only when the transaction holds both feeds: no other transaction can
-   * then hold either wallet, so neither lock waits.
+   * then hold either wallet, so neither lock waits. The slip consumer's feed-lock statement carries the
+   * wallets of the settlement it may make (`LedgerService.walletsLockRead`), locked in merchant-id order once
+   * the statement holds every feed it names (`lockFeeds` runs its carried reads after its last feed).
    */
   'wallets',
   /** `clearings` rows, after their wallet. */

@@ -10,9 +10,9 @@ import { renumberPlaceholders, type CarriedRead } from './read-part.ts';
  * of ten writes pays for one.
  *
  * The rules that keep this equal to sending each write at once:
- * - A read flushes the queue first, so every read sees every earlier write of its transaction. The queue's
- *   last batch travels in the read's round trip, ahead of it (PostgreSQL runs pipelined statements in
- *   order), and checks its own counts as the batch sent with COMMIT does (below).
+ * - A read flushes the queue first, so every read sees every earlier write of its transaction. The queue
+ *   travels in the read's round trip, ahead of it, one statement per batch (PostgreSQL runs pipelined
+ *   statements in order), each checking its own counts as the batches sent with COMMIT do (below).
  * - Statements of one batch share one snapshot and cannot see each other's rows, and PostgreSQL
  *   applies only one of two changes of the same row in one statement. A write therefore names the
  *   rows it writes (`rows_written`), and a write of a row already written in the queue flushes the
@@ -23,8 +23,8 @@ import { renumberPlaceholders, type CarriedRead } from './read-part.ts';
  *   transaction rolls back exactly as it would have.
  * - `replaces` keeps only the last write of a key in the queue: a counter's final value (an event
  *   feed's last sequence) is written once per batch.
- * - The last batch leaves with the COMMIT, in one round trip where the engine can pipeline them
- *   (PostgreSQL). The service cannot look at its counts between the two, so that statement checks them
+ * - The queue's batches leave with the COMMIT, in one round trip where the engine can pipeline them
+ *   (PostgreSQL). The service cannot look at their counts in between, so each statement checks them
  *   itself (`deferred_write_check`, migration 0022): a difference fails the statement, the pipelined
  *   COMMIT then rolls back, and the write's own error is thrown from the failure's detail.
  */
@@ -97,14 +97,29 @@ function unexpectedRowsOf(error: unknown): { write_index: number; changed_rows: 
 }
 
 /**
- * Rethrows the failure of a batch that checked its own counts (`checked_in_statement`): a count that differed
- * becomes its write's own error (or an invariant failure); any other failure is thrown as it is.
+ * Rethrows the failure of batches that checked their own counts (`checkedStatements`): a count that differed
+ * becomes its write's own error (or an invariant failure); any other failure is thrown as it is. `writes` are
+ * the batches' writes in order, which the failure names by position.
  */
-function throwWriteError(batch: readonly DeferredWrite[], error: unknown): never {
+function throwWriteError(writes: readonly DeferredWrite[], error: unknown): never {
   const failure = unexpectedRowsOf(error);
-  const write = failure ? batch[failure.write_index] : undefined;
+  const write = failure ? writes[failure.write_index] : undefined;
   if (failure && write) checkCount(write, failure.changed_rows);
   throw error;
+}
+
+/**
+ * The queue's batches as statements that check their own counts, sent together in one round trip; each write
+ * is numbered by its position in the whole queue, so that a failure names it among `writes`.
+ */
+function checkedStatements(batches: readonly (readonly DeferredWrite[])[]): { statements: { sql: string; params: unknown[] }[]; writes: DeferredWrite[] } {
+  const writes: DeferredWrite[] = [];
+  const statements = batches.map((batch) => {
+    const statement = combineWrites(batch, { checked_in_statement: true, first_write_index: writes.length });
+    writes.push(...batch);
+    return statement;
+  });
+  return { statements, writes };
 }
 
 /**
@@ -112,7 +127,7 @@ function throwWriteError(batch: readonly DeferredWrite[], error: unknown): never
  * `checked_in_statement` the statement also fails when a count differs from the write's `expected_rows`
  * (the batch sent with COMMIT, whose counts the service cannot check before the COMMIT runs).
  */
-export function combineWrites(writes: readonly DeferredWrite[], options: { checked_in_statement?: boolean } = {}): { sql: string; params: unknown[] } {
+export function combineWrites(writes: readonly DeferredWrite[], options: { checked_in_statement?: boolean; first_write_index?: number } = {}): { sql: string; params: unknown[] } {
   invariant(writes.length > 0 && writes.length <= MAXIMUM_WRITES_PER_BATCH, 'a batch holds 1 to 64 writes');
   const params: unknown[] = [];
   const parts: string[] = [];
@@ -128,7 +143,8 @@ export function combineWrites(writes: readonly DeferredWrite[], options: { check
     .map((write, index) => {
       const count = `(SELECT count(*) FROM w${index})`;
       const checked = options.checked_in_statement === true && write.expected_rows !== undefined;
-      return `${checked ? `deferred_write_check(${index}, ${count}, ${write.expected_rows})` : count}::integer AS c${index}`;
+      const position = (options.first_write_index ?? 0) + index;
+      return `${checked ? `deferred_write_check(${position}, ${count}, ${write.expected_rows})` : count}::integer AS c${index}`;
     })
     .join(', ');
   return { sql: `WITH ${parts.join(', ')} SELECT ${counts}`, params };
@@ -175,22 +191,16 @@ export class UnitOfWork implements Queryable {
   }
 
   /**
-   * Ends the transaction: the queue is sent, its last batch with the COMMIT (one round trip on
-   * PostgreSQL, which pipelines them) and checking its own counts. A count that differs fails that
-   * statement, which makes the COMMIT a rollback, and throws the write's own error here.
+   * Ends the transaction: the queue is sent with the COMMIT (one round trip on PostgreSQL, which pipelines
+   * them), each batch a statement that checks its own counts. A count that differs fails that statement,
+   * which makes the COMMIT a rollback, and throws the write's own error here.
    */
   async commit(): Promise<void> {
-    const batches = this.takeQueue();
-    const last = batches.pop();
-    for (const batch of batches) await this.send(batch);
-    if (!last) {
-      await this.connection.commit(null);
-      return;
-    }
+    const queued = checkedStatements(this.takeQueue());
     try {
-      await this.connection.commit(combineWrites(last, { checked_in_statement: true }));
+      await this.connection.commit(queued.statements);
     } catch (error) {
-      throwWriteError(last, error);
+      throwWriteError(queued.writes, error);
     }
   }
 
@@ -216,20 +226,19 @@ export class UnitOfWork implements Queryable {
   }
 
   /**
-   * A read (or any statement) after the queue: the queue's last batch travels in the same round trip, ahead
-   * of it, and checks its own counts as the batch sent with COMMIT does. The server runs the two in order, so
-   * the statement sees every write; a count that differs fails the batch, the server refuses the statement in
-   * the aborted transaction, and the write's own error is thrown here.
+   * A read (or any statement) after the queue: the queue travels in the same round trip, ahead of it, each
+   * batch a statement that checks its own counts as the batches sent with COMMIT do. The server runs them in
+   * order, so each batch sees the ones before it and the statement sees every write; a count that differs
+   * fails its batch, the server refuses everything after it in the aborted transaction, and the write's own
+   * error is thrown here.
    */
   async query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>> {
-    const batches = this.takeQueue();
-    const last = batches.pop();
-    for (const batch of batches) await this.send(batch);
-    if (!last) return this.connection.query<Row>(sql, params);
+    const queued = checkedStatements(this.takeQueue());
+    if (queued.statements.length === 0) return this.connection.query<Row>(sql, params);
     try {
-      return await this.connection.queryAfter<Row>(combineWrites(last, { checked_in_statement: true }), sql, params);
+      return await this.connection.queryAfter<Row>(queued.statements, sql, params);
     } catch (error) {
-      throwWriteError(last, error);
+      throwWriteError(queued.writes, error);
     }
   }
 

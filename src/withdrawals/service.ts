@@ -337,6 +337,11 @@ function creationReadKey(account: WithdrawalAccount, input: Pick<CreateWithdrawa
   return `withdrawals:creation-context:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${input.amount_minor}:${input.merchant_reference}`;
 }
 
+/** The movement keys of a leg's fill, which make it happen once: its payout and its share of the fee (`recordFill`). */
+function fillMovementKeys(leg_ref: string): { payout: string; fee: string } {
+  return { payout: `withdrawal_settled:${leg_ref}`, fee: `fee:${leg_ref}` };
+}
+
 export class WithdrawalService {
   constructor(private readonly deps: WithdrawalDependencies) {}
 
@@ -873,11 +878,12 @@ export class WithdrawalService {
     const feeShare = recognizeFill(row.fee_total_minor, row.amount_total_minor, row.filled_minor, paid);
     // The payout and its fee leave the wallet in one post: one lock of the wallet and one lookup of both keys.
     const source = { type: ORDER_SOURCE, id: row.withdrawal_id };
+    const keys = fillMovementKeys(leg.leg_ref);
     const movements: PostInput[] = [
-      { account, type: 'withdrawal_settled', amount_minor: paid, bucket_from: 'reserved', bucket_to: null, movement_key: `withdrawal_settled:${leg.leg_ref}`, source, cause: input.cause },
+      { account, type: 'withdrawal_settled', amount_minor: paid, bucket_from: 'reserved', bucket_to: null, movement_key: keys.payout, source, cause: input.cause },
     ];
     if (feeShare > 0) {
-      movements.push({ account, type: 'fee', amount_minor: feeShare, bucket_from: 'reserved', bucket_to: null, movement_key: `fee:${leg.leg_ref}`, source, cause: input.cause });
+      movements.push({ account, type: 'fee', amount_minor: feeShare, bucket_from: 'reserved', bucket_to: null, movement_key: keys.fee, source, cause: input.cause });
     }
     const [settled, fee] = await this.deps.ledger.postAll(tx, movements);
     invariant(settled?.ok, 'a payout from reserved cannot be refused');
@@ -1168,6 +1174,20 @@ export class WithdrawalService {
     const held = legs.filter((leg) => holdsLock(tx, repository.orderRowKey(white_label_id, leg.withdrawal_id)));
     const orders = [...new Set(held.map((leg) => leg.withdrawal_id))];
     return [...held.map((leg) => repository.legRead(white_label_id, leg.leg_ref)), ...orders.map((withdrawal_id) => repository.nextFillSequenceRead(white_label_id, withdrawal_id))];
+  }
+
+  /**
+   * The wallets that filling these legs posts on (each leg's order's owner), with the movement keys `recordFill`
+   * looks up there, for a lock of the wallets taken ahead of the fills (`LedgerService.walletsLockRead`). Only
+   * legs of orders this transaction holds locked.
+   */
+  fillWallets(tx: Queryable, white_label_id: string, legs: readonly { withdrawal_id: string; leg_ref: string }[]): { merchant_id: string; movement_keys: string[] }[] {
+    return legs.flatMap((leg) => {
+      const order = repository.heldOrder(tx, white_label_id, leg.withdrawal_id);
+      if (!order) return [];
+      const keys = fillMovementKeys(leg.leg_ref);
+      return [{ merchant_id: order.merchant_id, movement_keys: [keys.payout, keys.fee] }];
+    });
   }
 
   /** The payee of a leg, for the payment instructions the deposit side shows its payer. */
