@@ -332,3 +332,49 @@ describe('lock order: wallets carried by the feed-lock statement', () => {
     expect(await locking).toEqual([first.merchant_id, last.merchant_id]);
   });
 });
+
+describe('lock order: the slip consumer’s decision takes the receipt, the order and its withdrawals in one statement', () => {
+  it.skipIf(!usingPostgres)('the withdrawals the legs name are locked after the order, never while the statement waits for it', async () => {
+    const deposit = await createDeposit(app, { amount_minor: 10_000 });
+    const accepted = await uploadMultipart(app, deposit.slip_upload, slipBytes(await sandboxTransfer(app, deposit)));
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    const { database, slips, deposits } = app.instance.services;
+    const white_label_id = app.sandbox.white_label_id;
+    const { rows: legs } = await database.query<{ withdrawal_id: string }>('SELECT withdrawal_id FROM deposit_legs WHERE deposit_id = $1 AND withdrawal_id IS NOT NULL', [deposit.id]);
+    expect(legs.length).toBeGreaterThan(0);
+    const withdrawalLocked = async (): Promise<boolean> => {
+      try {
+        await database.query('SELECT 1 FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = ANY($2::text[]) FOR UPDATE NOWAIT', [white_label_id, legs.map((leg) => leg.withdrawal_id)]);
+        return false;
+      } catch (error) {
+        if ((error as { code?: string }).code === '55P03') return true;
+        throw error;
+      }
+    };
+
+    // Another transaction holds the order.
+    let release!: () => void;
+    const mayRelease = new Promise<void>((resolve) => (release = resolve));
+    let orderHeld!: () => void;
+    const held = new Promise<void>((resolve) => (orderHeld = resolve));
+    const holder = database.transaction(async (tx) => {
+      await tx.query('SELECT 1 FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE', [white_label_id, deposit.id]);
+      orderHeld();
+      await mayRelease;
+    });
+    await held;
+
+    const consumer = database.transaction(async (tx) => {
+      const receipt = await slips.headOfQueue(tx, white_label_id, deposit.id, [deposits.settlementLockRead(white_label_id, deposit.id)]);
+      // Held by this transaction now, until it ends.
+      expect(await withdrawalLocked()).toBe(true);
+      return receipt?.receipt_id;
+    });
+    await untilALockIsWaitedFor(database);
+    // Waiting for the order, the statement holds no withdrawal yet: the withdrawals come after the order.
+    expect(await withdrawalLocked()).toBe(false);
+    release();
+    await holder;
+    expect(await consumer).toBe(accepted.json<{ receipt_id: string }>().receipt_id);
+  });
+});

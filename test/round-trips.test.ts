@@ -16,9 +16,9 @@ const ROUND_TRIP_BOUNDS = {
   withdrawal_creation: 5,
   deposit_creation: 5,
   slip_upload: 10,
-  slip_processing: 10,
+  slip_processing: 9,
   /** The same for a depositor whose wallet exists (every settlement after its first): no statement creates it. */
-  slip_processing_wallet_exists: 9,
+  slip_processing_wallet_exists: 8,
 } as const;
 
 function expectWithin(recorded: Recorded, bound: number): void {

@@ -322,6 +322,47 @@ describe('to review', () => {
     expect(jobs).toEqual([{ status: 'succeeded', last_error: null }]);
   });
 
+  it.skipIf(!usingPostgres)("legs changed while the decision waited for the order's lock: the decision is rolled back and taken again on the legs as they are", async () => {
+    const owner = await merchant();
+    const order = await deposit(owner, 12_200);
+    const transfer = await sandboxTransfer(app, order, {}, owner);
+    const accepted = await uploadMultipart(app, order.slip_upload, slipBytes(transfer));
+    expect(accepted.statusCode, accepted.body).toBe(202);
+    const { database } = app.instance.services;
+
+    // A change of the order's legs that holds the order's lock until it is told to commit.
+    let commitChange!: () => void;
+    const mayCommit = new Promise<void>((resolve) => (commitChange = resolve));
+    let changeHoldsOrder!: () => void;
+    const orderHeld = new Promise<void>((resolve) => (changeHoldsOrder = resolve));
+    const change = database.transaction(async (tx) => {
+      await tx.query('SELECT 1 FROM deposit_orders WHERE deposit_id = $1 FOR UPDATE', [order.id]);
+      await tx.query("UPDATE deposit_legs SET updated_at = updated_at + interval '1 second' WHERE deposit_id = $1", [order.id]);
+      changeHoldsOrder();
+      await mayCommit;
+    });
+    await orderHeld;
+    const sent: string[] = [];
+    database.statement_observer = (sql) => sent.push(sql);
+    try {
+      const processing = runJobs(app);
+      // The decision's first statement has locked the receipt and waits for the order; it reads the legs as they were.
+      await untilALockIsWaitedFor(database);
+      commitChange();
+      await change;
+      await processing;
+    } finally {
+      database.statement_observer = null;
+    }
+
+    // The feed-lock statement read the legs again, found them changed, and the decision was taken again.
+    expect(sent.filter((sql) => sql === 'ROLLBACK')).toHaveLength(1);
+    expect(await getDeposit(app, order.id, owner)).toMatchObject({ status: 'settled', amount_received_minor: 12_200, legs: [{ leg_status: 'complete' }] });
+    expect(await eventTypesOf(app, order.id)).toEqual(['deposit.created', 'deposit.slip_received', 'deposit.settled']);
+    expect(await balanceEvents(owner)).toEqual(['balance.credited']);
+    expect((await receiptsOf(order)).map((receipt) => receipt.outcome)).toEqual(['settled']);
+  });
+
   it('a QR naming a transfer the bank has no record of: TRANSFER_NOT_FOUND', async () => {
     const owner = await merchant();
     const order = await deposit(owner, 12_000);

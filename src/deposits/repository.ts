@@ -1,6 +1,7 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite, holdsLock, isUnitOfWork, rememberLocked, takeCarried } from '../platform/unit-of-work.ts';
-import { rowFromJson, type ReadPart } from '../platform/read-part.ts';
+import { appendParts, rowFromJson, type ReadPart } from '../platform/read-part.ts';
+import { invariant } from '../platform/assert.ts';
 import type { SenderRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
 
 /** All SQL of deposits: policies, orders and legs, each query scoped by brand (and merchant for orders). */
@@ -205,6 +206,42 @@ export function lockOrderInBrandPart(white_label_id: string, deposit_id: string)
     sql: `(SELECT row_to_json(o) FROM (SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE) AS o)`,
     params: [white_label_id, deposit_id],
     parse: (value) => rowFromJson<DepositRow>(value, ORDER_DATE_COLUMNS),
+  };
+}
+
+/** The key under which a transaction keeps an order's lock carried with its legs and what they name (`lockOrderWithLegsPart`). */
+export function settlementLockReadKey(white_label_id: string, deposit_id: string): string {
+  return `deposits:settlement-lock:${white_label_id}:${deposit_id}`;
+}
+
+/** What `lockOrderWithLegsPart` answers: null when there is no such order (nothing else ran then). */
+export type OrderWithLegs<Named> = { order: DepositRow; legs: DepositLegRow[]; named: Named } | null;
+
+/**
+ * `lockOrderInBrandPart` that also answers the order's legs and runs `named`, a read of another module that
+ * locks what the legs name (the withdrawals: it is given the legs' withdrawal ids as a read), in the same
+ * subquery. Both are in the projection of the select that locks the order, so they run once the order's row
+ * is locked, and not at all when there is no order. The legs and the ids are read on the carrying statement's
+ * snapshot, taken before the order's lock was granted: when that lock waited for a change that committed, they
+ * can be older than the order, so the caller reads the legs again in a later statement and compares
+ * (`DepositService.lockWithdrawalsAndFeedsOf`).
+ */
+export function lockOrderWithLegsPart<Named>(white_label_id: string, deposit_id: string, named: (ids: ReadPart<string[]>) => ReadPart<Named>): ReadPart<OrderWithLegs<Named>> {
+  const legs = legsPart(white_label_id, deposit_id);
+  const namedPart = named(legWithdrawalIdsPart(white_label_id, deposit_id));
+  const params: unknown[] = [white_label_id, deposit_id];
+  const [legsSql, namedSql] = appendParts([legs, namedPart], params);
+  return {
+    sql: `(SELECT json_build_object('order', row_to_json(o), 'legs', ${legsSql}, 'named', ${namedSql})
+             FROM (SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE) AS o)`,
+    params,
+    parse: (value) => {
+      if (value === null || value === undefined) return null;
+      const answer = value as { order: unknown; legs: unknown; named: unknown };
+      const order = rowFromJson<DepositRow>(answer.order, ORDER_DATE_COLUMNS);
+      invariant(order !== null, 'the projection of a locked order carries the order');
+      return { order, legs: legs.parse(answer.legs), named: namedPart.parse(answer.named) };
+    },
   };
 }
 

@@ -12,6 +12,7 @@ import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { scheduleJob, cancelJobsByKey, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
+import type { WithdrawalRow } from '../withdrawals/types.ts';
 import type { MatchingService, NoMatch } from '../matching/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import { CLEARING_PERIOD_MS } from '../ledger/service.ts';
@@ -448,6 +449,23 @@ export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
 /** Marks, in a transaction's memo, an order locked for its own change (`DepositService.lockForOwnChange`). */
 function ownChangeMemoKey(white_label_id: string, deposit_id: string): string {
   return `deposits:own_change:${white_label_id}:${deposit_id}`;
+}
+
+/** Where a transaction keeps the legs a settlement lock read answered until a later statement confirms them (`settlementLockRead`). */
+function unconfirmedLegsMemoKey(white_label_id: string, deposit_id: string): string {
+  return `deposits:unconfirmed_legs:${white_label_id}:${deposit_id}`;
+}
+
+/**
+ * Thrown at the feed-lock statement of a transaction whose settlement lock read (`settlementLockRead`) answered
+ * legs older than the order it locked (its lock waited for a change of the legs that then committed): the
+ * withdrawals it locked may not be the ones the legs name now. The transaction is rolled back and taken again.
+ */
+export class LegsChangedMeanwhile extends Error {
+  override name = 'LegsChangedMeanwhile';
+  constructor() {
+    super("the order's legs changed while its lock was waited for");
+  }
 }
 
 /** Marks, in a transaction's memo, an order locked with its withdrawals and feeds (`lockWithdrawalsAndFeedsOf`). */
@@ -1053,6 +1071,7 @@ export class DepositService {
    * them after (as this did) closed a cycle with matching (issue 13, cycle A).
    */
   private async lockForChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+    this.keepSettlementLocks(tx, white_label_id, deposit_id);
     const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
     if (row) await this.lockWithdrawalsAndFeedsOf(tx, row);
     return row;
@@ -1069,6 +1088,7 @@ export class DepositService {
    * receives a slip and settles it) holds every lock this takes, in order, and may go on to any other change.
    */
   private async lockForOwnChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+    this.keepSettlementLocks(tx, white_label_id, deposit_id);
     const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
     if (!row) return null;
     if (isUnitOfWork(tx) && tx.memo.has(wideChangeMemoKey(white_label_id, deposit_id))) return row;
@@ -1087,8 +1107,15 @@ export class DepositService {
   private async lockWithdrawalsAndFeedsOf(tx: Queryable, row: DepositRow, carry: (legs: DepositLegRow[]) => readonly ReadPart<unknown>[] = () => []): Promise<unknown[]> {
     // The withdrawals come before the feeds in the lock order: after `lockForOwnChange`, locking them would wait out of order.
     invariant(!isUnitOfWork(tx) || !tx.memo.has(ownChangeMemoKey(row.white_label_id, row.deposit_id)), 'an order locked for its own change is not locked for a wider one');
-    const { legs, owners } = await this.lockWithdrawalsOf(tx, row);
-    const answers = await this.deps.events.lockFeedsAndRead(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode, carry(legs));
+    const { legs, owners, unconfirmed } = await this.lockWithdrawalsOf(tx, row);
+    const parts = carry(legs);
+    // Legs read before the order's lock was granted are read again here, after it, and must be the same.
+    const answers = await this.deps.events.lockFeedsAndRead(tx, row.white_label_id, [row.merchant_id, ...owners], row.livemode, unconfirmed ? [...parts, repository.legsPart(row.white_label_id, row.deposit_id)] : parts);
+    if (unconfirmed) {
+      const current = answers.pop() as DepositLegRow[];
+      if (JSON.stringify(current) !== JSON.stringify(legs)) throw new LegsChangedMeanwhile();
+      repository.keepLegs(tx, row.white_label_id, row.deposit_id, current);
+    }
     if (isUnitOfWork(tx)) tx.memo.set(wideChangeMemoKey(row.white_label_id, row.deposit_id), true);
     return answers;
   }
@@ -1099,8 +1126,15 @@ export class DepositService {
    * under the order's lock, which an earlier statement of the transaction took, so its snapshot sees them as
    * they are); legs it knows already name the withdrawals to lock themselves.
    */
-  private async lockWithdrawalsOf(tx: Queryable, row: DepositRow): Promise<{ legs: DepositLegRow[]; owners: string[] }> {
+  private async lockWithdrawalsOf(tx: Queryable, row: DepositRow): Promise<{ legs: DepositLegRow[]; owners: string[]; unconfirmed?: true }> {
     const known = repository.knownLegs(tx, row.white_label_id, row.deposit_id);
+    const unconfirmed = known === null && isUnitOfWork(tx) ? (tx.memo.get(unconfirmedLegsMemoKey(row.white_label_id, row.deposit_id)) as DepositLegRow[] | undefined) : undefined;
+    if (unconfirmed !== undefined && isUnitOfWork(tx)) {
+      // The settlement lock read locked the withdrawals these legs name: locking them again costs nothing.
+      tx.memo.delete(unconfirmedLegsMemoKey(row.white_label_id, row.deposit_id));
+      const withdrawals = unconfirmed.flatMap((leg) => (leg.withdrawal_id ? [leg.withdrawal_id] : []));
+      return { legs: unconfirmed, owners: await this.deps.withdrawals.lockOrdersOf(tx, row.white_label_id, withdrawals), unconfirmed: true };
+    }
     if (known === null && repository.holdsOrder(tx, row.white_label_id, row.deposit_id)) {
       const locked = await this.deps.withdrawals.lockOrdersNamedBy(tx, row.white_label_id, repository.legWithdrawalIdsPart(row.white_label_id, row.deposit_id), [
         repository.legsPart(row.white_label_id, row.deposit_id),
@@ -1713,6 +1747,7 @@ export class DepositService {
    * this far usually settles the order in the same transaction.
    */
   private async lockPaymentParties(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly CarriedRead[]): Promise<PaymentParties | null> {
+    this.keepSettlementLocks(tx, white_label_id, deposit_id);
     const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
     if (!row) return null;
     const policyPart = this.deps.policies.policyPart(white_label_id, row.livemode);
@@ -1796,6 +1831,7 @@ export class DepositService {
    * transition, and its tenant must be the one the capability named. Null when there is no such order.
    */
   async lockForSlip(tx: Queryable, white_label_id: string, deposit_id: string): Promise<Pick<DepositRow, 'status' | 'merchant_id' | 'livemode'> | null> {
+    this.keepSettlementLocks(tx, white_label_id, deposit_id);
     return repository.lockOrderInBrand(tx, white_label_id, deposit_id);
   }
 
@@ -1806,6 +1842,35 @@ export class DepositService {
    */
   orderLockRead(white_label_id: string, deposit_id: string): CarriedRead {
     return { key: repository.orderLockReadKey(white_label_id, deposit_id), part: repository.lockOrderInBrandPart(white_label_id, deposit_id) };
+  }
+
+  /**
+   * `orderLockRead` for a transaction that goes on to settle the order (the slip consumer's decision): the
+   * statement also locks the withdrawals the order's legs name, after the order (`lockOrderWithLegsPart`), so
+   * that the settlement's next statement is the feeds'. The legs it reads for that are confirmed by the
+   * feed-lock statement (`lockWithdrawalsAndFeedsOf`); should they have changed while the order's lock was
+   * waited for, the transaction fails with `LegsChangedMeanwhile` before it changes anything.
+   */
+  settlementLockRead(white_label_id: string, deposit_id: string): CarriedRead {
+    return {
+      key: repository.settlementLockReadKey(white_label_id, deposit_id),
+      part: repository.lockOrderWithLegsPart(white_label_id, deposit_id, (ids) => this.deps.withdrawals.lockOrdersNamedByPart(white_label_id, ids)),
+    };
+  }
+
+  /**
+   * Takes what a settlement lock read answered (`settlementLockRead`), once: the order's lock as `orderLockRead`
+   * leaves it for `lockOrderInBrand`, the withdrawals' locks for their module, and the legs, unconfirmed, for
+   * `lockWithdrawalsOf`.
+   */
+  private keepSettlementLocks(tx: Queryable, white_label_id: string, deposit_id: string): void {
+    const carried = takeCarried(tx, repository.settlementLockReadKey(white_label_id, deposit_id));
+    if (!carried.found) return;
+    const answer = carried.value as repository.OrderWithLegs<WithdrawalRow[]>;
+    keepCarried(tx, repository.orderLockReadKey(white_label_id, deposit_id), answer?.order ?? null);
+    if (answer === null || !isUnitOfWork(tx)) return;
+    this.deps.withdrawals.keepLockedOrders(tx, answer.named);
+    tx.memo.set(unconfirmedLegsMemoKey(white_label_id, deposit_id), answer.legs);
   }
 
   /**

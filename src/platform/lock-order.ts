@@ -32,7 +32,8 @@ export const LOCK_ORDER = [
   /**
    * The slip consumer's head receipt of an order (`SlipsService.headOfQueue`). Its statement carries the
    * order's lock (`DepositService.orderLockRead`), which the statement takes after the receipt's, so the
-   * two are taken in this order in one round trip.
+   * two are taken in this order in one round trip; the decision's statement also locks the withdrawals the
+   * order's legs name, after the order (`DepositService.settlementLockRead`).
    */
   'slip receipt',
   /** A sandbox test clock row (`FOR UPDATE`), before anything its jobs or events touch. */

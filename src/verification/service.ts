@@ -8,7 +8,7 @@ import { formatTimestamp, MINUTE_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause } from '../events/service.ts';
 import { findBank } from '../banks/service.ts';
 import type { JobHandler } from '../jobs/index.ts';
-import { senderVerified, type DepositService, type PaymentParties } from '../deposits/service.ts';
+import { LegsChangedMeanwhile, senderVerified, type DepositService, type PaymentParties } from '../deposits/service.ts';
 import type { DepositStatus, ReviewReason, VerificationBooleans } from '../deposits/types.ts';
 import { MAX_RECEIPTS_PER_ORDER, PROCESS_SLIP_TASK, type SlipsService, type StoredEvidence } from '../slips/service.ts';
 import type { SlipReceiptRow } from '../slips/types.ts';
@@ -54,8 +54,8 @@ export class TransferClaimedMeanwhile extends Error {
   }
 }
 
-/** How many times one receipt is decided in a run: the first decision and the two retries above. */
-const DECIDE_MAX_ATTEMPTS = 3;
+/** How many times one receipt is decided in a run: the first decision and a retry for each reason in `processHead`. */
+const DECIDE_MAX_ATTEMPTS = 4;
 
 /** Thrown to have the job retried later: the bank gave no answer and the wait is not over. */
 export class BankCheckPending extends Error {
@@ -188,8 +188,9 @@ export class VerificationService {
       this.deps.database.transaction((tx) => this.decide(tx, head.receipt, reading, allocation_conflict, conflict_leg_ref));
     let allocationConflict = false;
     let conflictLegRef: string | null = null;
-    // A decision rolled back for one of the two reasons below is taken again once, knowing why; each can
-    // happen once per receipt (the conflict is then decided as such, the transfer's holder is then known).
+    // A decision rolled back for one of the reasons below is taken again, knowing why: an allocation conflict
+    // (then decided as such), a transfer claimed meanwhile (its holder is then known), legs changed while the
+    // order's lock was waited for (the lock is then held by no one, or by another change of the same kind).
     for (let attempt = 1; ; attempt += 1) {
       try {
         const concluded = await decide(allocationConflict, conflictLegRef);
@@ -201,7 +202,7 @@ export class VerificationService {
           // and the slip goes to a person instead (ALLOCATION_CONFLICT); the refusal names the deposit leg.
           allocationConflict = true;
           conflictLegRef = typeof error.details.leg_ref === 'string' ? error.details.leg_ref : null;
-        } else if (!(error instanceof TransferClaimedMeanwhile)) {
+        } else if (!(error instanceof TransferClaimedMeanwhile) && !(error instanceof LegsChangedMeanwhile)) {
           throw error;
         }
       }
@@ -335,7 +336,8 @@ export class VerificationService {
    * then the feeds (src/platform/lock-order.ts); the claim is a change of the order alone, which may then widen.
    */
   private async decide(tx: Queryable, peeked: SlipReceiptRow, reading: Reading, allocation_conflict: boolean, conflict_leg_ref: string | null = null): Promise<boolean> {
-    const receipt = await this.deps.slips.headOfQueue(tx, peeked.white_label_id, peeked.deposit_id, [this.deps.deposits.orderLockRead(peeked.white_label_id, peeked.deposit_id)]);
+    // The order's lock and the withdrawals its legs name ride on the receipt's statement, in the lock order.
+    const receipt = await this.deps.slips.headOfQueue(tx, peeked.white_label_id, peeked.deposit_id, [this.deps.deposits.settlementLockRead(peeked.white_label_id, peeked.deposit_id)]);
     // Another run of this receipt finished first: its outcome stands.
     if (!receipt || receipt.receipt_id !== peeked.receipt_id) return false;
     const order = await this.deps.deposits.lockForSlip(tx, receipt.white_label_id, receipt.deposit_id);

@@ -483,6 +483,33 @@ export async function lockOrdersNamedBy(
   return { owners: [...new Set(locked.map((row) => row.merchant_id))], carried: answers };
 }
 
+/** The timestamp columns of an order, which a row read as JSON has as text. */
+const ORDER_DATE_COLUMNS = ['expires_at', 'approval_expires_at', 'created_at', 'updated_at', 'closed_at'] as const satisfies readonly (keyof WithdrawalRow)[];
+
+/**
+ * `lockOrdersNamedBy` as a read that another module's statement carries: the orders `ids` names (a JSON array of
+ * ids, or null for none) locked in withdrawal-id order, answered as rows. For a statement that takes an earlier
+ * lock of the lock order first and runs this after it (a deposit order's lock, `DepositService.settlementLockRead`);
+ * the carrying module hands the rows back (`keepLockedOrders`), so that later locks of them cost nothing.
+ */
+export function lockOrdersNamedByPart(white_label_id: string, ids: ReadPart<unknown>): ReadPart<WithdrawalRow[]> {
+  const params: unknown[] = [white_label_id];
+  const [idsSql] = appendParts([ids], params);
+  return {
+    sql: `(SELECT coalesce(json_agg(row_to_json(o) ORDER BY o.withdrawal_id), '[]'::json)
+             FROM (SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
+                    WHERE white_label_id = $1 AND withdrawal_id IN (SELECT json_array_elements_text(${idsSql}))
+                    ORDER BY withdrawal_id FOR UPDATE) AS o)`,
+    params,
+    parse: (value) => ((value ?? []) as unknown[]).map((row) => rowFromJson<WithdrawalRow>(row, ORDER_DATE_COLUMNS)!),
+  };
+}
+
+/** Remembers the locks of orders another module's statement took for this transaction (`lockOrdersNamedByPart`). */
+export function keepLockedOrders(db: Queryable, rows: readonly WithdrawalRow[]): void {
+  for (const row of rows) keepLocked(db, row);
+}
+
 /** The merchants that own these orders (one brand). */
 export async function merchantsOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
   if (withdrawal_ids.length === 0) return [];

@@ -1216,6 +1216,20 @@ export class WithdrawalService {
   lockOrdersNamedBy(tx: Queryable, white_label_id: string, ids: ReadPart<unknown>, carried: readonly ReadPart<unknown>[]): Promise<{ owners: string[]; carried: unknown[] }> {
     return repository.lockOrdersNamedBy(tx, white_label_id, ids, carried);
   }
+  /**
+   * `lockOrdersNamedBy` as a read that another module's statement carries after an earlier lock of the lock
+   * order (src/withdrawals/repository.ts `lockOrdersNamedByPart`): the rows it answers are handed back with
+   * `keepLockedOrders` in the same transaction, which then holds those orders as if this module had locked them.
+   */
+  lockOrdersNamedByPart(white_label_id: string, ids: ReadPart<unknown>): ReadPart<WithdrawalRow[]> {
+    return repository.lockOrdersNamedByPart(white_label_id, ids);
+  }
+
+  /** Remembers orders that a carried read locked for this transaction (`lockOrdersNamedByPart`). */
+  keepLockedOrders(tx: Queryable, rows: readonly WithdrawalRow[]): void {
+    repository.keepLockedOrders(tx, rows);
+  }
+
 
   /** The merchants owning these orders (read without a lock). */
   merchantsOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
