@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
-import { untilALockIsWaitedFor, usingPostgres } from './support/database.ts';
+import { holdInTransaction, isLockedElsewhere, untilALockIsWaitedFor, usingPostgres } from './support/database.ts';
 import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
 import { SYSTEM_CAUSE } from '../src/events/service.ts';
 import type { Queryable } from '../src/platform/db.ts';
@@ -291,27 +291,12 @@ describe('lock order: wallets carried by the feed-lock statement', () => {
     const [first, last] = merchants as [MerchantCredentials, MerchantCredentials];
     for (const merchant of merchants) await fundAvailable(app, accountOf(merchant), 1_000);
     const scope = { white_label_id: brand.id, livemode: false };
-    const walletLocked = async (merchant: MerchantCredentials): Promise<boolean> => {
-      try {
-        await database.query('SELECT 1 FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = false FOR UPDATE NOWAIT', [brand.id, merchant.merchant_id]);
-        return false;
-      } catch (error) {
-        if ((error as { code?: string }).code === '55P03') return true;
-        throw error;
-      }
-    };
+    const walletLocked = (merchant: MerchantCredentials) =>
+      isLockedElsewhere(database, 'SELECT 1 FROM wallets WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = false FOR UPDATE NOWAIT', [brand.id, merchant.merchant_id]);
 
     // Another transaction holds the last merchant's feed.
-    let releaseFeed!: () => void;
-    const mayRelease = new Promise<void>((resolve) => (releaseFeed = resolve));
-    let feedHeld!: () => void;
-    const held = new Promise<void>((resolve) => (feedHeld = resolve));
-    const holder = database.transaction(async (tx) => {
-      await events.lockFeeds(tx, brand.id, [last.merchant_id], false);
-      feedHeld();
-      await mayRelease;
-    });
-    await held;
+    const holder = holdInTransaction(database, (tx) => events.lockFeeds(tx, brand.id, [last.merchant_id], false));
+    await holder.held;
 
     // Both feeds, with both wallets carried: the first merchant's feed is locked at once, the last one waits.
     const locking = database.transaction(async (tx) => {
@@ -327,8 +312,8 @@ describe('lock order: wallets carried by the feed-lock statement', () => {
     // While the statement waits for the last feed, neither wallet is locked: the wallets come after every feed.
     expect(await walletLocked(first)).toBe(false);
     expect(await walletLocked(last)).toBe(false);
-    releaseFeed();
-    await holder;
+    holder.release();
+    await holder.done;
     expect(await locking).toEqual([first.merchant_id, last.merchant_id]);
   });
 });
@@ -342,27 +327,17 @@ describe('lock order: the slip consumer’s decision takes the receipt, the orde
     const white_label_id = app.sandbox.white_label_id;
     const { rows: legs } = await database.query<{ withdrawal_id: string }>('SELECT withdrawal_id FROM deposit_legs WHERE deposit_id = $1 AND withdrawal_id IS NOT NULL', [deposit.id]);
     expect(legs.length).toBeGreaterThan(0);
-    const withdrawalLocked = async (): Promise<boolean> => {
-      try {
-        await database.query('SELECT 1 FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = ANY($2::text[]) FOR UPDATE NOWAIT', [white_label_id, legs.map((leg) => leg.withdrawal_id)]);
-        return false;
-      } catch (error) {
-        if ((error as { code?: string }).code === '55P03') return true;
-        throw error;
-      }
-    };
+    const withdrawalLocked = () =>
+      isLockedElsewhere(database, 'SELECT 1 FROM withdrawal_orders WHERE white_label_id = $1 AND withdrawal_id = ANY($2::text[]) FOR UPDATE NOWAIT', [
+        white_label_id,
+        legs.map((leg) => leg.withdrawal_id),
+      ]);
 
     // Another transaction holds the order.
-    let release!: () => void;
-    const mayRelease = new Promise<void>((resolve) => (release = resolve));
-    let orderHeld!: () => void;
-    const held = new Promise<void>((resolve) => (orderHeld = resolve));
-    const holder = database.transaction(async (tx) => {
+    const holder = holdInTransaction(database, async (tx) => {
       await tx.query('SELECT 1 FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE', [white_label_id, deposit.id]);
-      orderHeld();
-      await mayRelease;
     });
-    await held;
+    await holder.held;
 
     const consumer = database.transaction(async (tx) => {
       const receipt = await slips.headOfQueue(tx, white_label_id, deposit.id, [deposits.settlementLockRead(white_label_id, deposit.id)]);
@@ -373,8 +348,8 @@ describe('lock order: the slip consumer’s decision takes the receipt, the orde
     await untilALockIsWaitedFor(database);
     // Waiting for the order, the statement holds no withdrawal yet: the withdrawals come after the order.
     expect(await withdrawalLocked()).toBe(false);
-    release();
-    await holder;
+    holder.release();
+    await holder.done;
     expect(await consumer).toBe(accepted.json<{ receipt_id: string }>().receipt_id);
   });
 });

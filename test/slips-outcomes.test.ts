@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
-import { untilALockIsWaitedFor, usingPostgres } from './support/database.ts';
+import { holdInTransaction, untilALockIsWaitedFor, usingPostgres } from './support/database.ts';
 import {
   createDeposit,
   eventTypesOf,
@@ -76,6 +76,26 @@ async function receiptsOf(order: { id: string }) {
     [order.id],
   );
   return rows;
+}
+
+/** A new order of `amount_minor` with its sandbox slip uploaded (202) and not processed yet. */
+async function orderWithUploadedSlip(amount_minor: number) {
+  const owner = await merchant();
+  const order = await deposit(owner, amount_minor);
+  const transfer = await sandboxTransfer(app, order, {}, owner);
+  const accepted = await uploadMultipart(app, order.slip_upload, slipBytes(transfer));
+  expect(accepted.statusCode, accepted.body).toBe(202);
+  return { owner, order, transfer };
+}
+
+/** Runs the worker while `holder` holds its locks, and lets the holder commit once the worker waits for one of them. */
+async function runJobsPastHolder(holder: ReturnType<typeof holdInTransaction>): Promise<void> {
+  await holder.held;
+  const processing = runJobs(app);
+  await untilALockIsWaitedFor(app.instance.services.database);
+  holder.release();
+  await holder.done;
+  await processing;
 }
 
 describe('settled from the pixels', () => {
@@ -252,26 +272,15 @@ describe('to review', () => {
     const { database } = app.instance.services;
 
     // Another order's decision that has claimed the same transfer and not committed yet.
-    let commitOther!: () => void;
-    const mayCommit = new Promise<void>((resolve) => (commitOther = resolve));
-    let otherClaimed!: () => void;
-    const claimed = new Promise<void>((resolve) => (otherClaimed = resolve));
-    const otherDecision = database.transaction(async (tx) => {
+    const otherDecision = holdInTransaction(database, async (tx) => {
       await tx.query(
         `INSERT INTO slip_transfers (white_label_id, livemode, sending_bank_code, trans_ref, deposit_id, receipt_id, amount_minor, created_at)
          VALUES ($1, false, $2, $3, $4, 'slrc_other_decision', $5, now())`,
         [app.sandbox.white_label_id, transfer.sending_bank_code, transfer.trans_ref, other.id, transfer.amount_minor],
       );
-      otherClaimed();
-      await mayCommit;
     });
-    await claimed;
-    const processing = runJobs(app);
-    // This slip's decision read the transfer unclaimed and now waits on the other claim.
-    await untilALockIsWaitedFor(database);
-    commitOther();
-    await otherDecision;
-    await processing;
+    // This slip's decision reads the transfer unclaimed and waits on the other claim.
+    await runJobsPastHolder(otherDecision);
 
     const reviewed = await getDeposit(app, order.id, owner);
     expect(reviewed.status).toBe('under_review');
@@ -284,31 +293,16 @@ describe('to review', () => {
   });
 
   it.skipIf(!usingPostgres)('a receipt another run concludes while this run asks the bank is left as that run left it: no claim, no event, no money', async () => {
-    const owner = await merchant();
-    const order = await deposit(owner, 12_100);
-    const transfer = await sandboxTransfer(app, order, {}, owner);
-    const accepted = await uploadMultipart(app, order.slip_upload, slipBytes(transfer));
-    expect(accepted.statusCode, accepted.body).toBe(202);
+    const { owner, order } = await orderWithUploadedSlip(12_100);
     const { database } = app.instance.services;
 
     // Another run holds the receipt: the worker reads the slip and asks the bank without waiting for it,
     // then its transaction waits for the receipt's lock, and finds the receipt concluded.
-    let concludeOther!: () => void;
-    const mayConclude = new Promise<void>((resolve) => (concludeOther = resolve));
-    let otherLocked!: () => void;
-    const locked = new Promise<void>((resolve) => (otherLocked = resolve));
-    const otherRun = database.transaction(async (tx) => {
+    const otherRun = holdInTransaction(database, async (tx) => {
       await tx.query('SELECT receipt_id FROM slip_receipts WHERE deposit_id = $1 FOR UPDATE', [order.id]);
-      otherLocked();
-      await mayConclude;
       await tx.query("UPDATE slip_receipts SET status = 'processed', outcome = 'not_applicable', processed_at = now() WHERE deposit_id = $1", [order.id]);
     });
-    await locked;
-    const processing = runJobs(app);
-    await untilALockIsWaitedFor(database);
-    concludeOther();
-    await otherRun;
-    await processing;
+    await runJobsPastHolder(otherRun);
 
     expect(await getDeposit(app, order.id, owner)).toMatchObject({ status: 'awaiting_payment', version: order.version });
     expect(await eventTypesOf(app, order.id)).toEqual(['deposit.created']);
@@ -323,34 +317,19 @@ describe('to review', () => {
   });
 
   it.skipIf(!usingPostgres)("legs changed while the decision waited for the order's lock: the decision is rolled back and taken again on the legs as they are", async () => {
-    const owner = await merchant();
-    const order = await deposit(owner, 12_200);
-    const transfer = await sandboxTransfer(app, order, {}, owner);
-    const accepted = await uploadMultipart(app, order.slip_upload, slipBytes(transfer));
-    expect(accepted.statusCode, accepted.body).toBe(202);
+    const { owner, order } = await orderWithUploadedSlip(12_200);
     const { database } = app.instance.services;
 
     // A change of the order's legs that holds the order's lock until it is told to commit.
-    let commitChange!: () => void;
-    const mayCommit = new Promise<void>((resolve) => (commitChange = resolve));
-    let changeHoldsOrder!: () => void;
-    const orderHeld = new Promise<void>((resolve) => (changeHoldsOrder = resolve));
-    const change = database.transaction(async (tx) => {
+    const change = holdInTransaction(database, async (tx) => {
       await tx.query('SELECT 1 FROM deposit_orders WHERE deposit_id = $1 FOR UPDATE', [order.id]);
       await tx.query("UPDATE deposit_legs SET updated_at = updated_at + interval '1 second' WHERE deposit_id = $1", [order.id]);
-      changeHoldsOrder();
-      await mayCommit;
     });
-    await orderHeld;
     const sent: string[] = [];
     database.statement_observer = (sql) => sent.push(sql);
     try {
-      const processing = runJobs(app);
-      // The decision's first statement has locked the receipt and waits for the order; it reads the legs as they were.
-      await untilALockIsWaitedFor(database);
-      commitChange();
-      await change;
-      await processing;
+      // The decision's first statement locks the receipt and waits for the order; it reads the legs as they were.
+      await runJobsPastHolder(change);
     } finally {
       database.statement_observer = null;
     }

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import pg from 'pg';
-import { openDatabase, type Database } from '../../src/platform/db.ts';
+import { openDatabase, type Database, type Queryable } from '../../src/platform/db.ts';
 import { migrate } from '../../src/platform/migrate.ts';
 
 /** This run's prefix, set by the global set-up (pgtest_<pid>): its template and file databases. */
@@ -31,6 +31,38 @@ export async function untilALockIsWaitedFor(database: Database, timeout_ms = 5_0
     if ((rows[0]?.waiting ?? 0) > 0) return;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/**
+ * True when another session holds a lock on a row `select_for_update` names: the statement (a `SELECT … FOR
+ * UPDATE NOWAIT`, PostgreSQL) fails with 55P03 then. A row it locks here is released at once (its own transaction).
+ */
+export async function isLockedElsewhere(database: Database, select_for_update_nowait: string, params: readonly unknown[]): Promise<boolean> {
+  try {
+    await database.query(select_for_update_nowait, params);
+    return false;
+  } catch (error) {
+    if ((error as { code?: string }).code === '55P03') return true;
+    throw error;
+  }
+}
+
+/**
+ * Runs `work` in a transaction that stays open until `release()` is called, for a test that holds locks while
+ * the path it tests runs: `held` resolves once `work` has run (its locks are taken), `done` once it committed.
+ */
+export function holdInTransaction(database: Database, work: (tx: Queryable) => Promise<void>): { held: Promise<void>; release: () => void; done: Promise<void> } {
+  let release!: () => void;
+  const mayCommit = new Promise<void>((resolve) => (release = resolve));
+  let markHeld!: () => void;
+  const held = new Promise<void>((resolve) => (markHeld = resolve));
+  const done = database.transaction(async (tx) => {
+    await work(tx);
+    markHeld();
+    await mayCommit;
+  });
+  // A failure of `work` rejects `done`; `held` then never resolves, so the test fails on `done` or times out.
+  return { held: Promise.race([held, done]), release, done };
 }
 
 export interface TestDatabase {
