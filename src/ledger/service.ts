@@ -400,10 +400,10 @@ export class LedgerService {
    */
   expectDepositCredit(tx: Queryable, account: WalletAccount, deposit_id: string): void {
     if (!isUnitOfWork(tx) || !this.events.holdsFeed(tx, account.white_label_id, account.merchant_id, account.livemode)) return;
-    // Locked already, with the credit's key looked up (`walletsLockRead`): the credit takes that answer.
+    // Locked already, with the credit's key looked up (`walletsLockRead`), or found absent: the credit takes that answer.
     keepCarriedWalletLocks(tx, account);
     const kept = tx.memo.get(lockedWalletMemoKey(account)) as LockedWallet | undefined;
-    if (kept?.movement_keys.includes(depositCreditKey(deposit_id))) return;
+    if (kept?.movement_keys.includes(depositCreditKey(deposit_id)) || tx.memo.has(absentWalletMemoKey(account))) return;
     tx.memo.set(expectedMemoKey(account), [depositCreditKey(deposit_id)]);
   }
 

@@ -181,7 +181,8 @@ export class VerificationService {
     try {
       reading = await this.read(head.receipt, head.stored);
     } catch (error) {
-      await this.deps.database.transaction((tx) => this.claimAlone(tx, white_label_id, deposit_id));
+      // A receipt claimed by an earlier run (the bank did not answer then either) stays as it is.
+      if (head.receipt.status !== 'claimed') await this.deps.database.transaction((tx) => this.claimAlone(tx, white_label_id, deposit_id));
       throw error;
     }
     const decide = (allocation_conflict: boolean, conflict_leg_ref: string | null = null) =>
