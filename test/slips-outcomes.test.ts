@@ -18,6 +18,7 @@ import {
 } from './support/slips.ts';
 import { renderSlipImage } from '../src/sandbox/slip-image.ts';
 import { forgetBankList } from '../src/banks/service.ts';
+import { SYSTEM_CAUSE } from '../src/events/service.ts';
 
 /**
  * The slip pipeline through the doors users use (issue 10, "Done when"): a merchant creates a sandbox
@@ -340,6 +341,44 @@ describe('to review', () => {
     expect(await eventTypesOf(app, order.id)).toEqual(['deposit.created', 'deposit.slip_received', 'deposit.settled']);
     expect(await balanceEvents(owner)).toEqual(['balance.credited']);
     expect((await receiptsOf(order)).map((receipt) => receipt.outcome)).toEqual(['settled']);
+  });
+
+  it.skipIf(!usingPostgres)("a post on the withdrawer's wallet committed while the decision waited for its feed: the fill's keys are not looked up again", async () => {
+    const { owner, order } = await orderWithUploadedSlip(12_300);
+    const { database, ledger } = app.instance.services;
+    const withdrawal = await withdrawalOf(app, order);
+    const { rows } = await database.query<{ merchant_id: string }>('SELECT merchant_id FROM withdrawal_orders WHERE withdrawal_id = $1', [withdrawal.withdrawal_id]);
+    const withdrawer = { white_label_id: app.sandbox.white_label_id, merchant_id: rows[0]!.merchant_id, livemode: false };
+
+    // Another transaction posts on the withdrawer's wallet (its feed, then its wallet) and holds both until told.
+    const post = holdInTransaction(database, async (tx) => {
+      const posted = await ledger.post(tx, {
+        account: withdrawer,
+        type: 'adjustment',
+        amount_minor: 100,
+        bucket_from: null,
+        bucket_to: 'available',
+        movement_key: `test_adjustment:${order.id}`,
+        source: { type: 'test', id: order.id },
+        cause: SYSTEM_CAUSE,
+      });
+      expect(posted.ok).toBe(true);
+    });
+    const sent: string[] = [];
+    database.statement_observer = (sql) => sent.push(sql);
+    try {
+      // The decision's feed-lock statement waits for the withdrawer's feed; its snapshot is older than the post.
+      await runJobsPastHolder(post);
+    } finally {
+      database.statement_observer = null;
+    }
+
+    expect(await getDeposit(app, order.id, owner)).toMatchObject({ status: 'settled', amount_received_minor: 12_300 });
+    expect(await withdrawalOf(app, order)).toMatchObject({ leg_status: 'filled', filled_minor: withdrawal.filled_minor + 12_300 });
+    // The wallet moved after the statement's snapshot, but the fill's keys are posted only under the withdrawal's
+    // lock, which the decision held before: their lookup stood, and no key was looked up again.
+    expect(sent.filter((sql) => sql.includes('FROM balance_transactions WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND movement_key = $4'))).toEqual([]);
+    expect(sent.filter((sql) => sql === 'ROLLBACK')).toEqual([]);
   });
 
   it('a QR naming a transfer the bank has no record of: TRANSFER_NOT_FOUND', async () => {

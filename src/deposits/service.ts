@@ -1766,7 +1766,8 @@ export class DepositService {
       const reserved = legs.flatMap((leg) => (leg.status === 'reserved' && leg.withdrawal_id && leg.withdrawal_leg_ref ? [{ withdrawal_id: leg.withdrawal_id, leg_ref: leg.withdrawal_leg_ref }] : []));
       fillReads = this.deps.withdrawals.fillReads(tx, white_label_id, reserved);
       // The wallets a settlement posts on (the depositor's credit, each reserved leg's fill), locked by this
-      // statement once it holds their merchants' feeds.
+      // statement once it holds their merchants' feeds. Their keys are posted only under this order's lock and
+      // those withdrawals' locks, which earlier statements of this transaction took (`walletsLockRead`).
       walletsRead = this.deps.ledger.walletsLockRead({ white_label_id, livemode: row.livemode }, [
         { merchant_id: row.merchant_id, movement_keys: this.deps.ledger.depositCreditKeys(deposit_id) },
         ...this.deps.withdrawals.fillWallets(tx, white_label_id, reserved),

@@ -179,13 +179,21 @@ function absentWalletMemoKey(account: WalletAccount): string {
 function keepCarriedWalletLocks(tx: Queryable, scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>): void {
   const carried = takeCarried(tx, carriedWalletLocksKey(scope));
   if (!carried.found || !isUnitOfWork(tx)) return;
-  const { answered, movement_keys: keysOf } = carried.value as { answered: Map<string, repository.LockedWalletAnswer>; movement_keys: Map<string, readonly string[]> };
+  const { answered, movement_keys: keysOf } = carried.value as WalletLocksAnswer;
   for (const [merchant_id, movement_keys] of keysOf) {
     const wallet = { white_label_id: scope.white_label_id, merchant_id, livemode: scope.livemode };
     const found = answered.get(merchant_id);
-    if (found) tx.memo.set(lockedWalletMemoKey(wallet), { ...found, movement_keys } satisfies LockedWallet);
+    // Keys posted only under locks the transaction held before the statement began were looked up exactly (see
+    // `walletsLockRead`): the wallet's other movements since the statement's snapshot cannot be these.
+    if (found) tx.memo.set(lockedWalletMemoKey(wallet), { ...found, stale: false, movement_keys } satisfies LockedWallet);
     else tx.memo.set(absentWalletMemoKey(wallet), true);
   }
+}
+
+/** What `walletsLockRead` answers: the wallets locked, and the keys looked up on each. */
+interface WalletLocksAnswer {
+  answered: Map<string, repository.LockedWalletAnswer>;
+  movement_keys: Map<string, readonly string[]>;
 }
 
 /**
@@ -381,6 +389,14 @@ export class LedgerService {
    * follow in the transaction take what it answered (`takeLockedWallet`) instead of a statement each. Only for
    * that statement: a wallet lock that does not follow its merchant's feed could wait out of order. A wallet
    * that does not exist yet is not answered; its first post creates it, as always.
+   *
+   * Only for keys that are posted under a lock the transaction took in an earlier statement (a settlement's
+   * credit under its deposit order's lock, a fill's payout and fee under its withdrawal's): a movement with such
+   * a key was committed before that lock was granted, so the statement's snapshot, taken after it, sees it even
+   * when the statement then waited for a feed. The wallet's last sequence may be ahead of that snapshot (a
+   * settlement that filled another withdrawal of the same merchant committed while this statement waited), and
+   * the generic wallet lock would call its lookup stale and ask again (`lockWalletFindingMovements`); for these
+   * keys the lookup is exact.
    */
   walletsLockRead(scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>, wanted: readonly { merchant_id: string; movement_keys: readonly string[] }[]): CarriedRead {
     const keysOf = new Map<string, string[]>();
