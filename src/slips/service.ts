@@ -333,7 +333,6 @@ export class SlipsService {
     return { receipt: head.receipt, stored: withBlob ? { receipt_id: head.receipt.receipt_id, ciphertext: head.ciphertext } : null };
   }
 
-
   /**
    * Marks the locked head receipt claimed. The write is queued in the transaction (the receipt's lock is
    * held since `headOfQueue`), and a receipt that was not `accepted` fails the transaction at the flush.
