@@ -1071,8 +1071,7 @@ export class DepositService {
    * them after (as this did) closed a cycle with matching (issue 13, cycle A).
    */
   private async lockForChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
-    this.keepSettlementLocks(tx, white_label_id, deposit_id);
-    const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    const row = await this.lockOrderRow(tx, white_label_id, deposit_id);
     if (row) await this.lockWithdrawalsAndFeedsOf(tx, row);
     return row;
   }
@@ -1088,8 +1087,7 @@ export class DepositService {
    * receives a slip and settles it) holds every lock this takes, in order, and may go on to any other change.
    */
   private async lockForOwnChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
-    this.keepSettlementLocks(tx, white_label_id, deposit_id);
-    const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    const row = await this.lockOrderRow(tx, white_label_id, deposit_id);
     if (!row) return null;
     if (isUnitOfWork(tx) && tx.memo.has(wideChangeMemoKey(white_label_id, deposit_id))) return row;
     if (isUnitOfWork(tx)) tx.memo.set(ownChangeMemoKey(white_label_id, deposit_id), true);
@@ -1747,8 +1745,7 @@ export class DepositService {
    * this far usually settles the order in the same transaction.
    */
   private async lockPaymentParties(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly CarriedRead[]): Promise<PaymentParties | null> {
-    this.keepSettlementLocks(tx, white_label_id, deposit_id);
-    const row = await repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    const row = await this.lockOrderRow(tx, white_label_id, deposit_id);
     if (!row) return null;
     const policyPart = this.deps.policies.policyPart(white_label_id, row.livemode);
     const feeRead = this.deps.fees.scheduleRead({ white_label_id, merchant_id: row.merchant_id, livemode: row.livemode, channel: 'deposit' });
@@ -1832,8 +1829,7 @@ export class DepositService {
    * transition, and its tenant must be the one the capability named. Null when there is no such order.
    */
   async lockForSlip(tx: Queryable, white_label_id: string, deposit_id: string): Promise<Pick<DepositRow, 'status' | 'merchant_id' | 'livemode'> | null> {
-    this.keepSettlementLocks(tx, white_label_id, deposit_id);
-    return repository.lockOrderInBrand(tx, white_label_id, deposit_id);
+    return this.lockOrderRow(tx, white_label_id, deposit_id);
   }
 
   /**
@@ -1857,6 +1853,15 @@ export class DepositService {
       key: repository.settlementLockReadKey(white_label_id, deposit_id),
       part: repository.lockOrderWithLegsPart(white_label_id, deposit_id, (ids) => this.deps.withdrawals.lockOrdersNamedByPart(white_label_id, ids)),
     };
+  }
+
+  /**
+   * The order's row lock (`repository.lockOrderInBrand`), for every lock of a change of the order: what a settlement
+   * lock read carried for it (`keepSettlementLocks`) is taken first, so that the order's lock comes from there.
+   */
+  private lockOrderRow(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
+    this.keepSettlementLocks(tx, white_label_id, deposit_id);
+    return repository.lockOrderInBrand(tx, white_label_id, deposit_id);
   }
 
   /**

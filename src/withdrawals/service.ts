@@ -1216,6 +1216,7 @@ export class WithdrawalService {
   lockOrdersNamedBy(tx: Queryable, white_label_id: string, ids: ReadPart<unknown>, carried: readonly ReadPart<unknown>[]): Promise<{ owners: string[]; carried: unknown[] }> {
     return repository.lockOrdersNamedBy(tx, white_label_id, ids, carried);
   }
+
   /**
    * `lockOrdersNamedBy` as a read that another module's statement carries after an earlier lock of the lock
    * order (src/withdrawals/repository.ts `lockOrdersNamedByPart`): the rows it answers are handed back with
@@ -1229,7 +1230,6 @@ export class WithdrawalService {
   keepLockedOrders(tx: Queryable, rows: readonly WithdrawalRow[]): void {
     repository.keepLockedOrders(tx, rows);
   }
-
 
   /** The merchants owning these orders (read without a lock). */
   merchantsOf(db: Queryable, white_label_id: string, withdrawal_ids: readonly string[]): Promise<string[]> {
