@@ -47,7 +47,7 @@ async function migrateIntoSchema(tx: Queryable, schema: string, last_version: nu
   }
 }
 
-/** Every table CHECK of a schema, each as `table: CHECK (…)`. */
+/** Every table CHECK of a schema: its name, its table, its text as PostgreSQL prints it, and how many columns it names. */
 async function tableChecks(tx: Queryable, schema: string): Promise<{ name: string; table: string; definition: string; column_count: number }[]> {
   const { rows } = await tx.query<{ name: string; table: string; definition: string; column_count: number }>(
     `SELECT k.conname AS name, c.relname AS table, pg_get_constraintdef(k.oid) AS definition, cardinality(k.conkey) AS column_count
