@@ -80,6 +80,8 @@ interface OrderModel {
   four_eyes: boolean;
   approvals: number[];
   escalated: boolean;
+  /** The reviewer whose escalation counts (issue 28): they may not decide, and their approval stops counting. */
+  escalated_by: number | null;
   /** Who ended the review, and how (a repeat by the same reviewer replays). */
   ended_by: { reviewer: number; action: 'approve' | 'reject' } | null;
   reversal_reason: string | null;
@@ -173,6 +175,7 @@ async function run(world: World, command: Command): Promise<string> {
         four_eyes: status === 'under_review' && command.amount_minor >= FOUR_EYES_FROM_MINOR,
         approvals: [],
         escalated: false,
+        escalated_by: null,
         ended_by: null,
         reversal_reason: null,
         withdrawal_id: null,
@@ -195,12 +198,16 @@ async function run(world: World, command: Command): Promise<string> {
         } else expect(errorOf(response).code).toBe('review_already_decided');
         return `approve ${order.status}: refused or replayed`;
       }
+      if (order.escalated_by === command.reviewer) {
+        expect(errorOf(response).code).toBe('escalation_same_reviewer');
+        return 'approve: escalating reviewer refused';
+      }
       if (order.approvals.includes(command.reviewer)) {
         expect(errorOf(response).code).toBe('four_eyes_same_reviewer');
         return 'approve: same reviewer refused';
       }
       expect(response.statusCode, response.body).toBe(200);
-      if (order.four_eyes && order.approvals.length === 0) {
+      if (order.four_eyes && order.approvals.filter((reviewer) => reviewer !== order.escalated_by).length === 0) {
         expect(response.json()).toMatchObject({ effect: 'approval_recorded' });
         order.approvals.push(command.reviewer);
         return 'approve: first of two';
@@ -220,6 +227,10 @@ async function run(world: World, command: Command): Promise<string> {
         else expect(errorOf(response).code).toBe('review_already_decided');
         return `reject ${order.status}: refused or replayed`;
       }
+      if (order.escalated_by === command.reviewer) {
+        expect(errorOf(response).code).toBe('escalation_same_reviewer');
+        return 'reject: escalating reviewer refused';
+      }
       expect(response.statusCode, response.body).toBe(200);
       order.status = 'rejected';
       order.ended_by = { reviewer: command.reviewer, action: 'reject' };
@@ -235,6 +246,7 @@ async function run(world: World, command: Command): Promise<string> {
       }
       expect(response.statusCode, response.body).toBe(200);
       expect(response.json()).toMatchObject({ replayed: order.escalated });
+      if (!order.escalated) order.escalated_by = command.reviewer;
       order.escalated = true;
       return 'escalate';
     }

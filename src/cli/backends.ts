@@ -17,7 +17,7 @@ import {
   type MerchantView,
 } from '../tenancy/service.ts';
 import type { AccountStatus, Actor, ApiKeyScope, KeyStatus } from '../tenancy/types.ts';
-import { idText, nameSchema } from '../tenancy/schemas.ts';
+import { idText, nameSchema, staffIdText } from '../tenancy/schemas.ts';
 
 /**
  * The two ways the admin CLI reaches tenancy: directly on the database (PostgreSQL, or PGlite when no
@@ -43,7 +43,8 @@ export interface AdminBackend {
   createApiKey(input: { merchant_id: string; mode: 'test' | 'live'; scopes?: readonly ApiKeyScope[] }): Promise<CreatedApiKey>;
   listApiKeys(merchant_id: string): Promise<ApiKeyView[]>;
   setApiKeyStatus(api_key_id: string, status: KeyStatus): Promise<ApiKeyView>;
-  createCredential(input: { white_label_id: string; role: 'operator' | 'reviewer'; name: string }): Promise<CreatedCredential>;
+  /** `staff_id` names the person who holds a credential already; without it the credential goes to a new person. */
+  createCredential(input: { white_label_id: string; role: 'operator' | 'reviewer'; name: string; staff_id?: string }): Promise<CreatedCredential>;
   revokeCredential(credential_id: string): Promise<BackofficeCredentialView>;
   /** Releases what the backend opened (the database and its lock); a no-op for injected services. */
   close(): Promise<void>;
@@ -75,7 +76,7 @@ export type CliEnvironment = Record<string, string | undefined>;
 // rejects the same input with the same validation_error as the HTTP routes do.
 const brandBodySchema = z.object({ name: nameSchema });
 const merchantBodySchema = z.object({ name: nameSchema, white_label_id: idText });
-const credentialBodySchema = z.object({ name: nameSchema, white_label_id: idText, role: z.enum(['operator', 'reviewer']) });
+const credentialBodySchema = z.object({ name: nameSchema, white_label_id: idText, role: z.enum(['operator', 'reviewer']), staff_id: staffIdText.optional() });
 
 export interface DirectBackendOptions {
   tenancy: TenancyService;
@@ -245,7 +246,12 @@ export function createRemoteBackend(options: RemoteBackendOptions): AdminBackend
       return call('POST', `/v1/bo/api-keys/${segment(api_key_id)}/${action}`);
     },
     createCredential: (input) =>
-      call('POST', '/v1/bo/credentials', { name: input.name, role: input.role, white_label_id: input.white_label_id }),
+      call('POST', '/v1/bo/credentials', {
+        name: input.name,
+        role: input.role,
+        white_label_id: input.white_label_id,
+        ...(input.staff_id === undefined ? {} : { staff_id: input.staff_id }),
+      }),
     revokeCredential: (credential_id) => call('POST', `/v1/bo/credentials/${segment(credential_id)}/revoke`),
     close: async () => {},
   };

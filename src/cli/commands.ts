@@ -249,10 +249,20 @@ export const COMMANDS: readonly CommandSpec[] = [
       brand: brandOption,
       role: { placeholder: 'operator|reviewer', description: 'what the credential may do', required: true, choices: ['operator', 'reviewer'] },
       name: nameOption,
+      staff: {
+        placeholder: 'stf_…',
+        description: 'the person who holds a credential already (staff_id); without it the credential goes to a new person',
+        required: false,
+      },
     },
     async run(backend, values) {
       const role = required(values, 'role') === 'reviewer' ? 'reviewer' : 'operator';
-      const created = await backend.createCredential({ white_label_id: required(values, 'brand'), role, name: required(values, 'name') });
+      const created = await backend.createCredential({
+        white_label_id: required(values, 'brand'),
+        role,
+        name: required(values, 'name'),
+        ...(values.staff === undefined ? {} : { staff_id: values.staff }),
+      });
       return {
         data: created,
         text: renderRecord(created),

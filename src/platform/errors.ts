@@ -195,8 +195,13 @@ const catalogue = {
   },
   four_eyes_same_reviewer: {
     status: 409, type: 'invalid_request_error', retryable: false,
-    message: 'This review needs two different approvers; you already approved it.',
-    message_th: 'รายการนี้ต้องได้รับการอนุมัติจากผู้ตรวจสอบสองคนที่ต่างกัน และท่านได้อนุมัติไปแล้ว',
+    message: 'This review needs two different people to approve it; you already approved it, with this or another of your credentials.',
+    message_th: 'รายการนี้ต้องได้รับการอนุมัติจากบุคคลสองคนที่ต่างกัน และท่านได้อนุมัติไปแล้ว ไม่ว่าจะด้วยข้อมูลรับรองนี้หรือข้อมูลรับรองอื่นของท่าน',
+  },
+  escalation_same_reviewer: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'You escalated this review, with this or another of your credentials; another reviewer must approve or reject it.',
+    message_th: 'ท่านเป็นผู้ส่งต่อ (escalate) รายการนี้ ไม่ว่าจะด้วยข้อมูลรับรองนี้หรือข้อมูลรับรองอื่นของท่าน ผู้ตรวจสอบคนอื่นต้องเป็นผู้อนุมัติหรือปฏิเสธรายการนี้',
   },
   evidence_limit_reached: {
     status: 409, type: 'invalid_request_error', retryable: false,

@@ -21,6 +21,7 @@ export const ID_PREFIXES = {
   claim: 'clm_',
   api_key: 'key_',
   backoffice_credential: 'boc_',
+  staff_identity: 'stf_',
   job: 'job_',
   audit: 'aud_',
   review_decision: 'rvd_',

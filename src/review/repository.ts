@@ -2,7 +2,8 @@ import type { Queryable } from '../platform/db.ts';
 
 /**
  * All SQL of the review desk: reviewer decisions, merchant evidence and force-complete requests
- * (migrations/0012_review.sql has the meaning of every column). Each query is scoped by brand.
+ * (migrations/0012_review.sql has the meaning of every column; 0027 adds the decision's staff_id). Each
+ * query is scoped by brand.
  */
 
 export type DecisionAction = 'approve' | 'reject' | 'escalate';
@@ -18,8 +19,17 @@ export interface DecisionRow {
   review_opened_at: Date;
   action: DecisionAction;
   effect: DecisionEffect;
-  /** The back-office credential that decided. */
+  /**
+   * The back-office credential that decided, or the system reviewer when the service decided itself (the
+   * sandbox's desk, `sandbox_scenario`).
+   */
   reviewer_id: string;
+  /**
+   * The person behind that credential (migration 0027): four eyes and escalation compare these. Null exactly
+   * when reviewer_id is not a credential (a decision the service made itself has no person); the rule
+   * `review_decisions_staff_iff_credential` holds the database to that.
+   */
+  staff_id: string | null;
   /** Internal; never shown to a merchant. */
   note: string | null;
   rejection_code: string | null;
@@ -64,7 +74,7 @@ export interface ForceCompleteRow {
 }
 
 const DECISION_COLUMNS = `white_label_id, decision_id, deposit_id, merchant_id, livemode, review_opened_at, action, effect, reviewer_id, note,
-  rejection_code, verified_amount_minor, amount_source, idempotency_key, deposit_version, created_at`;
+  rejection_code, verified_amount_minor, amount_source, idempotency_key, deposit_version, created_at, staff_id`;
 
 function decisionOf(row: DecisionRow): DecisionRow {
   return { ...row, verified_amount_minor: row.verified_amount_minor === null ? null : Number(row.verified_amount_minor) };
@@ -72,10 +82,10 @@ function decisionOf(row: DecisionRow): DecisionRow {
 
 export async function insertDecision(db: Queryable, row: DecisionRow): Promise<void> {
   await db.query(
-    `INSERT INTO review_decisions (${DECISION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+    `INSERT INTO review_decisions (${DECISION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
     [
       row.white_label_id, row.decision_id, row.deposit_id, row.merchant_id, row.livemode, row.review_opened_at, row.action, row.effect, row.reviewer_id,
-      row.note, row.rejection_code, row.verified_amount_minor, row.amount_source, row.idempotency_key, row.deposit_version, row.created_at,
+      row.note, row.rejection_code, row.verified_amount_minor, row.amount_source, row.idempotency_key, row.deposit_version, row.created_at, row.staff_id,
     ],
   );
 }

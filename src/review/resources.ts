@@ -41,7 +41,16 @@ export const reviewDetailSchema = z
     bank_verified_amount_minor: minorSchema,
     approvals_required: z.number().int(),
     approvals: z.array(
-      z.object({ reviewer_id: z.string(), verified_amount_minor: minorSchema.nullable(), amount_source: z.string().nullable(), created_at: timestampSchema }),
+      z.object({
+        reviewer_id: z.string(),
+        staff_id: z
+          .string()
+          .nullable()
+          .meta({ description: "The person behind the credential that approved; null when the service approved itself (the sandbox's own desk, reviewer_id `sandbox_scenario`), which has no person." }),
+        verified_amount_minor: minorSchema.nullable(),
+        amount_source: z.string().nullable(),
+        created_at: timestampSchema,
+      }),
     ),
     slips: z.array(
       z.object({
@@ -69,6 +78,10 @@ export const reviewDetailSchema = z
         action: z.enum(['approve', 'reject', 'escalate']),
         effect: z.enum(['approval_recorded', 'settled', 'rejected', 'escalated']),
         reviewer_id: z.string(),
+        staff_id: z
+          .string()
+          .nullable()
+          .meta({ description: "The person behind the credential that decided; null when the service decided itself (the sandbox's own desk, reviewer_id `sandbox_scenario`), which has no person." }),
         note: z.string().nullable(),
         rejection_code: z.string().nullable(),
         verified_amount_minor: minorSchema.nullable(),

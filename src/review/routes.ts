@@ -147,7 +147,7 @@ export function registerReviewRoutes(registrar: RouteRegistrar, services: Servic
       url: `/v1/bo/reviews/:deposit_id/${action}`,
       summary: 'Approve, reject or escalate a review',
       responses: { 200: { description: 'The decision and the review after it.', schema: reviewDecisionSchema } },
-      errors: ['review_already_decided', 'four_eyes_same_reviewer', 'deposit_state_conflict', 'review_note_required', 'idempotency_key_reused', 'alloc_state_conflict', 'withdrawal_state_conflict'],
+      errors: ['review_already_decided', 'four_eyes_same_reviewer', 'escalation_same_reviewer', 'deposit_state_conflict', 'review_note_required', 'idempotency_key_reused', 'alloc_state_conflict', 'withdrawal_state_conflict'],
       // Decisions are the reviewers' (operators administer the brand and reverse settled orders).
       roles: ['reviewer'],
       body: schema,

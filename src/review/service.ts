@@ -2,7 +2,7 @@ import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
-import { newId } from '../platform/ids.ts';
+import { ID_PREFIXES, newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import { CURRENT_API_VERSION } from '../events/envelope.ts';
 import type { EventCause } from '../events/service.ts';
@@ -24,7 +24,18 @@ import * as repository from './repository.ts';
  * A decision locks the order first (DepositService.lockOrder: the order row, then the feeds of its
  * merchants), so two reviewers deciding at once are serialised: the second finds the review decided and
  * gets `review_already_decided`. The database backs four eyes with a unique index (one approval per
- * reviewer per review) and a review's single outcome with another.
+ * person per review) and a review's single outcome with another.
+ *
+ * The rules that compare reviewers compare people (staff identities, migration 0027), never credentials,
+ * since one person may hold several (issue 28): the same person cannot give both approvals of a four-eyes
+ * review, and whoever escalated a review does not decide it (`escalation_same_reviewer`), whichever of
+ * their credentials they use.
+ *
+ * The service also decides some reviews itself (the sandbox's desk, scenario 102.00 THB): a `system` actor,
+ * not a credential, so there is no person behind it and its decisions carry a null `staff_id` (the rule
+ * `review_decisions_staff_iff_credential` of migration 0027 holds the database to that). Such a decision is
+ * never the same person as anyone's; the system desk itself is one approver, named by its reviewer id, so
+ * it approves a review once and its approval counts once (approverOf).
  */
 
 /** Evidence items a merchant may attach to one order, and force-complete requests it may make. */
@@ -55,6 +66,12 @@ export interface Reviewer {
   idempotency_key: string | null;
 }
 
+/**
+ * A reviewer with the person behind their credential, as the rules of a decision compare them; `staff_id`
+ * is null for the service's own desk (a `system` actor), which decides without a credential or a person.
+ */
+type Decider = Reviewer & { staff_id: string | null };
+
 export type Decision =
   | { action: 'approve'; note: string | null; verified_amount_minor: number | null }
   | { action: 'reject'; note: string; rejection_code: RejectionCode }
@@ -84,7 +101,11 @@ export interface ReviewDetail {
   /** V as the bank verified it from the order's slips (0 when none was verified). */
   bank_verified_amount_minor: number;
   approvals_required: number;
-  approvals: { reviewer_id: string; verified_amount_minor: number | null; amount_source: string | null; created_at: string }[];
+  /**
+   * The approvals that count toward the decision: none by a person who escalated the review. `staff_id` is
+   * null for an approval the service made itself (the sandbox's desk), which has no person.
+   */
+  approvals: { reviewer_id: string; staff_id: string | null; verified_amount_minor: number | null; amount_source: string | null; created_at: string }[];
   slips: (ReviewedReceipt & { image_url: string | null })[];
   evidence: { evidence_id: string; kind: string; reference: string; note: string; created_at: string }[];
   force_complete_requests: { request_id: string; claimed_verified_amount_minor: number; derived_verified_amount_minor: number; note: string; created_at: string }[];
@@ -93,6 +114,8 @@ export interface ReviewDetail {
     action: repository.DecisionAction;
     effect: repository.DecisionEffect;
     reviewer_id: string;
+    /** Null for a decision the service made itself (the sandbox's desk), which has no person. */
+    staff_id: string | null;
     note: string | null;
     rejection_code: string | null;
     verified_amount_minor: number | null;
@@ -112,6 +135,32 @@ export interface DecisionOutcome {
 
 function causeOf(reviewer: Reviewer): EventCause {
   return { request_id: reviewer.request_id, idempotency_key: reviewer.idempotency_key, api_version: CURRENT_API_VERSION };
+}
+
+/**
+ * Who made a decision, as the same-person rules compare deciders: the person behind the credential, or, for
+ * a decision the service made itself (no person, null `staff_id`), the system reviewer as one approver of
+ * its own. Comparing the null `staff_id`s themselves would make every system decision the same person as
+ * every other, and comparing reviewer ids would let one person approve twice through two credentials; the
+ * prefixes keep a person and a system reviewer from ever being taken for each other.
+ */
+function approverOf(decision: { reviewer_id: string; staff_id: string | null }): string {
+  return decision.staff_id === null ? `system:${decision.reviewer_id}` : `person:${decision.staff_id}`;
+}
+
+/**
+ * The deciders (approverOf) who escalated a review. An escalation asks someone else to decide, so its author
+ * takes no part in the decision: they may not approve or reject, and an approval they gave before escalating
+ * no longer counts (their escalation says they doubt it).
+ */
+function escalatorsOf(thisReview: readonly repository.DecisionRow[]): Set<string> {
+  return new Set(thisReview.filter((decision) => decision.action === 'escalate').map(approverOf));
+}
+
+/** The approvals of one review that count toward its decision: one per approver, none by one who escalated it. */
+function countedApprovals(thisReview: readonly repository.DecisionRow[]): repository.DecisionRow[] {
+  const escalators = escalatorsOf(thisReview);
+  return thisReview.filter((decision) => decision.action === 'approve' && !escalators.has(approverOf(decision)));
 }
 
 function validationError(path: string, reason: string, hint?: string): ApiError {
@@ -173,7 +222,7 @@ export class ReviewService {
     const decisions = await repository.listDecisions(db, white_label_id, deposit_id);
     const bank = await this.deps.verification.verifiedAmountOf(db, white_label_id, deposit_id);
     const currentReview = row.review ? row.review.opened_at : null;
-    const approvals = decisions.filter((decision) => decision.action === 'approve' && formatTimestamp(decision.review_opened_at) === currentReview);
+    const approvals = countedApprovals(decisions.filter((decision) => formatTimestamp(decision.review_opened_at) === currentReview));
     return {
       object: 'review_detail',
       deposit_id,
@@ -184,6 +233,7 @@ export class ReviewService {
       approvals_required: row.review === null ? 0 : row.review.four_eyes_required || bank.amount_minor === 0 ? 2 : 1,
       approvals: approvals.map((decision) => ({
         reviewer_id: decision.reviewer_id,
+        staff_id: decision.staff_id,
         verified_amount_minor: decision.verified_amount_minor,
         amount_source: decision.amount_source,
         created_at: formatTimestamp(decision.created_at),
@@ -202,6 +252,7 @@ export class ReviewService {
         action: decision.action,
         effect: decision.effect,
         reviewer_id: decision.reviewer_id,
+        staff_id: decision.staff_id,
         note: decision.note,
         rejection_code: decision.rejection_code,
         verified_amount_minor: decision.verified_amount_minor,
@@ -220,8 +271,8 @@ export class ReviewService {
   /**
    * Applies one reviewer decision in one transaction: the order's transition (through DepositService),
    * the decision row and the audit row. Expected refusals are returned: `resource_not_found`,
-   * `review_already_decided`, `four_eyes_same_reviewer`, `idempotency_key_reused`; bad amounts throw
-   * `validation_error`.
+   * `review_already_decided`, `four_eyes_same_reviewer`, `escalation_same_reviewer`,
+   * `idempotency_key_reused`; bad amounts throw `validation_error`. A refusal writes nothing.
    */
   decide(white_label_id: string, deposit_id: string, reviewer: Reviewer, decision: Decision): Promise<Result<DecisionOutcome>> {
     return this.deps.database.transaction(async (tx) => {
@@ -248,13 +299,16 @@ export class ReviewService {
       }
       const review = row.review;
       const thisReview = decisions.filter((earlier) => formatTimestamp(earlier.review_opened_at) === review.opened_at);
+      const decider = await this.deciderOf(tx, white_label_id, reviewer);
+      // An escalation asks another person to decide: its author, through any of their credentials, may not.
+      if (decision.action !== 'escalate' && escalatorsOf(thisReview).has(approverOf(decider))) return fail('escalation_same_reviewer');
       switch (decision.action) {
         case 'approve':
-          return this.approve(tx, row, review, thisReview, reviewer, decision);
+          return this.approve(tx, row, review, thisReview, decider, decision);
         case 'reject':
-          return this.reject(tx, row, review, reviewer, decision);
+          return this.reject(tx, row, review, decider, decision);
         case 'escalate':
-          return this.escalate(tx, row, review, thisReview, reviewer, decision);
+          return this.escalate(tx, row, review, thisReview, decider, decision);
         default: {
           const unknown: never = decision;
           throw new Error(`unknown decision ${JSON.stringify(unknown)}`);
@@ -264,17 +318,38 @@ export class ReviewService {
   }
 
   /**
+   * The reviewer with the person behind their credential. The service's own desk (a `system` actor, the
+   * sandbox's) decides without a credential, so it has no person and its decisions carry a null staff_id;
+   * its reviewer id must then not be a credential's id. The database refuses such a row too, but only when
+   * the row is written at the end of the decision; checking here names the mistake where it is made. Every
+   * credential is issued to a person (migration 0027), so a credential whose person is not found is a
+   * broken invariant, not a refusal to answer.
+   */
+  private async deciderOf(tx: Queryable, white_label_id: string, reviewer: Reviewer): Promise<Decider> {
+    if (reviewer.actor.actor_type === 'system') {
+      invariant(!reviewer.reviewer_id.startsWith(ID_PREFIXES.backoffice_credential), 'the service decides as itself, not with a credential');
+      return { ...reviewer, staff_id: null };
+    }
+    const staff_id = await this.deps.tenancy.staffOfCredential(tx, white_label_id, reviewer.reviewer_id);
+    invariant(staff_id !== null, 'a reviewer credential of the brand names its person');
+    return { ...reviewer, staff_id };
+  }
+
+  /**
    * Approve: V is the bank's verified amount when the order's slips were verified (a reviewer's other
    * figure is refused); without it the reviewer enters the amount they verified, and then two
    * reviewers must agree on it. With four eyes the first approval is recorded and changes nothing; the
-   * second, by another reviewer, settles exactly as automatic settlement does (`settled_via: review`).
+   * second, by another person, settles exactly as automatic settlement does (`settled_via: review`).
+   * An escalation does not add four eyes: it already brought a second person to the review, and its
+   * author's approval stops counting (escalatorsOf). The service's own desk approves once, as one approver
+   * (approverOf): it never gives both approvals of a four-eyes review, and a person may give the other.
    */
   private async approve(
     tx: Queryable,
     row: DepositRow,
     review: ReviewObject,
     thisReview: repository.DecisionRow[],
-    reviewer: Reviewer,
+    reviewer: Decider,
     decision: Extract<Decision, { action: 'approve' }>,
   ): Promise<Result<DecisionOutcome>> {
     const bank = await this.deps.verification.verifiedAmountOf(tx, row.white_label_id, row.deposit_id);
@@ -291,8 +366,11 @@ export class ReviewService {
       verified_amount_minor = decision.verified_amount_minor;
       amount_source = 'reviewer';
     }
-    const approvals = thisReview.filter((earlier) => earlier.action === 'approve');
-    if (approvals.some((earlier) => earlier.reviewer_id === reviewer.reviewer_id)) return fail('four_eyes_same_reviewer');
+    // One approval per person, through whichever credential, and one by the service's own desk: the unique
+    // indexes of migration 0027 back this.
+    const approver = approverOf(reviewer);
+    if (thisReview.some((earlier) => earlier.action === 'approve' && approverOf(earlier) === approver)) return fail('four_eyes_same_reviewer');
+    const approvals = countedApprovals(thisReview);
     const fourEyes = review.four_eyes_required || amount_source === 'reviewer';
     const record = (effect: repository.DecisionEffect, deposit_version: number): repository.DecisionRow =>
       this.decisionRow(row, review, reviewer, { action: 'approve', effect, note: decision.note, rejection_code: null, verified_amount_minor, amount_source }, deposit_version);
@@ -326,12 +404,14 @@ export class ReviewService {
       verified_amount_minor,
       amount_source,
       approvers: [...approvals.map((approval) => approval.reviewer_id), reviewer.reviewer_id],
+      // The people who approved, in order; null stands for an approval of the service's own desk, which has no person.
+      approver_staff_ids: [...approvals.map((approval) => approval.staff_id), reviewer.staff_id],
     });
     return ok({ decision_id: decided.decision_id, effect: decided.effect, replayed: false });
   }
 
   /** Reject: `rejected` with the catalogue's display texts; the reviewer's note stays internal. */
-  private async reject(tx: Queryable, row: DepositRow, review: ReviewObject, reviewer: Reviewer, decision: Extract<Decision, { action: 'reject' }>): Promise<Result<DecisionOutcome>> {
+  private async reject(tx: Queryable, row: DepositRow, review: ReviewObject, reviewer: Decider, decision: Extract<Decision, { action: 'reject' }>): Promise<Result<DecisionOutcome>> {
     const rejected = await this.deps.deposits.rejectReview(tx, {
       white_label_id: row.white_label_id,
       deposit_id: row.deposit_id,
@@ -354,7 +434,7 @@ export class ReviewService {
     row: DepositRow,
     review: ReviewObject,
     thisReview: repository.DecisionRow[],
-    reviewer: Reviewer,
+    reviewer: Decider,
     decision: Extract<Decision, { action: 'escalate' }>,
   ): Promise<Result<DecisionOutcome>> {
     if (review.escalated) {
@@ -373,7 +453,7 @@ export class ReviewService {
   private decisionRow(
     row: DepositRow,
     review: ReviewObject,
-    reviewer: Reviewer,
+    reviewer: Decider,
     decided: Pick<repository.DecisionRow, 'action' | 'effect' | 'note' | 'rejection_code'> & Partial<Pick<repository.DecisionRow, 'verified_amount_minor' | 'amount_source'>>,
     deposit_version: number,
   ): repository.DecisionRow {
@@ -387,6 +467,7 @@ export class ReviewService {
       action: decided.action,
       effect: decided.effect,
       reviewer_id: reviewer.reviewer_id,
+      staff_id: reviewer.staff_id,
       note: decided.note,
       rejection_code: decided.rejection_code,
       verified_amount_minor: decided.verified_amount_minor ?? null,

@@ -55,7 +55,11 @@ const STEP_WAIT_LIMIT = 24;
 const OTHER_SENDER_NAME_TH = 'ประภาพร มีสุข';
 const OTHER_SENDER_NAME_TH_FALLBACK = 'สุนทร ทองดี';
 
-/** The sandbox's own review desk (102.00 THB approves its late slip) and operator (103.00 THB reverses). */
+/**
+ * The sandbox's own review desk (102.00 THB approves its late slip) and operator (103.00 THB reverses).
+ * It is the service acting as itself (a `system` actor), not a back-office credential, so there is no
+ * person behind it: its review decisions carry a null staff_id, and it counts as one approver.
+ */
 const SANDBOX_STAFF: Omit<Reviewer, 'request_id'> = {
   actor: { actor_type: 'system', actor_id: 'sandbox_scenario', request_id: null },
   reviewer_id: 'sandbox_scenario',

@@ -1,7 +1,7 @@
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { appendParts, type ReadPart } from '../platform/read-part.ts';
-import type { AccountStatus, ApiKeyRow, BackofficeCredentialRow, BrandRow, KeyStatus, MerchantRow } from './types.ts';
+import type { AccountStatus, ApiKeyRow, BackofficeCredentialRow, BrandRow, KeyStatus, MerchantRow, StaffIdentityRow } from './types.ts';
 
 /** The most further buckets, and the most carried reads, one admission statement takes. */
 const MAXIMUM_ADMISSION_PARTS = 8;
@@ -145,13 +145,43 @@ export async function setApiKeyStatus(
 
 export async function insertBackofficeCredential(db: Queryable, credential: BackofficeCredentialRow): Promise<void> {
   await db.query(
-    `INSERT INTO backoffice_credentials (white_label_id, credential_id, name, role, token_hash, status, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    `INSERT INTO backoffice_credentials (white_label_id, credential_id, name, role, token_hash, status, staff_id, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
     [
       credential.white_label_id, credential.credential_id, credential.name, credential.role, credential.token_hash,
-      credential.status, credential.created_at, credential.updated_at,
+      credential.status, credential.staff_id, credential.created_at, credential.updated_at,
     ],
   );
+}
+
+export async function insertStaffIdentity(db: Queryable, staff: StaffIdentityRow): Promise<void> {
+  await db.query('INSERT INTO staff_identities (white_label_id, staff_id, name, created_at) VALUES ($1, $2, $3, $4)', [
+    staff.white_label_id,
+    staff.staff_id,
+    staff.name,
+    staff.created_at,
+  ]);
+}
+
+/**
+ * A person of one brand (or, with a null brand, of the platform staff). A person of another brand, or a
+ * platform person asked for with a brand, is not found: a credential is issued to a person of its own brand.
+ */
+export async function findStaffIdentity(db: Queryable, staff_id: string, white_label_id: string | null): Promise<StaffIdentityRow | null> {
+  const { rows } = await db.query<StaffIdentityRow>(
+    'SELECT white_label_id, staff_id, name, created_at FROM staff_identities WHERE staff_id = $1 AND white_label_id IS NOT DISTINCT FROM $2::text',
+    [staff_id, white_label_id],
+  );
+  return rows[0] ?? null;
+}
+
+/** The person behind a credential of a brand; null when the credential is not of that brand. */
+export async function findStaffOfCredential(db: Queryable, white_label_id: string, credential_id: string): Promise<string | null> {
+  const { rows } = await db.query<{ staff_id: string }>('SELECT staff_id FROM backoffice_credentials WHERE white_label_id = $1 AND credential_id = $2', [
+    white_label_id,
+    credential_id,
+  ]);
+  return rows[0]?.staff_id ?? null;
 }
 
 export interface BackofficeCredentialWithBrand extends BackofficeCredentialRow {

@@ -54,6 +54,7 @@ const credentialFields = {
   name: z.string(),
   role: z.enum(['platform_admin', 'operator', 'reviewer']),
   status: keyStatus,
+  staff_id: z.string().meta({ description: 'The person the credential was issued to; four eyes counts people, not credentials.' }),
   created_at: timestampSchema,
 };
 

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
 import type { RouteRegistrar, Services } from '../http/context.ts';
 import { API_KEY_SCOPES } from './types.ts';
-import { idText, nameSchema } from './schemas.ts';
+import { idText, nameSchema, staffIdText } from './schemas.ts';
 import { actorOf, brandToActOn, requireOwnBrand, scopeOf } from '../http/backoffice-scope.ts';
 import { listSchema } from '../http/response-fields.ts';
 import { apiKeySchema, backofficeCredentialSchema, brandSchema, createdApiKeySchema, createdBackofficeCredentialSchema, merchantSchema } from './resources.ts';
@@ -186,11 +186,17 @@ export function registerTenancyRoutes(registrar: RouteRegistrar, services: Servi
     errors: ['resource_not_found'],
     roles: ['platform_admin', 'operator'],
     body: z
-      .object({ name: nameSchema, role: z.enum(['operator', 'reviewer']), white_label_id: idText.optional() })
+      .object({
+        name: nameSchema,
+        role: z.enum(['operator', 'reviewer']),
+        white_label_id: idText.optional(),
+        // The person who will hold the credential, when they hold one already; without it the credential goes to a new person.
+        staff_id: staffIdText.optional(),
+      })
       .strict(),
     async handler({ context, body }) {
       const brand = brandToActOn(context, body.white_label_id);
-      const created = await tenancy.createBackofficeCredential(actorOf(context), { white_label_id: brand, role: body.role, name: body.name });
+      const created = await tenancy.createBackofficeCredential(actorOf(context), { white_label_id: brand, role: body.role, name: body.name, staff_id: body.staff_id });
       return { status: 201, body: created, headers: { 'Cache-Control': 'no-store' } };
     },
   });

@@ -16,6 +16,7 @@ import {
   type BrandRow,
   type KeyStatus,
   type MerchantRow,
+  type StaffIdentityRow,
 } from './types.ts';
 
 /**
@@ -66,6 +67,8 @@ export interface BackofficeCredentialView {
   name: string;
   role: BackofficeRole;
   status: KeyStatus;
+  /** The person the credential was issued to: four eyes counts these, not credentials. */
+  staff_id: string;
   created_at: string;
 }
 
@@ -132,6 +135,7 @@ export function backofficeCredentialView(row: BackofficeCredentialRow): Backoffi
     name: row.name,
     role: row.role,
     status: row.status,
+    staff_id: row.staff_id,
     created_at: formatTimestamp(row.created_at),
   };
 }
@@ -350,32 +354,65 @@ export class TenancyService {
     return apiKeyView(row.row);
   }
 
+  /**
+   * Issues a credential to a person. `staff_id` names a person of the credential's brand who holds a
+   * credential already (a second credential of the same person, or a replacement); without it the
+   * credential is issued to a new person, named by the credential's name, created in the same
+   * transaction with its own audit row. A person of another brand, or none, is `resource_not_found`
+   * and nothing is written.
+   */
   async createBackofficeCredential(
     actor: Actor,
-    input: { white_label_id: string | null; role: BackofficeRole; name: string },
+    input: { white_label_id: string | null; role: BackofficeRole; name: string; staff_id?: string },
   ): Promise<BackofficeCredentialView & { token: string }> {
     const token = `bo_${randomToken(32)}`;
     const now = this.clock.now();
-    const row: BackofficeCredentialRow = {
-      white_label_id: input.white_label_id,
-      credential_id: newId('backoffice_credential'),
-      name: input.name,
-      role: input.role,
-      token_hash: sha256Hex(token),
-      status: 'active',
-      created_at: now,
-      updated_at: now,
-    };
     const created = await this.database.transaction(async (tx) => {
-      if (input.white_label_id && !(await repository.findBrand(tx, input.white_label_id))) return false;
+      if (input.white_label_id && !(await repository.findBrand(tx, input.white_label_id))) return null;
+      const staff = await this.staffToIssueTo(tx, actor, input, now);
+      if (!staff) return null;
+      const row: BackofficeCredentialRow = {
+        white_label_id: input.white_label_id,
+        credential_id: newId('backoffice_credential'),
+        name: input.name,
+        role: input.role,
+        token_hash: sha256Hex(token),
+        status: 'active',
+        staff_id: staff.staff_id,
+        created_at: now,
+        updated_at: now,
+      };
       await repository.insertBackofficeCredential(tx, row);
       await this.audit(tx, actor, row.white_label_id, 'backoffice_credential.created', 'backoffice_credential', row.credential_id, {
         role: row.role,
+        staff_id: row.staff_id,
       });
-      return true;
+      return row;
     });
     if (!created) throw new ApiError('resource_not_found');
-    return { ...backofficeCredentialView(row), token };
+    return { ...backofficeCredentialView(created), token };
+  }
+
+  /** The person a new credential is issued to: the one named (of the same brand), or a new one. */
+  private async staffToIssueTo(
+    tx: Queryable,
+    actor: Actor,
+    input: { white_label_id: string | null; name: string; staff_id?: string },
+    now: Date,
+  ): Promise<StaffIdentityRow | null> {
+    if (input.staff_id !== undefined) return repository.findStaffIdentity(tx, input.staff_id, input.white_label_id);
+    const staff: StaffIdentityRow = { white_label_id: input.white_label_id, staff_id: newId('staff_identity'), name: input.name, created_at: now };
+    await repository.insertStaffIdentity(tx, staff);
+    await this.audit(tx, actor, staff.white_label_id, 'staff_identity.created', 'staff_identity', staff.staff_id, { name: staff.name });
+    return staff;
+  }
+
+  /**
+   * The person behind a back-office credential of a brand (read in the caller's transaction), for rules
+   * that compare people rather than credentials; null when the credential is not of that brand.
+   */
+  staffOfCredential(db: Queryable, white_label_id: string, credential_id: string): Promise<string | null> {
+    return repository.findStaffOfCredential(db, white_label_id, credential_id);
   }
 
   async setBackofficeCredentialStatus(
@@ -426,16 +463,19 @@ export class TenancyService {
         signing_secret_sealed: this.secretBox.seal(signingSecret, SIGNING_SECRET_PURPOSE),
         scopes: [...API_KEY_SCOPES], status: 'active', created_at: now, updated_at: now, revoked_at: null,
       };
+      // The platform administrator is a person of the platform staff (no brand), as every credential's holder is a person.
+      const administrator: StaffIdentityRow = { white_label_id: null, staff_id: newId('staff_identity'), name: 'First-start platform administrator', created_at: now };
       const operator: BackofficeCredentialRow = {
-        white_label_id: null, credential_id: newId('backoffice_credential'), name: 'First-start platform administrator',
-        role: 'platform_admin', token_hash: sha256Hex(operatorToken), status: 'active', created_at: now, updated_at: now,
+        white_label_id: null, credential_id: newId('backoffice_credential'), name: administrator.name,
+        role: 'platform_admin', token_hash: sha256Hex(operatorToken), status: 'active', staff_id: administrator.staff_id, created_at: now, updated_at: now,
       };
       await repository.insertBrand(tx, brand);
       await repository.insertMerchant(tx, merchant);
       await repository.insertApiKey(tx, key);
+      await repository.insertStaffIdentity(tx, administrator);
       await repository.insertBackofficeCredential(tx, operator);
       await this.audit(tx, actor, brand.white_label_id, 'sandbox.bootstrapped', 'brand', brand.white_label_id, {
-        merchant_id: merchant.merchant_id, api_key_id: key.api_key_id, credential_id: operator.credential_id,
+        merchant_id: merchant.merchant_id, api_key_id: key.api_key_id, credential_id: operator.credential_id, staff_id: administrator.staff_id,
       });
       return {
         white_label_id: brand.white_label_id,

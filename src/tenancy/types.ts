@@ -50,8 +50,22 @@ export interface BackofficeCredentialRow {
   role: BackofficeRole;
   token_hash: string;
   status: KeyStatus;
+  /** The person the credential was issued to (migration 0027); never changes. */
+  staff_id: string;
   created_at: Date;
   updated_at: Date;
+}
+
+/**
+ * One person who works in a back office (migration 0027). Four eyes and the escalation rule compare these,
+ * not credentials, since one person may hold several credentials.
+ */
+export interface StaffIdentityRow {
+  /** The brand the person works for; null for platform staff (platform administrators). */
+  white_label_id: string | null;
+  staff_id: string;
+  name: string;
+  created_at: Date;
 }
 
 /** Who performed an administrative change; written to the audit log with it. */
