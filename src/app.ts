@@ -139,9 +139,17 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   const accountLookupKey = deriveAccountLookupKey(options.master_key);
   const beneficiaries = new BeneficiaryService({ events, clock, secretBox, account_lookup_key: accountLookupKey });
   const withdrawalPolicies = new WithdrawalPolicyService(clock);
-  const withdrawals = new WithdrawalService({ events, clock, ledger, fees, beneficiaries, policies: withdrawalPolicies });
-  const depositPolicies = new DepositPolicyService(clock);
   const tenancy = new TenancyService(database, clock, secretBox);
+  const withdrawals = new WithdrawalService({
+    events,
+    clock,
+    ledger,
+    fees,
+    beneficiaries,
+    policies: withdrawalPolicies,
+    service_owned_merchants: (db, white_label_id) => tenancy.serviceOwnedMerchantIds(db, white_label_id),
+  });
+  const depositPolicies = new DepositPolicyService(clock);
   // Test-mode deposits find liquidity from the brand's simulated counterparty, as live ones do from real withdrawals.
   const sandboxLiquidity = new SandboxLiquidity({ clock, tenancy, beneficiaries, ledger, fees, withdrawals, events });
   const slipTokens = new SlipTokenSigner(options.master_key);

@@ -30,7 +30,12 @@ const LINK_SECRET_PATTERN = /^cs_[A-Za-z0-9_-]{43}$/;
 export const SESSION_COOKIE = 'pg_checkout';
 /** A session lasts a day from the opening of the link; opening the link again starts a new one. */
 export const SESSION_LIFETIME_SECONDS = 24 * 60 * 60;
-const SESSION_PATTERN = /^v1\.(mch_[0-9A-Za-z]{1,64})\.([tl])\.([0-9]{1,12})\.([A-Za-z0-9_-]{43})$/;
+/**
+ * The cookie as `session` writes it: the end in canonical decimal (no leading zero) and the MAC in unpadded
+ * base64url of its exact length. The MAC covers the end's text, so a second spelling could only come from
+ * the key's holder; it is refused anyway, so that every signed value of the service has one spelling.
+ */
+const SESSION_PATTERN = /^v1\.(mch_[0-9A-Za-z]{1,64})\.([tl])\.(0|[1-9][0-9]{0,11})\.([A-Za-z0-9_-]{43})$/;
 const ID_PATTERNS = { white_label_id: /^wl_[0-9A-Za-z]{1,64}$/, deposit_id: /^dep_[0-9A-Za-z]{1,64}$/ } as const;
 
 /** The order a checkout belongs to, in full scope. */

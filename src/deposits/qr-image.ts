@@ -13,6 +13,11 @@ const LINK_KEY_PURPOSE = 'deposits.qr_image_link.v1';
 /** 128 bits of HMAC, base64url: long enough to be unguessable, short enough for a URL. */
 const SIGNATURE_BYTES = 16;
 const SIGNATURE_PATTERN = /^[A-Za-z0-9_-]{22}$/;
+/**
+ * `expires` as the link is written: decimal digits without a leading zero, at most 12 (the route's limit).
+ * The signature covers the number, so `0123` would otherwise verify as `123`: one link, two spellings.
+ */
+const EXPIRES_PATTERN = /^(?:0|[1-9][0-9]{0,11})$/;
 
 export interface QrLinkTarget {
   white_label_id: string;
@@ -40,11 +45,17 @@ export class QrImageLinks {
     return `${base_url}/v1/pay/deposits/${target.deposit_id}/legs/${target.leg_ref}/qr.png?${query.toString()}`;
   }
 
-  /** True when the signature is this service's for exactly these ids and expiry, and the link has not expired. */
-  verify(target: QrLinkTarget, signature: string, now: Date): boolean {
-    if (!SIGNATURE_PATTERN.test(signature)) return false;
-    if (!Number.isSafeInteger(target.expires) || target.expires * 1000 <= now.getTime()) return false;
-    return constantTimeEqual(this.sign(target), signature);
+  /**
+   * True when the link is spelled exactly as `url` writes it (the signature in unpadded base64url of its
+   * exact length, `expires` in canonical decimal), the signature is this service's for exactly these ids
+   * and expiry, and the link has not expired. Any other spelling is an invalid link, not a second name
+   * for a valid one: the comparison is of the whole text, so the signature's unused low bits count too.
+   */
+  verify(target: Omit<QrLinkTarget, 'expires'> & { expires: string }, signature: string, now: Date): boolean {
+    if (!SIGNATURE_PATTERN.test(signature) || !EXPIRES_PATTERN.test(target.expires)) return false;
+    const expires = Number(target.expires);
+    if (!Number.isSafeInteger(expires) || expires * 1000 <= now.getTime()) return false;
+    return constantTimeEqual(this.sign({ ...target, expires }), signature);
   }
 }
 

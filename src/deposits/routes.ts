@@ -261,7 +261,7 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
       })
       .strict(),
     link_subject: ({ query, params }) =>
-      deposits.verifyQrLink({ white_label_id: query.wl, deposit_id: params.id ?? '', leg_ref: params.leg_ref ?? '', expires: Number(query.expires), signature: query.signature })
+      deposits.verifyQrLink({ white_label_id: query.wl, deposit_id: params.id ?? '', leg_ref: params.leg_ref ?? '', expires: query.expires, signature: query.signature })
         ? { white_label_id: query.wl, subject: `${params.id}:${params.leg_ref}` }
         : null,
     async handler({ query, params }) {
@@ -269,7 +269,7 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
         white_label_id: query.wl,
         deposit_id: params.id ?? '',
         leg_ref: params.leg_ref ?? '',
-        expires: Number(query.expires),
+        expires: query.expires,
         signature: query.signature,
       });
       if (!png) throw new ApiError('resource_not_found');

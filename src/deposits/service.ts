@@ -1953,16 +1953,19 @@ export class DepositService {
   }
 
   /**
-   * The PNG of a leg's QR for a signed `qr_image_url`: only while the order awaits payment and the leg
-   * is reserved; null (404) for anything else, a bad signature or an expired link.
+   * True when a QR image link is this service's, for exactly these ids, and not expired (no I/O). `expires`
+   * is the text of the link, so that only the spelling the service writes verifies (src/deposits/qr-image.ts).
    */
-  /** True when a QR image link is this service's, for exactly these ids, and not expired (no I/O). */
-  verifyQrLink(input: { white_label_id: string; deposit_id: string; leg_ref: string; expires: number; signature: string }): boolean {
+  verifyQrLink(input: { white_label_id: string; deposit_id: string; leg_ref: string; expires: string; signature: string }): boolean {
     const target = { white_label_id: input.white_label_id, deposit_id: input.deposit_id, leg_ref: input.leg_ref, expires: input.expires };
     return this.deps.qr_links.verify(target, input.signature, this.now());
   }
 
-  async qrImage(db: Queryable, input: { white_label_id: string; deposit_id: string; leg_ref: string; expires: number; signature: string }): Promise<Buffer | null> {
+  /**
+   * The PNG of a leg's QR for a signed `qr_image_url`: only while the order awaits payment and the leg
+   * is reserved; null (404) for anything else, a bad signature or an expired link.
+   */
+  async qrImage(db: Queryable, input: { white_label_id: string; deposit_id: string; leg_ref: string; expires: string; signature: string }): Promise<Buffer | null> {
     if (!this.verifyQrLink(input)) return null;
     const row = await repository.findOrderInBrand(db, input.white_label_id, input.deposit_id);
     if (!row || row.status !== 'awaiting_payment') return null;

@@ -70,6 +70,12 @@ export async function findMerchant(db: Queryable, merchant_id: string, white_lab
   return rows[0] ?? null;
 }
 
+/** The ids of a brand's merchants that the service runs itself (at most the sandbox counterparty). */
+export async function listServiceOwnedMerchantIds(db: Queryable, white_label_id: string): Promise<string[]> {
+  const { rows } = await db.query<{ merchant_id: string }>('SELECT merchant_id FROM merchants WHERE white_label_id = $1 AND system_owned ORDER BY merchant_id LIMIT 10', [white_label_id]);
+  return rows.map((row) => row.merchant_id);
+}
+
 export async function listMerchants(db: Queryable, white_label_id: string, limit: number): Promise<MerchantRow[]> {
   const { rows } = await db.query<MerchantRow>(
     'SELECT * FROM merchants WHERE white_label_id = $1 AND NOT system_owned ORDER BY created_at, merchant_id LIMIT $2',

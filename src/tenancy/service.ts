@@ -239,6 +239,14 @@ export class TenancyService {
   }
 
   /**
+   * The merchants of a brand that the service runs itself (`system_owned`: the sandbox counterparty).
+   * Back-office routes of other modules answer 404 for their orders, as tenancy's own lookups do.
+   */
+  serviceOwnedMerchantIds(db: Queryable, white_label_id: string): Promise<string[]> {
+    return repository.listServiceOwnedMerchantIds(db, white_label_id);
+  }
+
+  /**
    * Creates a merchant with its audit row in the caller's transaction; null when the brand does not exist.
    * `system_owned` marks a merchant the service runs itself (the sandbox counterparty): no operator can
    * address it afterwards.

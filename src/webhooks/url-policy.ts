@@ -37,9 +37,13 @@ for (const [network, prefix] of [
   ['::1', 128], // loopback
   ['64:ff9b:1::', 48], // local-use NAT64
   ['100::', 64], // discard
+  ['2001:2::', 48], // benchmarking
   ['2001:db8::', 32], // documentation
+  ['3fff::', 20], // documentation
+  ['5f00::', 16], // segment routing (SRv6) identifiers
   ['fc00::', 7], // unique local
   ['fe80::', 10], // link-local
+  ['fec0::', 10], // site-local (deprecated by RFC 3879, still routed inside some sites)
   ['ff00::', 8], // multicast
 ] as const) {
   NON_PUBLIC.addSubnet(network, prefix, 'ipv6');
@@ -78,23 +82,35 @@ function ipv4Of(bytes: number[]): string {
   return bytes.join('.');
 }
 
+/** True when `bytes` starts with `prefix`. */
+function startsWith(bytes: readonly number[], prefix: readonly number[]): boolean {
+  return prefix.every((byte, index) => bytes[index] === byte);
+}
+
 /**
- * The IPv4 addresses an IPv6 address carries, so that it is judged as the IPv4 address it reaches:
- * IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96` (beyond `::` and `::1`), the NAT64 well-known
- * prefix `64:ff9b::/96`, 6to4 `2002::/16` (the relay's IPv4 in bits 16–47) and Teredo `2001::/32` (the
- * server's IPv4 in bits 32–63 and the client's, inverted, in the last 32 bits).
+ * The IPv4 addresses an IPv6 address carries, so that it is judged as the IPv4 addresses it reaches:
+ * IPv4-mapped `::ffff:0:0/96`, IPv4-translated `::ffff:0:0:0/96` (RFC 2765, SIIT), IPv4-compatible
+ * `::/96` (`::` and `::1` are non-public by themselves), the NAT64 well-known prefix `64:ff9b::/96`, 6to4
+ * `2002::/16` (the relay's IPv4 in bits 16–47), Teredo `2001::/32` (the server's IPv4 in bits 32–63 and
+ * the client's, inverted, in the last 32 bits) and ISATAP under any prefix (interface identifier
+ * `0000:5efe` or `0200:5efe`, then the IPv4 address: a host on an ISATAP link tunnels straight to it).
+ * An address may match two forms (a 6to4 prefix with an ISATAP identifier); it carries both addresses.
+ * The local-use NAT64 prefix `64:ff9b:1::/48` is non-public as a whole, wherever it puts the IPv4 address.
  */
 function embeddedIpv4(address: string): string[] {
   const bytes = ipv6Bytes(address);
   if (!bytes) return [];
   const zeros = (from: number, to: number) => bytes.slice(from, to).every((byte) => byte === 0);
-  const last = bytes.slice(12, 16);
-  if (zeros(0, 10) && bytes[10] === 0xff && bytes[11] === 0xff) return [ipv4Of(last)];
-  if (zeros(0, 12) && !zeros(12, 15)) return [ipv4Of(last)];
-  if (bytes[0] === 0x00 && bytes[1] === 0x64 && bytes[2] === 0xff && bytes[3] === 0x9b && zeros(4, 12)) return [ipv4Of(last)];
-  if (bytes[0] === 0x20 && bytes[1] === 0x02) return [ipv4Of(bytes.slice(2, 6))];
-  if (bytes[0] === 0x20 && bytes[1] === 0x01 && bytes[2] === 0x00 && bytes[3] === 0x00) return [ipv4Of(bytes.slice(4, 8)), ipv4Of(last.map((byte) => byte ^ 0xff))];
-  return [];
+  const last = ipv4Of(bytes.slice(12, 16));
+  const carried: string[] = [];
+  if (zeros(0, 10) && bytes[10] === 0xff && bytes[11] === 0xff) carried.push(last);
+  if (zeros(0, 8) && bytes[8] === 0xff && bytes[9] === 0xff && zeros(10, 12)) carried.push(last);
+  if (zeros(0, 12)) carried.push(last);
+  if (startsWith(bytes, [0x00, 0x64, 0xff, 0x9b]) && zeros(4, 12)) carried.push(last);
+  if (startsWith(bytes, [0x20, 0x02])) carried.push(ipv4Of(bytes.slice(2, 6)));
+  if (startsWith(bytes, [0x20, 0x01, 0x00, 0x00])) carried.push(ipv4Of(bytes.slice(4, 8)), ipv4Of(bytes.slice(12, 16).map((byte) => byte ^ 0xff)));
+  if ((bytes[8] === 0x00 || bytes[8] === 0x02) && bytes[9] === 0x00 && bytes[10] === 0x5e && bytes[11] === 0xfe) carried.push(last);
+  return carried;
 }
 
 /** The IPv4 address of an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`): the one form the host itself answers as IPv4. */
@@ -112,9 +128,10 @@ function normalise(address: string): { address: string; type: 'ipv4' | 'ipv6'; e
 }
 
 /**
- * Loopback: `127.0.0.0/8`, `::1`, or an IPv4-mapped loopback. A 6to4, Teredo or NAT64 address that
- * carries 127.0.0.1 is reached through a relay, not the host itself: it is not loopback (and, carrying a
- * non-public IPv4 address, it is not public either, so it is refused everywhere).
+ * Loopback: `127.0.0.0/8`, `::1`, or an IPv4-mapped loopback. A translated, compatible, 6to4, Teredo,
+ * NAT64 or ISATAP address that carries 127.0.0.1 is reached through a translator, relay or tunnel, not the
+ * host itself: it is not loopback (and, carrying a non-public IPv4 address, it is not public either, so
+ * it is refused everywhere, the sandbox's loopback allowance included).
  */
 export function isLoopbackAddress(address: string): boolean {
   const parsed = normalise(address);

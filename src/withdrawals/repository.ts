@@ -753,13 +753,22 @@ export async function nextFillSequence(db: Queryable, white_label_id: string, wi
   return Number(rows[0]?.next ?? 1);
 }
 
-/** Orders waiting for approval in a brand, oldest first (the back-office approval queue). */
-export async function listPendingApproval(db: Queryable, white_label_id: string, livemode: boolean, limit: number): Promise<WithdrawalRow[]> {
+/**
+ * Orders waiting for approval in a brand, oldest first (the back-office approval queue), without those of
+ * `hidden_merchant_ids` (the service's own merchants).
+ */
+export async function listPendingApproval(
+  db: Queryable,
+  white_label_id: string,
+  livemode: boolean,
+  limit: number,
+  hidden_merchant_ids: readonly string[],
+): Promise<WithdrawalRow[]> {
   const { rows } = await db.query<WithdrawalRow>(
     `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
-      WHERE white_label_id = $1 AND livemode = $2 AND status = 'pending_approval'
+      WHERE white_label_id = $1 AND livemode = $2 AND status = 'pending_approval' AND merchant_id <> ALL($4::text[])
       ORDER BY created_at, withdrawal_id LIMIT $3`,
-    [white_label_id, livemode, limit],
+    [white_label_id, livemode, limit, hidden_merchant_ids],
   );
   return rows;
 }

@@ -285,6 +285,8 @@ export interface WithdrawalDependencies {
   fees: FeeService;
   beneficiaries: BeneficiaryService;
   policies: WithdrawalPolicyService;
+  /** The brand's merchants the service runs itself, whose orders the back office never reaches (tenancy). */
+  service_owned_merchants: (db: Queryable, white_label_id: string) => Promise<readonly string[]>;
 }
 
 function legReservation(leg: WithdrawalLegRow, order: Pick<WithdrawalRow, 'beneficiary_id'>): LegReservation {
@@ -344,6 +346,15 @@ function fillMovementKeys(leg_ref: string): { payout: string; fee: string } {
 
 export class WithdrawalService {
   constructor(private readonly deps: WithdrawalDependencies) {}
+
+  /**
+   * True when an order belongs to a merchant the service runs itself. Such an order answers 404 on every
+   * back-office route, as the merchant does (tenancy's lookups skip `system_owned`), so that no operator
+   * reads, approves or rejects what only the sandbox may act on, nor learns its state from an error.
+   */
+  private async hiddenFromBackOffice(db: Queryable, row: Pick<WithdrawalRow, 'white_label_id' | 'merchant_id'>): Promise<boolean> {
+    return (await this.deps.service_owned_merchants(db, row.white_label_id)).includes(row.merchant_id);
+  }
 
   /**
    * Applies one transition: asserts the new row's invariants, persists it where the stored version
@@ -624,7 +635,8 @@ export class WithdrawalService {
   /** Approves an order waiting for approval: it enters the matching queue with a fresh expiry. */
   async approve(tx: Queryable, white_label_id: string, withdrawal_id: string, note: string | null, cause: EventCause): Promise<Result<WithdrawalView> | null> {
     const row = await repository.lockOrderInBrand(tx, white_label_id, withdrawal_id);
-    if (!row) return null;
+    // The owner is judged before the state, so that a hidden order's state never shows in an error.
+    if (!row || (await this.hiddenFromBackOffice(tx, row))) return null;
     if (row.status !== 'pending_approval') return fail('withdrawal_not_pending_approval', { details: { status: row.status } });
     const now = this.deps.clock.now();
     // Past its approval deadline the order is being canceled (its job may just be late): too late to approve.
@@ -648,7 +660,7 @@ export class WithdrawalService {
   /** Rejects an order waiting for approval: the full amount and fee return to available. */
   async reject(tx: Queryable, white_label_id: string, withdrawal_id: string, note: string, cause: EventCause): Promise<Result<WithdrawalView> | null> {
     const row = await repository.lockOrderInBrand(tx, white_label_id, withdrawal_id);
-    if (!row) return null;
+    if (!row || (await this.hiddenFromBackOffice(tx, row))) return null;
     if (row.status !== 'pending_approval') return fail('withdrawal_not_pending_approval', { details: { status: row.status } });
     return this.close(tx, row, { ...row, version: row.version + 1 }, { status: 'rejected', trigger: 'reject', reason_code: 'approval_rejected', closed_by: 'operator', note }, cause);
   }
@@ -1243,13 +1255,14 @@ export class WithdrawalService {
 
   /** Orders waiting for approval in a brand and environment, oldest first. */
   async pendingApproval(db: Queryable, white_label_id: string, livemode: boolean, limit: number): Promise<WithdrawalView[]> {
-    return (await repository.listPendingApproval(db, white_label_id, livemode, Math.min(Math.max(limit, 1), 200))).map(withdrawalView);
+    const hidden = await this.deps.service_owned_merchants(db, white_label_id);
+    return (await repository.listPendingApproval(db, white_label_id, livemode, Math.min(Math.max(limit, 1), 200), hidden)).map(withdrawalView);
   }
 
-  /** An order anywhere in a brand (back office), or null. */
+  /** An order anywhere in a brand (back office), or null; an order of the service's own merchants is null too. */
   async getInBrand(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<WithdrawalView | null> {
     const row = await repository.findOrderInBrand(db, white_label_id, withdrawal_id);
-    if (!row) return null;
+    if (!row || (await this.hiddenFromBackOffice(db, row))) return null;
     const fills = await repository.listFills(db, row.white_label_id, row.withdrawal_id);
     // The back office reads the reviewer's note beside the order; merchants and events never do.
     return { ...withdrawalView(row), fills: fills.map((leg) => fillView(leg, true)), ...(row.review_note ? { review_note: row.review_note } : {}) };
