@@ -9,6 +9,7 @@ import { openDatabase, type Database } from './platform/db.ts';
 import { createLogger, type Logger } from './platform/logger.ts';
 import { migrate } from './platform/migrate.ts';
 import { MINUTE_MS } from './platform/time.ts';
+import { ConcurrencyGate } from './platform/concurrency-gate.ts';
 import { createMetrics } from './ops/metrics.ts';
 import { registerOperationsRoutes } from './ops/routes.ts';
 import { LoadShedder } from './ops/load-shedding.ts';
@@ -188,6 +189,14 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     idempotency,
     // The worker is built below; it is only called once a request has committed, long after.
     on_accepted: () => worker.wake(),
+    intake_gate: new ConcurrencyGate(
+      { slots: options.config.slip_intake.concurrency, max_waiting: options.config.slip_intake.max_waiting, max_wait_ms: options.config.slip_intake.max_wait_ms },
+      (held, waiting) => {
+        metrics.slip_uploads_in_progress.set(held);
+        metrics.slip_uploads_waiting.set(waiting);
+      },
+    ),
+    on_intake_refused: (refusal) => metrics.slip_uploads_refused_total.inc({ reason: refusal }),
   });
   // Cancel and expiry ask the intake whether an order has slips; slips itself calls the deposit service.
   deposits.useSlipActivity((db, white_label_id, deposit_id) => slips.activity(db, white_label_id, deposit_id));

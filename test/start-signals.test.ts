@@ -7,6 +7,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, usingPostgres, type TestDatabase } from './support/database.ts';
 import { signedHeaders } from '../src/http/canonical.ts';
+import { waitFor } from './support/service-process.ts';
 
 /**
  * The production start (issue 13, "The start command and signals"): `npm start` is package.json's
@@ -31,16 +32,6 @@ interface Started {
   port: number;
   output: () => string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-async function waitFor<T>(probe: () => T | null | Promise<T | null>, timeout_ms: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeout_ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== null) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 async function start(environment: NodeJS.ProcessEnv): Promise<Started> {

@@ -103,6 +103,13 @@ export class ChaosClient {
     }
   }
 
+  /** The port of a ready API process, for a request the driver sends over a raw socket (hostile.ts). */
+  async readyPort(): Promise<number> {
+    const slot = await this.pickSlot(Date.now() + 30_000);
+    if (slot.port === null) throw new Error(`${slot.name} has no port`);
+    return slot.port;
+  }
+
   /** Builds the request's headers anew (fresh nonce, timestamp and signature for a merchant request). */
   private headersOf(spec: RequestSpec, port: number): { method: string; path: string; headers: Record<string, string>; body: Buffer | null } {
     if (spec.kind === 'merchant') {

@@ -30,6 +30,7 @@ import {
   type RunFacts,
 } from './checks.ts';
 import { Load, setUpTenants, type Tenants } from './load.ts';
+import { HostileBodies } from './hostile.ts';
 import { deadlockPairs, readLogs } from './logs.ts';
 import type { ReceiverReport } from './receiver.ts';
 import { ROOT, Slot, type Generation } from './supervisor.ts';
@@ -39,8 +40,9 @@ import { ROOT, Slot, type Generation } from './supervisor.ts';
  * processes of the service over one PostgreSQL database, each started with the production start command
  * (package.json `start`: `node --import tsx src/main.ts`); a mixed load from this driver (deposits paid
  * through the sandbox bank with real slip images, cancels, short-lived deposits left to expire,
- * withdrawals and their cancels; webhooks to a local receiver that sometimes answers 500 or hangs); and a
- * `kill -9` of a random service process every few seconds, restarted at once. With `--pg-restart`,
+ * withdrawals and their cancels; webhooks to a local receiver that sometimes answers 500 or hangs); bodies cut,
+ * stopped and trickled over raw sockets beside it (hostile.ts); and a `kill -9` of a random service process
+ * every few seconds, restarted at once. With `--pg-restart`,
  * PostgreSQL itself is stopped with a fast shutdown in the middle of the load and started again. Every
  * request is retried with its Idempotency-Key until acknowledged. At the end the run drains (jobs,
  * slips and webhook retries), stops the workers, checks, and prints one table; it exits 1 when any check
@@ -347,7 +349,9 @@ async function main(): Promise<number> {
       : Promise.resolve();
     const progress = setInterval(() => log(`${load.operations.length} operations done, ${client!.attempts.length} attempts`), 30_000);
     const quiet = options.pg_restart ? { from_ms: restart_at_ms - KILL_PAUSE_AROUND_RESTART_MS, to_ms: restart_at_ms + options.pg_down_s * 1000 + KILL_PAUSE_AROUND_RESTART_MS } : null;
-    const [, kills] = await Promise.all([load.run(), chaosMonkey(slots, load_end_ms, options, quiet), restart]);
+    // Cut, stopped and trickled bodies over raw sockets beside the load (issue 28): they must change nothing.
+    const hostile = new HostileBodies(client, tenants, load_end_ms);
+    const [, kills] = await Promise.all([load.run(), chaosMonkey(slots, load_end_ms, options, quiet), restart, hostile.run()]);
     clearInterval(progress);
     const load_ended_ms = Date.now();
     log(`load done: ${load.operations.length} operations, ${kills} kills; waiting for every process to be ready`);
@@ -396,6 +400,7 @@ async function main(): Promise<number> {
     rows.push(...(await eventRows(facts, feeds)));
     rows.push(...(await jobRows(facts)));
     rows.push(...(await replayRows(facts)));
+    rows.push(...(await hostile.rows(checks)));
     const stoppedApis = await Promise.all(slots.filter((slot) => slot.role === 'api').map((slot) => slot.stop(STOP_TIMEOUT_MS)));
     rows.push(...stopRows([...stoppedWorkers, ...stoppedApis]));
 

@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
-import type { RouteModule } from '../http/server.ts';
+import { requestBodiesOf, type RouteModule } from '../http/server.ts';
+import { requestHasBody, type BodyLimits } from '../http/body-reader.ts';
 import type { Services } from '../http/context.ts';
 import { decodeJson, isJsonMediaType } from '../http/json-body.ts';
 import { parseOrThrow, unstorableTextPaths } from '../http/validation.ts';
@@ -38,6 +39,8 @@ const IDEMPOTENCY_KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
 type CheckoutRequest = FastifyRequest<{ Params: Record<string, string>; Querystring: Record<string, unknown> }> & { rateState?: BucketState };
 
 const simulateSchema = z.object({ leg_ref: z.string().min(1).max(100).optional() }).strict();
+/** The page's only body (a simulated transfer's leg) is a few dozen bytes. */
+const PAGE_BODY_MAX_BYTES = 16 * 1024;
 
 /** Fastify's handler, with the checkout routes' parameters and query typed once. */
 function checkoutHandler(handler: (request: CheckoutRequest, reply: FastifyReply) => Promise<FastifyReply>) {
@@ -66,6 +69,7 @@ function refuseCrossSite(request: FastifyRequest): void {
 
 export function registerCheckoutPages(app: FastifyInstance, services: Services, checkout: CheckoutService): void {
   const assets = checkoutAssets();
+  const pageBodyLimits: BodyLimits = { max_bytes: PAGE_BODY_MAX_BYTES, deadline_ms: services.config.http.body_deadline_ms };
 
   /** The order of the session cookie for this path, counted in its bucket; 404 (JSON) without one. */
   async function sessionOf(request: CheckoutRequest): Promise<CheckoutScope> {
@@ -134,7 +138,7 @@ export function registerCheckoutPages(app: FastifyInstance, services: Services, 
       scope.post('/:white_label_id/:deposit_id/slip-upload', checkoutHandler(async (request, reply) => {
         refuseCrossSite(request);
         const session = await sessionOf(request);
-        if (Buffer.isBuffer(request.body) && request.body.length > 0) {
+        if (requestHasBody(request)) {
           throw new ApiError('validation_error', { details: { fields: [{ path: '$', reason: 'body_not_allowed' }] } });
         }
         const issued = await checkout.capability(services.database, session);
@@ -154,7 +158,7 @@ export function registerCheckoutPages(app: FastifyInstance, services: Services, 
         if (!IDEMPOTENCY_KEY_PATTERN.test(key)) {
           throw new ApiError('validation_error', { details: { fields: [{ path: 'Idempotency-Key', reason: 'invalid_format', hint: '1 to 255 printable ASCII characters' }] } });
         }
-        const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+        const raw = await requestBodiesOf(app).buffer(request, reply, pageBodyLimits);
         let decoded: unknown = {};
         if (raw.length > 0) {
           if (!isJsonMediaType(request.headers['content-type'])) throw new ApiError('unsupported_media_type');

@@ -29,15 +29,19 @@ export function clientErrorCode(parserCode: string | undefined): ErrorCode {
   }
 }
 
-/** The raw HTTP/1.1 answer to a request the parser refused. */
-export function clientErrorResponse(code: ErrorCode, request_id: string): string {
-  const error = new ApiError(code);
+/**
+ * The raw HTTP/1.1 answer to a request that no route will see (the parser refused it, or the connection
+ * was over the process's cap), closing the connection. A known wait goes in `Retry-After` too.
+ */
+export function clientErrorResponse(code: ErrorCode, request_id: string, options: { retry_after_seconds?: number; details?: Record<string, unknown> } = {}): string {
+  const error = new ApiError(code, { retry_after_seconds: options.retry_after_seconds ?? null, details: options.details ?? {} });
   const body = JSON.stringify(renderError(error, request_id));
   return [
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? 'Error'}`,
     'Content-Type: application/json; charset=utf-8',
     `Content-Length: ${Buffer.byteLength(body)}`,
     `Request-Id: ${request_id}`,
+    ...(options.retry_after_seconds === undefined ? [] : [`Retry-After: ${options.retry_after_seconds}`]),
     'Cache-Control: no-store',
     'Connection: close',
     '',

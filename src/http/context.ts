@@ -1,4 +1,5 @@
 import type { LoadClass, LoadShedder } from '../ops/load-shedding.ts';
+import type { Writable } from 'node:stream';
 import type { z } from 'zod';
 import type { Clock } from '../platform/clock.ts';
 import type { Config } from '../platform/config.ts';
@@ -228,12 +229,29 @@ export interface CapabilityRouteSpec extends RouteDocumentationFields {
   documented_content?: Readonly<Record<string, z.ZodType>>;
   /** The largest body the route takes, in bytes, instead of the service-wide 1 MiB. */
   body_limit_bytes: number;
+  /** The whole body must arrive within this time of reading's start (docs/reliability.md). */
+  body_deadline_ms: number;
   /**
    * The upload address the capability must name (`htu`), given the address this request came to: the
    * address itself for the upload route, the order's upload address for its sibling routes.
    */
   capability_address: (request_address: string) => string;
-  handler: (input: { context: CapabilityContext; raw_body: Buffer; content_type: string | undefined; params: Record<string, string> }) => Promise<RouteOutcome>;
+  handler: (input: { context: CapabilityContext; body: CapabilityBody; content_type: string | undefined; params: Record<string, string> }) => Promise<RouteOutcome>;
+}
+
+/**
+ * The unread body of an authenticated capability request, read under the route's limit and deadline
+ * (src/http/body-reader.ts). Either method throws a `BodyRefusal` for a body that is too large, too
+ * slow or cut off, which the pipeline answers from the catalogue.
+ */
+export interface CapabilityBody {
+  /** The whole body in memory, within the process's budget for buffered bodies. */
+  buffer(): Promise<Buffer>;
+  /**
+   * The body streamed into `sink` (ended when the body ends), outside that budget: for a route that
+   * bounds how many bodies it reads at once itself (slip intake). Resolves with the byte count.
+   */
+  stream(sink: Writable): Promise<number>;
 }
 
 export interface RouteRegistrar {

@@ -6,6 +6,7 @@ import { constantTimeEqual } from '../platform/crypto.ts';
 import { MINUTE_MS } from '../platform/time.ts';
 import { SUPPORTED_API_VERSIONS } from '../events/envelope.ts';
 import type { ApiKeyScope } from '../tenancy/types.ts';
+import type { ResolvedApiKey } from '../tenancy/service.ts';
 import { canonicalString, signCanonical, splitTarget } from './canonical.ts';
 import type { MerchantContext, Services } from './context.ts';
 import { type BucketPolicy, type BucketState, windowStart } from './rate-limit.ts';
@@ -63,14 +64,22 @@ export interface AdmissionExtras {
   attachments: ReadPart<unknown>[];
 }
 
-export async function authenticateMerchant(
-  services: Services,
-  request: FastifyRequest,
-  rawBody: Buffer,
-  scope: ApiKeyScope,
-  bucket: BucketPolicy,
-  prepare: (context: MerchantContext) => AdmissionExtras = () => ({ buckets: [], attachments: [] }),
-): Promise<MerchantAdmission> {
+/**
+ * What the headers alone say of a merchant request: its key (resolved, usually from the in-process
+ * cache) and the signing headers in their formats. Decided before the body is read, so that a request
+ * that will be refused is refused before its body arrives; the checks keep their documented order
+ * (key, environment, then the signature's headers).
+ */
+export interface IdentifiedMerchantRequest {
+  key: ResolvedApiKey;
+  timestamp: string;
+  nonce: string;
+  version: string;
+  signature: string;
+  idempotency_key: string | null;
+}
+
+export async function identifyMerchantRequest(services: Services, request: FastifyRequest): Promise<IdentifiedMerchantRequest> {
   const apiKey = bearerToken(request);
   const keyMatch = apiKey ? API_KEY_PATTERN.exec(apiKey) : null;
   if (!apiKey || !keyMatch) throw new ApiError('api_key_invalid');
@@ -95,6 +104,20 @@ export async function authenticateMerchant(
   ) {
     throw new ApiError('signature_invalid');
   }
+  return { key, timestamp, nonce, version, signature, idempotency_key: idempotencyKey };
+}
+
+export async function authenticateMerchant(
+  services: Services,
+  request: FastifyRequest,
+  identified: IdentifiedMerchantRequest,
+  rawBody: Buffer,
+  scope: ApiKeyScope,
+  bucket: BucketPolicy,
+  prepare: (context: MerchantContext) => AdmissionExtras = () => ({ buckets: [], attachments: [] }),
+): Promise<MerchantAdmission> {
+  const { key, timestamp, nonce, version, signature } = identified;
+  const idempotencyKey = identified.idempotency_key;
   const { path, query } = splitTarget(request.raw.url ?? request.url);
   const expected = signCanonical(
     key.signing_secret,

@@ -17,7 +17,9 @@ import {
   type RouteRegistrar,
   type Services,
 } from './context.ts';
-import { authenticateMerchant, bearerToken } from './merchant-auth.ts';
+import { authenticateMerchant, bearerToken, identifyMerchantRequest } from './merchant-auth.ts';
+import { BodyRefusal, RequestBodies, requestHasBody, type BodyLimits } from './body-reader.ts';
+import { createNodeServer } from './node-server.ts';
 import { decodeJson, isJsonMediaType } from './json-body.ts';
 import { requestFingerprint } from './idempotency.ts';
 import {
@@ -118,10 +120,17 @@ function parseJsonBody(request: FastifyRequest, rawBody: Buffer): unknown {
 /** A GET carries no body (the signature covers none): one that does is refused before anything else. */
 function refuseGetBody(request: FastifyRequest): void {
   if (request.method !== 'GET' && request.method !== 'HEAD') return;
-  const length = Number(request.headers['content-length'] ?? 0);
-  if (length > 0 || request.headers['transfer-encoding'] !== undefined) {
+  if (requestHasBody(request)) {
     throw new ApiError('validation_error', { details: { fields: [{ path: '$', reason: 'body_not_allowed' }] } });
   }
+}
+
+/**
+ * A body that was not read whole (refused from the headers, cut at a limit or a deadline) leaves bytes on
+ * the connection that belong to no request: the answer closes the connection instead of reading them.
+ */
+function bodyLeftOnConnection(request: FastifyRequest): boolean {
+  return requestHasBody(request) && (request.raw as { complete?: boolean }).complete === false;
 }
 
 /**
@@ -163,10 +172,6 @@ function inTestClock<T>(scope: TestClockScope | null, work: () => T): T {
   return scope ? runInTestClock(scope, work) : work();
 }
 
-function rawBodyOf(request: FastifyRequest): Buffer {
-  return Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-}
-
 function sendJson(reply: FastifyReply, status: number, bodyText: string): FastifyReply {
   return reply.code(status).header('content-type', 'application/json; charset=utf-8').send(bodyText);
 }
@@ -200,6 +205,29 @@ export function apiRoutesOf(app: FastifyInstance): readonly ApiRoute[] {
   return (app as FastifyInstance & { apiRoutes: ApiRoute[] }).apiRoutes;
 }
 
+/** The server's body reader, for routes registered outside the pipelines here (the checkout pages). */
+export function requestBodiesOf(app: FastifyInstance): RequestBodies {
+  return (app as FastifyInstance & { requestBodies: RequestBodies }).requestBodies;
+}
+
+/** Maps a body that was not read whole to the catalogue; `capability_limit` for the slip routes' own shape. */
+function bodyRefusalError(refusal: BodyRefusal, capability_limit: number | undefined): ApiError {
+  switch (refusal.reason) {
+    case 'too_large':
+      // The slip routes list their refusals as validation errors with fields (spec, slip intake rule 8).
+      return capability_limit !== undefined
+        ? new ApiError('validation_error', { details: { fields: [{ path: '$', reason: 'too_large', hint: `at most ${capability_limit} bytes of request body` }] } })
+        : new ApiError('request_too_large', { details: { max_bytes: refusal.max_bytes } });
+    case 'deadline':
+    case 'too_slow':
+      return new ApiError('request_timeout', { details: { reason: refusal.reason === 'deadline' ? 'body_deadline' : 'body_too_slow' } });
+    case 'budget_exhausted':
+      return new ApiError('service_unavailable', { retry_after_seconds: 1, details: { reason: 'request_bodies_buffered' } });
+    case 'aborted':
+      return new ApiError('malformed_request', { details: { reason: 'body_incomplete' } });
+  }
+}
+
 export function buildServer(services: Services, modules: readonly RouteModule[]): FastifyInstance {
   const app = Fastify({
     loggerInstance: services.logger as FastifyBaseLogger,
@@ -209,6 +237,12 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     // request.ip is the socket's address, or behind a configured proxy the client it names (TRUSTED_PROXIES).
     ...(services.config.trusted_proxies.length > 0 ? { trustProxy: services.config.trusted_proxies } : {}),
     bodyLimit: JSON_BODY_LIMIT_BYTES,
+    // Timeouts, the connection cap and the deferred 100 Continue (node-server.ts).
+    serverFactory: (handler) =>
+      createNodeServer(services.config.http, services.logger, {
+        connectionRefused: () => services.metrics.http_connections_refused_total.inc(),
+        connectionsOpen: (count) => services.metrics.http_connections_open.set(count),
+      }, handler),
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
     // Requests the HTTP parser refuses get the catalogue's error body too (src/http/client-errors.ts).
@@ -221,19 +255,35 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
   const patterns: RoutePattern[] = [];
   let shuttingDown = false;
 
+  const bodies = new RequestBodies(
+    {
+      min_bytes_per_window: services.config.http.body_min_bytes_per_window,
+      window_ms: services.config.http.body_rate_window_ms,
+      buffer_budget_bytes: services.config.http.body_buffer_budget_bytes,
+    },
+    {
+      refused: (reason) => services.metrics.http_request_bodies_refused_total.inc({ reason }),
+      buffered: (bytes) => services.metrics.http_request_body_buffer_bytes.set(bytes),
+    },
+  );
+  app.decorate('requestBodies', bodies);
+  /** The body limits of the JSON routes (merchant and back office). */
+  const jsonLimits: BodyLimits = { max_bytes: JSON_BODY_LIMIT_BYTES, deadline_ms: services.config.http.body_deadline_ms };
+
   app.removeAllContentTypeParsers();
-  // Bodies stay raw bytes until the pipeline has authenticated the caller: the signature covers the
-  // exact bytes, and malformed JSON is then answered with the caller's rate headers.
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  // Bodies are handed over unread: each pipeline reads one only once the caller is known from the
+  // headers (body-reader.ts), so that a request that will be refused is refused before its body arrives.
+  // The bytes then stay raw until authentication: the signature covers them exactly.
+  app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('Request-Id', request.id);
   });
 
   // A response finished while stopping closes its connection, so that a keep-alive client does not
-  // hold the graceful stop open until its idle timeout.
-  app.addHook('onSend', async (_request, reply, payload) => {
-    if (shuttingDown) reply.header('Connection', 'close');
+  // hold the graceful stop open until its idle timeout; so does one whose body was not read whole.
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (shuttingDown || bodyLeftOnConnection(request)) reply.header('Connection', 'close');
     return payload;
   });
 
@@ -300,16 +350,19 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     if (error.code === 'method_not_allowed' && Array.isArray(error.details.allow)) {
       reply.header('Allow', (error.details.allow as string[]).join(', '));
     }
+    // A 503 is told to wait in Retry-After too (Errors rule 1: the service sheds load), unless the
+    // bucket's own wait is longer; other answers keep the bucket's (docs/decisions.md, "Rate limits").
+    if (error.status === 503 && error.retry_after_seconds !== null && error.retry_after_seconds > Number(reply.getHeader('Retry-After') ?? 0)) {
+      reply.header('Retry-After', String(error.retry_after_seconds));
+    }
     return sendJson(reply, error.status, JSON.stringify(renderError(error, request.id)));
   }
 
-  /** Maps a framework failure (parser, limits, routing) to a catalogue code. */
-  function frameworkError(error: { code?: string; statusCode?: number }, request: FastifyRequest): ApiError | null {
-    const capabilityLimit = (request.routeOptions.config as { capability_body_limit_bytes?: number } | undefined)?.capability_body_limit_bytes;
-    if (capabilityLimit !== undefined && (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413)) {
-      // The slip routes list their refusals as validation errors with fields (spec, slip intake rule 8).
-      return new ApiError('validation_error', { details: { fields: [{ path: '$', reason: 'too_large', hint: `at most ${capabilityLimit} bytes of request body` }] } });
-    }
+  /**
+   * Maps a framework failure to a catalogue code. Bodies are read by body-reader.ts, so Fastify's own
+   * body errors should not occur; they are mapped all the same rather than answered as 500s.
+   */
+  function frameworkError(error: { code?: string; statusCode?: number }): ApiError | null {
     switch (error.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         return new ApiError('request_too_large', { details: { max_bytes: JSON_BODY_LIMIT_BYTES } });
@@ -331,7 +384,11 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
   app.setErrorHandler(async (error, request, reply) => {
     if (error instanceof ApiError) return sendError(request, reply, error);
-    const mapped = frameworkError(error as { code?: string; statusCode?: number }, request);
+    if (error instanceof BodyRefusal) {
+      const capabilityLimit = (request.routeOptions.config as { capability_body_limit_bytes?: number } | undefined)?.capability_body_limit_bytes;
+      return sendError(request, reply, bodyRefusalError(error, capabilityLimit));
+    }
+    const mapped = frameworkError(error as { code?: string; statusCode?: number });
     if (mapped) return sendError(request, reply, mapped);
     if (isDatabaseUnavailable(error)) {
       // A restart or failover of PostgreSQL: the service cannot serve for a moment, which is a 503 the
@@ -399,7 +456,6 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
       app.route({
         method: spec.method,
         url: spec.url,
-        bodyLimit: spec.body_limit_bytes,
         config: { capability_body_limit_bytes: spec.body_limit_bytes },
         // Before the body is read, so that a refusal of the body (413, 422) is readable by the page too.
         onRequest: async (_request, reply) => {
@@ -440,7 +496,8 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     refuseGetBody(request);
     refuseRepeatedHeaders(request);
     const params = checkedParams(request);
-    const rawBody = rawBodyOf(request);
+    const identified = await identifyMerchantRequest(services, request);
+    const rawBody = await bodies.buffer(request, reply, jsonLimits);
     const bucket = spec.method === 'POST' ? BUCKETS.pay_write : BUCKETS.pay_read;
     // What needs no database is decided before the admission statement, so that one round trip counts
     // every bucket of the request and reads its test clock. A refusal found here is thrown only after
@@ -450,7 +507,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     let query: never = undefined as never;
     let decoded: unknown;
     let refusal: unknown = null;
-    const { context, bucket: keyBucket, extra_buckets, attachments } = await authenticateMerchant(services, request, rawBody, spec.scope, bucket, (context) => {
+    const { context, bucket: keyBucket, extra_buckets, attachments } = await authenticateMerchant(services, request, identified, rawBody, spec.scope, bucket, (context) => {
       const attached = spec.outside_test_clock ? null : services.testClocks.attachedScopePart(accountOfContext(context));
       try {
         if (spec.method === 'POST' && !context.idempotency_key) throw new ApiError('idempotency_key_required');
@@ -545,7 +602,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     const context = await authenticateBackoffice(request, spec.roles);
     request.rateState = await countBucket(BUCKETS.backoffice, context.white_label_id ?? '', context.credential_id);
     if (isExceeded(request.rateState)) throw rateLimitedError(request.rateState);
-    const decoded = parseJsonBody(request, rawBodyOf(request));
+    const decoded = parseJsonBody(request, await bodies.buffer(request, reply, jsonLimits));
     const body = (spec.body ? parseOrThrow(spec.body, decoded ?? {}) : decoded === undefined ? undefined : parseOrThrow(noBodySchema, decoded)) as never;
     const query = parseOrThrow(spec.query ?? noQuerySchema, parseQuery(request.raw.url ?? '')) as never;
     const outcome = await spec.handler({ context, body, query, params });
@@ -594,10 +651,11 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
         details: { fields: [{ path: 'Idempotency-Key', reason: 'invalid_format', hint: '1 to 255 printable ASCII characters' }] },
       });
     }
+    const limits: BodyLimits = { max_bytes: spec.body_limit_bytes, deadline_ms: spec.body_deadline_ms };
     const outcome = await inTestClock(clockScope, () =>
       spec.handler({
         context: { request_id: request.id, claims, idempotency_key: idempotencyKey, path: (request.raw.url ?? '').split('?')[0] ?? '' },
-        raw_body: rawBodyOf(request),
+        body: { buffer: () => bodies.buffer(request, reply, limits), stream: (sink) => bodies.stream(request, reply, limits, sink) },
         content_type: request.headers['content-type'],
         params,
       }),

@@ -141,6 +141,8 @@ export function pipelineErrorCodes(route: ApiRoute): ErrorCode[] {
   // A path id that names nothing (or is not storable text) is not found.
   if (route.url.includes(':')) codes.push('resource_not_found');
   const writes = route.method !== 'GET';
+  // A body is read under a deadline and a pace (408), and one cut off before its length is a framing fault (400).
+  if (writes) codes.push('request_timeout', 'malformed_request');
   switch (route.kind) {
     case 'merchant':
       // Load shedding (src/ops/load-shedding.ts) refuses merchant requests before anything else when overloaded.
@@ -153,7 +155,8 @@ export function pipelineErrorCodes(route: ApiRoute): ErrorCode[] {
       break;
     case 'backoffice':
       codes.push('api_key_invalid', 'api_key_revoked', 'tenant_suspended', 'scope_denied');
-      if (writes) codes.push('malformed_json', 'unsupported_media_type', 'request_too_large');
+      // A body that does not fit the process's budget for buffered bodies is a retryable 503.
+      if (writes) codes.push('malformed_json', 'unsupported_media_type', 'request_too_large', 'service_unavailable');
       break;
     case 'capability':
       codes.push('scope_denied', 'slip_token_invalid', 'slip_token_expired', 'idempotency_key_required');

@@ -15,6 +15,13 @@ export interface Metrics {
   slip_processing_delay_seconds: client.Histogram;
   http_requests_shed_total: client.Counter<'load_class'>;
   load_shedding_level: client.Gauge;
+  http_connections_open: client.Gauge;
+  http_connections_refused_total: client.Counter;
+  http_request_bodies_refused_total: client.Counter<'reason'>;
+  http_request_body_buffer_bytes: client.Gauge;
+  slip_uploads_in_progress: client.Gauge;
+  slip_uploads_waiting: client.Gauge;
+  slip_uploads_refused_total: client.Counter<'reason'>;
 }
 
 export function createMetrics(): Metrics {
@@ -75,6 +82,43 @@ export function createMetrics(): Metrics {
     load_shedding_level: new client.Gauge({
       name: 'load_shedding_level',
       help: 'Load shedding level of this process: 0 none, 1 new deposits, 2 and other writes, 3 and reads',
+      registers: [registry],
+    }),
+    http_connections_open: new client.Gauge({
+      name: 'http_connections_open',
+      help: 'HTTP connections this process holds open (HTTP_MAX_CONNECTIONS is the cap)',
+      registers: [registry],
+    }),
+    http_connections_refused_total: new client.Counter({
+      name: 'http_connections_refused_total',
+      help: 'Connections answered 503 and closed because the process held HTTP_MAX_CONNECTIONS',
+      registers: [registry],
+    }),
+    http_request_bodies_refused_total: new client.Counter({
+      name: 'http_request_bodies_refused_total',
+      help: 'Request bodies not read whole, by reason (too_large, deadline, too_slow, aborted, budget_exhausted)',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+    http_request_body_buffer_bytes: new client.Gauge({
+      name: 'http_request_body_buffer_bytes',
+      help: 'Bytes reserved by request bodies being buffered now (HTTP_BODY_BUFFER_BYTES is the budget)',
+      registers: [registry],
+    }),
+    slip_uploads_in_progress: new client.Gauge({
+      name: 'slip_uploads_in_progress',
+      help: 'Slip uploads being read and stored now (SLIP_UPLOAD_CONCURRENCY is the bound)',
+      registers: [registry],
+    }),
+    slip_uploads_waiting: new client.Gauge({
+      name: 'slip_uploads_waiting',
+      help: 'Slip uploads queued for a slot (SLIP_UPLOAD_MAX_WAITING is the bound)',
+      registers: [registry],
+    }),
+    slip_uploads_refused_total: new client.Counter({
+      name: 'slip_uploads_refused_total',
+      help: 'Slip uploads answered 503 slip_intake_unavailable before reading, by reason (queue_full, wait_timed_out)',
+      labelNames: ['reason'],
       registers: [registry],
     }),
   };

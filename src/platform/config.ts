@@ -52,6 +52,20 @@ const environmentSchema = z.object({
   LOAD_SHEDDING: booleanText.default(true),
   LOAD_SHED_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(10).max(60_000).default(200),
   LOAD_SHED_DATABASE_WAIT_MS: z.coerce.number().int().min(10).max(60_000).default(250),
+  /** The transport's bounds (src/http/node-server.ts, body-reader.ts; docs/reliability.md). */
+  HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(1024),
+  HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(20_000),
+  HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(180_000),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(72_000),
+  HTTP_BODY_BUFFER_BYTES: z.coerce.number().int().min(64 * 1024).max(16 * 1024 * 1024 * 1024).default(64 * 1024 * 1024),
+  HTTP_BODY_DEADLINE_MS: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
+  HTTP_BODY_MIN_BYTES_PER_WINDOW: z.coerce.number().int().min(1).max(1024 * 1024 * 1024).default(10 * 1024),
+  HTTP_BODY_RATE_WINDOW_MS: z.coerce.number().int().min(50).max(600_000).default(10_000),
+  /** Slip uploads read and stored at once by this process, and the queue in front of them. */
+  SLIP_UPLOAD_CONCURRENCY: z.coerce.number().int().min(1).max(1024).default(8),
+  SLIP_UPLOAD_MAX_WAITING: z.coerce.number().int().min(0).max(100_000).default(64),
+  SLIP_UPLOAD_MAX_WAIT_MS: z.coerce.number().int().min(10).max(600_000).default(30_000),
+  SLIP_BODY_DEADLINE_MS: z.coerce.number().int().min(100).max(3_600_000).default(120_000),
 });
 
 export interface Config {
@@ -89,6 +103,48 @@ export interface Config {
   slip_evidence_dir: string;
   /** The live verification provider; null when live bank checking is off. No trailing slash. */
   slip_verifier: { url: string; key: string; timeout_ms: number } | null;
+  /** Connections, timeouts and request bodies (docs/reliability.md, "Connections and request bodies"). */
+  http: HttpLimits;
+  /** How many slip uploads are read and stored at once, and how long one may queue or take. */
+  slip_intake: SlipIntakeLimits;
+}
+
+export interface HttpLimits {
+  max_connections: number;
+  headers_timeout_ms: number;
+  request_timeout_ms: number;
+  keep_alive_timeout_ms: number;
+  body_buffer_budget_bytes: number;
+  body_deadline_ms: number;
+  body_min_bytes_per_window: number;
+  body_rate_window_ms: number;
+}
+
+export interface SlipIntakeLimits {
+  concurrency: number;
+  max_waiting: number;
+  max_wait_ms: number;
+  body_deadline_ms: number;
+}
+
+/** Node refuses a request timeout below the headers timeout; a slip must be able to queue and arrive within it. */
+function httpLimitsOf(values: z.infer<typeof environmentSchema>): HttpLimits {
+  if (values.HTTP_REQUEST_TIMEOUT_MS < values.HTTP_HEADERS_TIMEOUT_MS) {
+    throw new Error('invalid configuration: HTTP_REQUEST_TIMEOUT_MS must not be below HTTP_HEADERS_TIMEOUT_MS');
+  }
+  if (values.HTTP_REQUEST_TIMEOUT_MS < values.SLIP_UPLOAD_MAX_WAIT_MS + values.SLIP_BODY_DEADLINE_MS) {
+    throw new Error('invalid configuration: HTTP_REQUEST_TIMEOUT_MS must cover SLIP_UPLOAD_MAX_WAIT_MS plus SLIP_BODY_DEADLINE_MS');
+  }
+  return {
+    max_connections: values.HTTP_MAX_CONNECTIONS,
+    headers_timeout_ms: values.HTTP_HEADERS_TIMEOUT_MS,
+    request_timeout_ms: values.HTTP_REQUEST_TIMEOUT_MS,
+    keep_alive_timeout_ms: values.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    body_buffer_budget_bytes: values.HTTP_BODY_BUFFER_BYTES,
+    body_deadline_ms: values.HTTP_BODY_DEADLINE_MS,
+    body_min_bytes_per_window: values.HTTP_BODY_MIN_BYTES_PER_WINDOW,
+    body_rate_window_ms: values.HTTP_BODY_RATE_WINDOW_MS,
+  };
 }
 
 /** TRUSTED_PROXIES: a comma-separated list of IP addresses or CIDR ranges (`10.0.0.0/8`, `::1`). */
@@ -166,5 +222,12 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     slip_evidence_store: values.SLIP_EVIDENCE_STORE,
     slip_evidence_dir: values.SLIP_EVIDENCE_DIR ?? `${values.DATA_DIR.replace(/\/+$/, '')}/slips`,
     slip_verifier: slipVerifierOf(values),
+    http: httpLimitsOf(values),
+    slip_intake: {
+      concurrency: values.SLIP_UPLOAD_CONCURRENCY,
+      max_waiting: values.SLIP_UPLOAD_MAX_WAITING,
+      max_wait_ms: values.SLIP_UPLOAD_MAX_WAIT_MS,
+      body_deadline_ms: values.SLIP_BODY_DEADLINE_MS,
+    },
   };
 }

@@ -13,7 +13,7 @@ import type { DepositRow } from '../deposits/types.ts';
 import type { WithdrawalService, WithdrawalView } from '../withdrawals/service.ts';
 import type { SlipsService } from '../slips/service.ts';
 import type { SlipTokenSigner } from '../slips/capability.ts';
-import { parseEvidence } from '../slips/evidence-body.ts';
+import { parseJsonEvidence } from '../slips/evidence-body.ts';
 import type { ReviewService, Reviewer } from '../review/service.ts';
 import type { SandboxBank, SandboxTransferInput } from './bank.ts';
 import type { SandboxLiquidity } from './liquidity.ts';
@@ -416,7 +416,7 @@ export class SandboxScenarios {
     invariant(capability, 'a paid order has its capability');
     const verified = this.deps.slipTokens.verify(capability.token, { url: capability.upload_url, deposit_id: order.deposit_id, now: this.deps.clock.now() });
     invariant(verified.ok, 'the capability the service just made verifies');
-    const evidence = await parseEvidence('application/json', Buffer.from(JSON.stringify({ image_base64: slip.image_base64, payload: slip.payload })));
+    const evidence = await parseJsonEvidence(Buffer.from(JSON.stringify({ image_base64: slip.image_base64, payload: slip.payload })));
     try {
       await this.deps.slips.upload({
         claims: verified.claims,

@@ -1,4 +1,6 @@
+import type { Writable } from 'node:stream';
 import busboy from 'busboy';
+import { BodyRefusal, chunkCollector } from '../http/body-reader.ts';
 import { decodeJson, isJsonMediaType } from '../http/json-body.ts';
 import { ApiError, type FieldProblem } from '../platform/errors.ts';
 import { sha256Hex } from '../platform/crypto.ts';
@@ -79,7 +81,8 @@ function decodeBase64(text: string): Buffer {
   return Buffer.from(compact, compact.includes('-') || compact.includes('_') ? 'base64url' : 'base64');
 }
 
-async function parseJson(raw: Buffer): Promise<SubmittedEvidence> {
+/** The evidence of a JSON body already in memory (a sandbox scenario's own upload, and the JSON shapes here). */
+export async function parseJsonEvidence(raw: Buffer): Promise<SubmittedEvidence> {
   const body = decodeJson(raw);
   if (body === null || typeof body !== 'object' || Array.isArray(body)) refuse([{ path: '$', reason: 'must_be_object' }]);
   const unstorable = unstorableTextPaths(body);
@@ -110,78 +113,134 @@ async function parseJson(raw: Buffer): Promise<SubmittedEvidence> {
   refuse([{ path: 'image_base64', reason: 'required', hint: 'image_base64, or trans_ref with sending_bank_code and occurred_at' }]);
 }
 
-/** Reads a multipart body already in memory. Limits make a hostile body end early instead of growing. */
-function parseMultipart(contentType: string, raw: Buffer): Promise<SubmittedEvidence> {
-  return new Promise((resolve, reject) => {
-    const problems: FieldProblem[] = [];
-    const chunks: Buffer[] = [];
-    let fileSeen = false;
-    let fileTooLarge = false;
-    let payload: string | undefined;
-    let settled = false;
-    const finish = (outcome: () => Promise<SubmittedEvidence> | SubmittedEvidence) => {
-      if (settled) return;
-      settled = true;
-      Promise.resolve()
-        .then(outcome)
-        .then(resolve, reject);
-    };
-    let parser: busboy.Busboy;
-    try {
-      // busboy 1.x, not the @fastify/busboy fork: the fork stalls for ever on a skipped part (a second
-      // file) larger than a stream buffer, which would let a hostile body hold a request open.
-      parser = busboy({
-        headers: { 'content-type': contentType },
-        // busboy reports the limit when a file reaches it: one byte over max_bytes is the limit.
-        limits: { fields: 2, files: 1, parts: 3, fileSize: SLIP_MAX_BYTES + 1, fieldSize: PAYLOAD_MAX_LENGTH + 1, fieldNameSize: 64, headerPairs: 16 },
-      });
-    } catch {
-      // No boundary, or a Content-Type busboy cannot read.
-      reject(new ApiError('validation_error', { details: { fields: [{ path: '$', reason: 'malformed_multipart', hint: 'multipart/form-data with a boundary' }] } }));
-      return;
-    }
+/** What a multipart body said, part by part, as busboy reports it. */
+class MultipartParts {
+  readonly problems: FieldProblem[] = [];
+  private readonly chunks: Buffer[] = [];
+  private fileSeen = false;
+  private fileTooLarge = false;
+  private payload: string | undefined;
+
+  /**
+   * Listens to the parser's parts. Every file stream gets an error listener, the kept one and the
+   * skipped ones: busboy errors a part's stream when the body ends inside it, and a stream error with no
+   * listener is an uncaught exception that would stop the whole process.
+   */
+  attach(parser: busboy.Busboy): void {
     parser.on('file', (name, stream) => {
-      if (name !== 'file' || fileSeen) {
-        problems.push({ path: name, reason: name === 'file' ? 'repeated_field' : 'unknown_field' });
+      stream.on('error', () => undefined);
+      if (name !== 'file' || this.fileSeen) {
+        this.problems.push({ path: name, reason: name === 'file' ? 'repeated_field' : 'unknown_field' });
         stream.resume();
         return;
       }
-      fileSeen = true;
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      this.fileSeen = true;
+      stream.on('data', (chunk: Buffer) => this.chunks.push(chunk));
       stream.on('limit', () => {
-        fileTooLarge = true;
+        this.fileTooLarge = true;
       });
     });
     parser.on('field', (name, value, info) => {
-      const valueTruncated = info.valueTruncated;
-      if (name !== 'payload' || payload !== undefined) {
-        problems.push({ path: name, reason: name === 'payload' ? 'repeated_field' : 'unknown_field' });
+      if (name !== 'payload' || this.payload !== undefined) {
+        this.problems.push({ path: name, reason: name === 'payload' ? 'repeated_field' : 'unknown_field' });
         return;
       }
-      payload = valueTruncated ? '\u0000' : value;
+      this.payload = info.valueTruncated ? '\u0000' : value;
     });
     for (const limit of ['partsLimit', 'filesLimit', 'fieldsLimit'] as const) {
-      parser.on(limit, () => problems.push({ path: '$', reason: 'too_many_parts', hint: 'one file part and at most one payload field' }));
+      parser.on(limit, () => this.problems.push({ path: '$', reason: 'too_many_parts', hint: 'one file part and at most one payload field' }));
     }
-    parser.on('error', () => finish(() => refuse([{ path: '$', reason: 'malformed_multipart' }])));
-    parser.on('close', () =>
-      finish(async () => {
-        if (problems.length > 0) refuse(problems);
-        if (!fileSeen) refuse([{ path: 'file', reason: 'required', hint: 'the slip image as the part named file' }]);
-        if (fileTooLarge) refuse([{ path: 'file', reason: 'too_large', hint: `at most ${SLIP_MAX_BYTES} bytes` }]);
-        const checkedText = payload === '\u0000' ? refuse([{ path: 'payload', reason: 'too_long' }]) : checkedPayload(payload);
-        return { shape: 'multipart' as const, ...(await checkedImage('file', Buffer.concat(chunks))), payload: checkedText };
-      }),
-    );
-    parser.end(raw);
-  });
+  }
+
+  /** The evidence the parts make, or the problems found, once the parser has closed. */
+  async evidence(): Promise<SubmittedEvidence> {
+    if (this.problems.length > 0) refuse(this.problems);
+    if (!this.fileSeen) refuse([{ path: 'file', reason: 'required', hint: 'the slip image as the part named file' }]);
+    if (this.fileTooLarge) refuse([{ path: 'file', reason: 'too_large', hint: `at most ${SLIP_MAX_BYTES} bytes` }]);
+    const checkedText = this.payload === '\u0000' ? refuse([{ path: 'payload', reason: 'too_long' }]) : checkedPayload(this.payload);
+    const image = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
+    this.chunks.length = 0;
+    return { shape: 'multipart' as const, ...(await checkedImage('file', image)), payload: checkedText };
+  }
 }
 
-export async function parseEvidence(contentType: string | undefined, raw: Buffer): Promise<SubmittedEvidence> {
+function malformedMultipart(hint?: string): ApiError {
+  return new ApiError('validation_error', { details: { fields: [{ path: '$', reason: 'malformed_multipart', ...(hint ? { hint } : {}) }] } });
+}
+
+/**
+ * Reads a multipart body as it arrives: the parts are parsed from the stream and only the file's bytes
+ * are kept, so the request's bytes are never held whole beside the image. Limits make a hostile body
+ * end early instead of growing. A body cut before its closing boundary, or otherwise not multipart, is
+ * 422 `malformed_multipart`; a refusal of the body itself (its size, its pace) is the reader's.
+ */
+async function parseMultipart(contentType: string, body: EvidenceBody): Promise<SubmittedEvidence> {
+  let parser: busboy.Busboy;
+  try {
+    // busboy 1.x, not the @fastify/busboy fork: the fork stalls for ever on a skipped part (a second
+    // file) larger than a stream buffer, which would let a hostile body hold a request open.
+    parser = busboy({
+      headers: { 'content-type': contentType },
+      // busboy reports the limit when a file reaches it: one byte over max_bytes is the limit.
+      limits: { fields: 2, files: 1, parts: 3, fileSize: SLIP_MAX_BYTES + 1, fieldSize: PAYLOAD_MAX_LENGTH + 1, fieldNameSize: 64, headerPairs: 16 },
+    });
+  } catch {
+    // No boundary, or a Content-Type busboy cannot read.
+    throw malformedMultipart('multipart/form-data with a boundary');
+  }
+  const parts = new MultipartParts();
+  parts.attach(parser);
+  // `on`, not `once`: destroying a parser that has failed makes it emit its error again.
+  const closed = new Promise<void>((resolve, reject) => {
+    parser.once('close', resolve);
+    parser.on('error', reject);
+  });
+  // Settled by `stream` below when it fails; never left to reject unobserved.
+  closed.catch(() => undefined);
+  let received: number;
+  try {
+    received = await body.stream(parser);
+  } catch (error) {
+    parser.destroy();
+    if (error instanceof BodyRefusal) throw error;
+    throw malformedMultipart();
+  }
+  if (received === 0) {
+    parser.destroy();
+    refuse([{ path: '$', reason: 'required', hint: 'a file, image_base64, or a reference' }]);
+  }
+  try {
+    await closed;
+  } catch {
+    throw malformedMultipart();
+  }
+  return parts.evidence();
+}
+
+/** The unread body of a slip upload (src/http/context.ts, CapabilityBody). */
+export interface EvidenceBody {
+  stream(sink: Writable): Promise<number>;
+}
+
+/**
+ * The body's shape from its Content-Type, decided from the headers before any byte of it is read:
+ * another media type is 400 `unsupported_media_type` whatever the body holds.
+ */
+export function evidenceShapeOf(contentType: string | undefined): 'multipart' | 'json' {
   const kind = mediaTypeOf(contentType);
   if (kind === null) throw new ApiError('unsupported_media_type', { details: { accepted: ['multipart/form-data', 'application/json'] } });
+  return kind;
+}
+
+/** Reads and checks the evidence of an upload whose shape `evidenceShapeOf` gave. */
+export async function parseEvidence(contentType: string | undefined, body: EvidenceBody): Promise<SubmittedEvidence> {
+  const kind = evidenceShapeOf(contentType);
+  if (kind === 'multipart') return parseMultipart(contentType as string, body);
+  const collector = chunkCollector();
+  await body.stream(collector.sink);
+  const raw = collector.bytes();
   if (raw.length === 0) refuse([{ path: '$', reason: 'required', hint: 'a file, image_base64, or a reference' }]);
-  return kind === 'multipart' ? parseMultipart(contentType as string, raw) : parseJson(raw);
+  return parseJsonEvidence(raw);
 }
 
 /**

@@ -59,12 +59,51 @@ function associatedData(address: BlobAddress): Buffer {
   return Buffer.from(`${address.white_label_id}:${address.blob_key}`, 'utf8');
 }
 
+/**
+ * GCM is a stream mode: each slice of plaintext gives as many bytes of ciphertext. Working in slices of
+ * this size writes the ciphertext straight into the one buffer that is stored, instead of making a whole
+ * copy of the image per step (the update's output, then its concatenation with the tag and iv).
+ */
+const CIPHER_SLICE_BYTES = 64 * 1024;
+
+/** iv ‖ tag ‖ ciphertext, written into one buffer of exactly that size. */
 function encrypt(key: Buffer, plaintext: Buffer, aad: Buffer): Buffer {
   const iv = crypto.randomBytes(IV_BYTES);
   const cipher = crypto.createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(aad);
-  const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
-  return Buffer.concat([iv, cipher.getAuthTag(), ciphertext]);
+  const sealed = Buffer.allocUnsafe(IV_BYTES + TAG_BYTES + plaintext.length);
+  iv.copy(sealed, 0);
+  let offset = IV_BYTES + TAG_BYTES;
+  for (let start = 0; start < plaintext.length; start += CIPHER_SLICE_BYTES) {
+    offset += cipher.update(plaintext.subarray(start, start + CIPHER_SLICE_BYTES)).copy(sealed, offset);
+  }
+  offset += cipher.final().copy(sealed, offset);
+  invariant(offset === sealed.length, 'GCM gives one byte of ciphertext per byte of plaintext');
+  cipher.getAuthTag().copy(sealed, IV_BYTES);
+  return sealed;
+}
+
+/**
+ * True when `sealed` opens under `key` to exactly `expected`, compared slice by slice so that the image
+ * is not decrypted into a second whole copy; false for another plaintext or a tag that does not verify.
+ */
+function opensTo(key: Buffer, sealed: Buffer, aad: Buffer, expected: Buffer): boolean {
+  if (sealed.length !== IV_BYTES + TAG_BYTES + expected.length) return false;
+  const decipher = crypto.createDecipheriv('aes-256-gcm', key, sealed.subarray(0, IV_BYTES));
+  decipher.setAAD(aad);
+  decipher.setAuthTag(sealed.subarray(IV_BYTES, IV_BYTES + TAG_BYTES));
+  const body = sealed.subarray(IV_BYTES + TAG_BYTES);
+  let same = true;
+  for (let start = 0; start < body.length; start += CIPHER_SLICE_BYTES) {
+    const opened = decipher.update(body.subarray(start, start + CIPHER_SLICE_BYTES));
+    same = opened.equals(expected.subarray(start, start + opened.length)) && same;
+  }
+  try {
+    decipher.final();
+  } catch {
+    return false;
+  }
+  return same;
 }
 
 function decrypt(key: Buffer, sealed: Buffer, aad: Buffer): Buffer {
@@ -92,14 +131,27 @@ export class EvidenceCipher {
     return { ciphertext, wrapped_key: `${WRAPPED_KEY_VERSION}.${wrapped.toString('base64url')}` };
   }
 
+  /**
+   * True when sealed evidence opens, with its wrapped key, to exactly `expected` (the read-back before an
+   * upload's 202), without holding a second copy of the image.
+   */
+  opensTo(address: BlobAddress, sealed: SealedEvidence, expected: Buffer): boolean {
+    return this.withDataKey(address, sealed, (dataKey, aad) => opensTo(dataKey, sealed.ciphertext, aad, expected));
+  }
+
   /** Opens sealed evidence; throws when it was altered, moved to another receipt, or sealed under another key. */
   open(address: BlobAddress, sealed: SealedEvidence): Buffer {
+    return this.withDataKey(address, sealed, (dataKey, aad) => decrypt(dataKey, sealed.ciphertext, aad));
+  }
+
+  /** Unwraps the evidence's data key for `work`, and wipes it afterwards. */
+  private withDataKey<T>(address: BlobAddress, sealed: SealedEvidence, work: (dataKey: Buffer, aad: Buffer) => T): T {
     const [version, wrappedText] = sealed.wrapped_key.split('.');
     invariant(version === WRAPPED_KEY_VERSION && wrappedText !== undefined, 'a wrapped key of a known version');
     const aad = associatedData(address);
     const dataKey = decrypt(this.evidenceKey, Buffer.from(wrappedText, 'base64url'), aad);
     try {
-      return decrypt(dataKey, sealed.ciphertext, aad);
+      return work(dataKey, aad);
     } finally {
       dataKey.fill(0);
     }

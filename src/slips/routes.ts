@@ -6,7 +6,7 @@ import { accountOfContext, type RouteRegistrar, type Services } from '../http/co
 import { requestFingerprint } from '../http/idempotency.ts';
 import { parseOrThrow, unstorableTextPaths } from '../http/validation.ts';
 import { amountMinorSchema } from '../http/order-fields.ts';
-import { parseEvidence, SLIP_BODY_LIMIT_BYTES } from './evidence-body.ts';
+import { evidenceShapeOf, parseEvidence, SLIP_BODY_LIMIT_BYTES } from './evidence-body.ts';
 import { findBank } from '../banks/service.ts';
 import { slipJsonSchema, slipMultipartSchema, slipReceiptSchema } from './resources.ts';
 import { openedClaimSchema } from '../review/resources.ts';
@@ -52,18 +52,24 @@ export function registerSlipRoutes(registrar: RouteRegistrar, services: Services
     errors: ['late_slip_window_closed', 'slip_limit_reached', 'slip_intake_unavailable', 'idempotency_key_reused', 'idempotency_in_flight', 'unsupported_media_type', 'malformed_json', 'deposit_state_conflict'],
     documented_content: { 'multipart/form-data': slipMultipartSchema, 'application/json': slipJsonSchema },
     body_limit_bytes: SLIP_BODY_LIMIT_BYTES,
+    body_deadline_ms: services.config.slip_intake.body_deadline_ms,
     capability_address: (address) => address,
-    async handler({ context, raw_body, content_type }) {
-      const evidence = await parseEvidence(content_type, raw_body);
-      if (evidence.shape === 'reference' && !(await findBank(services.database, evidence.sending_bank_code))) {
-        throw new ApiError('validation_error', { details: { fields: [{ path: 'sending_bank_code', reason: 'unknown_bank', hint: 'a three-digit code from GET /v1/pay/banks' }] } });
-      }
-      const answer = await services.slips.upload({
-        claims: context.claims,
-        idempotency_key: context.idempotency_key,
-        request_id: context.request_id,
-        path: context.path,
-        evidence,
+    async handler({ context, body, content_type }) {
+      evidenceShapeOf(content_type);
+      // The body is read only inside a slot of the process's slip intake, so that the images held in
+      // memory at once stay bounded; uploads beyond the slots queue before a byte of theirs is read.
+      const answer = await services.slips.withIntakeSlot(async () => {
+        const evidence = await parseEvidence(content_type, body);
+        if (evidence.shape === 'reference' && !(await findBank(services.database, evidence.sending_bank_code))) {
+          throw new ApiError('validation_error', { details: { fields: [{ path: 'sending_bank_code', reason: 'unknown_bank', hint: 'a three-digit code from GET /v1/pay/banks' }] } });
+        }
+        return services.slips.upload({
+          claims: context.claims,
+          idempotency_key: context.idempotency_key,
+          request_id: context.request_id,
+          path: context.path,
+          evidence,
+        });
       });
       return {
         status: 202,
@@ -78,13 +84,15 @@ export function registerSlipRoutes(registrar: RouteRegistrar, services: Services
     url: '/v1/pay/deposits/:id/claims',
     summary: 'Report a transfer after the late-slip window',
     responses: { 201: { description: 'The claim opened for the late transfer.', schema: openedClaimSchema } },
-    errors: ['late_slip_window_open', 'idempotency_key_reused', 'idempotency_in_flight', 'unsupported_media_type', 'malformed_json', 'deposit_state_conflict'],
+    // The claim's body is buffered within the process's budget (503 when it is spent); the slip's is streamed.
+    errors: ['late_slip_window_open', 'idempotency_key_reused', 'idempotency_in_flight', 'unsupported_media_type', 'malformed_json', 'deposit_state_conflict', 'service_unavailable'],
     documented_content: { 'application/json': lateSlipClaimSchema },
     body_limit_bytes: 16 * 1024,
+    body_deadline_ms: services.config.http.body_deadline_ms,
     capability_address: uploadAddressOf,
-    async handler({ context, raw_body, content_type }) {
+    async handler({ context, body, content_type }) {
       if (!isJsonMediaType(content_type)) throw new ApiError('unsupported_media_type');
-      const decoded = decodeJson(raw_body);
+      const decoded = decodeJson(await body.buffer());
       const unstorable = unstorableTextPaths(decoded);
       if (unstorable.length > 0) throw new ApiError('validation_error', { details: { fields: unstorable } });
       const evidence = parseOrThrow(lateSlipClaimSchema, decoded);

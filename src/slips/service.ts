@@ -10,6 +10,7 @@ import { formatTimestamp } from '../platform/time.ts';
 import { enqueueJob } from '../jobs/index.ts';
 import type { CarriedRead } from '../platform/read-part.ts';
 import { keepCarriedAnswers } from '../platform/unit-of-work.ts';
+import type { ConcurrencyGate, GateRefusal } from '../platform/concurrency-gate.ts';
 import type { IdempotencyService } from '../http/idempotency.ts';
 import type { DepositService } from '../deposits/service.ts';
 import type { ClaimView, LateSlipClaimEvidence } from '../deposits/types.ts';
@@ -59,7 +60,14 @@ export interface SlipsDependencies {
    * at its next poll (250 ms when idle). A worker in another process still finds it by polling.
    */
   on_accepted: () => void;
+  /** The uploads this process reads and stores at once, and the bounded queue in front of them. */
+  intake_gate: ConcurrencyGate;
+  /** Told when an upload found no slot (a full queue or a long wait), for the metric. */
+  on_intake_refused: (refusal: GateRefusal) => void;
 }
+
+/** The wait a client is told after its upload found the intake full: a few uploads' time. */
+const INTAKE_FULL_RETRY_AFTER_SECONDS = 2;
 
 /** What an upload stores and answers; `replayed` for an idempotent repeat. */
 export interface UploadAnswer {
@@ -124,6 +132,25 @@ function capabilityScope(claims: SlipTokenClaims, idempotency_key: string) {
 
 export class SlipsService {
   constructor(private readonly deps: SlipsDependencies) {}
+
+  /**
+   * Runs an upload's reading and storing inside a slot of the intake gate. Slip intake is never shed
+   * (spec, slip rule 6): an upload waits for a slot rather than being refused for load. Only the queue's
+   * own bounds end a wait, with the endpoint's retryable 503 `slip_intake_unavailable`: nothing of the
+   * upload was read or stored, and its Idempotency-Key was not used.
+   */
+  async withIntakeSlot<T>(work: () => Promise<T>): Promise<T> {
+    const entry = await this.deps.intake_gate.enter();
+    if (!entry.ok) {
+      this.deps.on_intake_refused(entry.refusal);
+      throw new ApiError('slip_intake_unavailable', { retry_after_seconds: INTAKE_FULL_RETRY_AFTER_SECONDS, details: { reason: entry.refusal } });
+    }
+    try {
+      return await work();
+    } finally {
+      entry.release();
+    }
+  }
 
   /**
    * Stores an upload durably and answers its receipt (202), or throws the spec's code. Business refusals
@@ -223,7 +250,7 @@ export class SlipsService {
    * ciphertext opens with its wrapped key to exactly the image received. Throws on any difference.
    */
   private async readBack(db: Queryable, address: BlobAddress, sealed: SealedEvidence, image: Buffer): Promise<void> {
-    if (!(await this.deps.blobs.storedExactly(db, address, sealed.ciphertext)) || !this.deps.cipher.open(address, sealed).equals(image)) {
+    if (!(await this.deps.blobs.storedExactly(db, address, sealed.ciphertext)) || !this.deps.cipher.opensTo(address, sealed, image)) {
       throw new Error('slip evidence read back does not match what was stored');
     }
   }
