@@ -10,7 +10,7 @@ import { openDatabase, PLANNED_PER_CALL, Rollback, type Database, type Queryable
 import { createLogger } from '../src/platform/logger.ts';
 import { migrate } from '../src/platform/migrate.ts';
 import { signedHeaders } from '../src/http/canonical.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import { MatchingService } from '../src/matching/service.ts';
 import { SandboxLiquidity } from '../src/sandbox/liquidity.ts';
 import { DEFAULT_DEPOSIT_POLICY } from '../src/deposits/policy.ts';

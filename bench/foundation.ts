@@ -13,7 +13,7 @@ import { sha256Hex } from '../src/platform/crypto.ts';
 import { canonicalString, signCanonical, signedHeaders } from '../src/http/canonical.ts';
 import { BUCKETS, windowStart } from '../src/http/rate-limit.ts';
 import { NONCE_RETENTION_MS } from '../src/http/merchant-auth.ts';
-import type { RouteModule } from '../src/http/server.ts';
+import type { RouteModule } from '../src/http/context.ts';
 import { admitSignedRequest } from '../src/tenancy/repository.ts';
 import {
   busyShare,
@@ -206,7 +206,7 @@ async function serve(): Promise<void> {
     database,
     logger: createLogger('silent'),
     master_key: crypto.randomBytes(32),
-    extra_modules: [benchRoutes],
+    extra_modules: [() => benchRoutes],
     owns_database: true,
   });
   instance.app.post(BARE_PATH, async (_request, reply) => {

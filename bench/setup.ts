@@ -1,7 +1,7 @@
 import type { ServiceInstance } from '../src/app.ts';
 import type { Database } from '../src/platform/db.ts';
 import type { WalletAccount } from '../src/ledger/types.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 
 /** Set-up shared by the benchmarks that need withdrawing merchants (bench/deposits.ts, bench/slips.ts). */
 

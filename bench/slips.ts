@@ -13,7 +13,7 @@ import { loadConfig } from '../src/platform/config.ts';
 import { openDatabase, type Database } from '../src/platform/db.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { migrate } from '../src/platform/migrate.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import { DEFAULT_DEPOSIT_POLICY } from '../src/deposits/policy.ts';
 import type { WalletAccount } from '../src/ledger/types.ts';
 import type { SlipUpload } from '../src/slips/capability.ts';

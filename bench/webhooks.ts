@@ -11,8 +11,8 @@ import { loadConfig } from '../src/platform/config.ts';
 import { openDatabase, type Database } from '../src/platform/db.ts';
 import { createLogger } from '../src/platform/logger.ts';
 import { migrate } from '../src/platform/migrate.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
-import { configureWebhooks, webhooksOf, type Webhooks } from '../src/webhooks/index.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
+import type { Webhooks } from '../src/webhooks/index.ts';
 import { DEFAULT_WEBHOOK_SETTINGS, type WebhookSettings } from '../src/webhooks/settings.ts';
 import { createTestCertificates } from '../test/support/webhook-receivers.ts';
 import { busyShare, createFreshDatabase, dropDatabase, fixed, log, machineCpu, markdownTable, percentile } from './support.ts';
@@ -209,9 +209,9 @@ async function main(): Promise<void> {
         logger: createLogger(process.env.BENCH_LOG_LEVEL ?? 'error', process.stderr),
         master_key: crypto.randomBytes(32),
         owns_database: false,
+        webhooks: { settings, environment: {} },
       });
-      configureWebhooks(instance.services, { settings, environment: {} });
-      const webhooks = webhooksOf(instance.services);
+      const webhooks = instance.services.webhooks;
       const tenancy = instance.services.tenancy;
       const actor = { actor_type: 'system' as const, actor_id: 'bench', request_id: null };
       const brand = await tenancy.createBrand(actor, { name: `Bench ${name}` });

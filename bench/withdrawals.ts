@@ -10,7 +10,7 @@ import { openDatabase, type Database, type Queryable } from '../src/platform/db.
 import { createLogger } from '../src/platform/logger.ts';
 import { migrate } from '../src/platform/migrate.ts';
 import { signedHeaders } from '../src/http/canonical.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import type { WalletAccount } from '../src/ledger/types.ts';
 import {
   busyShare,

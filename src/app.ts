@@ -5,47 +5,48 @@ import type { FastifyInstance } from 'fastify';
 import { ScopedClock, SystemClock, type Clock } from './platform/clock.ts';
 import type { Config } from './platform/config.ts';
 import { SecretBox } from './platform/crypto.ts';
+import { invariant } from './platform/assert.ts';
 import { openDatabase, type Database } from './platform/db.ts';
 import { createLogger, type Logger } from './platform/logger.ts';
 import { migrate } from './platform/migrate.ts';
 import { MINUTE_MS } from './platform/time.ts';
 import { ConcurrencyGate } from './platform/concurrency-gate.ts';
-import { createMetrics } from './ops/metrics.ts';
+import { createMetrics, type Metrics } from './ops/metrics.ts';
 import { registerOperationsRoutes } from './ops/routes.ts';
 import { LoadShedder } from './ops/load-shedding.ts';
 import { EventsService } from './events/service.ts';
-import { registerEventRoutes } from './events/routes.ts';
+import { eventRoutes } from './events/routes.ts';
 import { TenancyService } from './tenancy/service.ts';
-import { registerTenancyRoutes } from './tenancy/routes.ts';
+import { tenancyRoutes } from './tenancy/routes.ts';
 import { registerBankRoutes } from './banks/routes.ts';
 import { registerTestVectorRoutes } from './test-vectors/routes.ts';
-import { registerFeeRoutes } from './fees/routes.ts';
-import { registerSandboxBankRoutes } from './bank-directory/routes.ts';
+import { feeRoutes } from './fees/routes.ts';
+import { sandboxBankRoutes } from './bank-directory/routes.ts';
 import { LedgerService, RELEASE_CLEARING_TASK } from './ledger/service.ts';
-import { registerLedgerRoutes } from './ledger/routes.ts';
-import { registerBeneficiaryRoutes } from './beneficiaries/routes.ts';
+import { ledgerRoutes } from './ledger/routes.ts';
+import { beneficiaryRoutes } from './beneficiaries/routes.ts';
 import { BeneficiaryService, createBeneficiaryVerifyHandler, deriveAccountLookupKey, VERIFY_BENEFICIARY_TASK } from './beneficiaries/service.ts';
 import { FeeService } from './fees/service.ts';
 import { WithdrawalPolicyService } from './withdrawals/policy.ts';
-import { registerWithdrawalRoutes } from './withdrawals/routes.ts';
+import { withdrawalRoutes } from './withdrawals/routes.ts';
 import { createWithdrawalJobHandlers, WithdrawalService } from './withdrawals/service.ts';
 import { createDisputeJobHandlers, DisputeService } from './withdrawals/disputes.ts';
-import { registerDisputeRoutes } from './withdrawals/dispute-routes.ts';
+import { disputeRoutes } from './withdrawals/dispute-routes.ts';
 import { DepositPolicyService } from './deposits/policy.ts';
-import { registerDepositRoutes } from './deposits/routes.ts';
+import { depositRoutes } from './deposits/routes.ts';
 import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
 import { SandboxLiquidity } from './sandbox/liquidity.ts';
 import { MatchingService } from './matching/service.ts';
-import { registerReplayOutOfOrderRoute } from './webhooks/replay-out-of-order.ts';
-import { registerLocalForwardingRoutes } from './webhooks/local-forwarding.ts';
-import { purgeWebhookDeliveries, registerWebhookRoutes, startWebhookDispatcher, stopWebhookDispatcher, webhooksOf } from './webhooks/index.ts';
+import { replayOutOfOrderRoutes } from './webhooks/replay-out-of-order.ts';
+import { localForwardingRoutes } from './webhooks/local-forwarding.ts';
+import { createWebhooks, type WebhookOptions, type Webhooks } from './webhooks/index.ts';
 import { SlipTokenSigner } from './slips/capability.ts';
 import { EvidenceCipher, FilesystemBlobStore, PostgresBlobStore, type BlobStore } from './slips/evidence-store.ts';
-import { registerSlipRoutes } from './slips/routes.ts';
+import { slipRoutes } from './slips/routes.ts';
 import { ReviewService } from './review/service.ts';
-import { registerReviewRoutes } from './review/routes.ts';
+import { reviewRoutes } from './review/routes.ts';
 import { ClaimRegistry, ClaimService } from './review/claims.ts';
-import { registerClaimRoutes } from './review/claim-routes.ts';
+import { claimRoutes } from './review/claim-routes.ts';
 import { SlipsService } from './slips/service.ts';
 import { VerificationService } from './verification/service.ts';
 import { SlipReader } from './verification/slip-reader.ts';
@@ -53,44 +54,72 @@ import { createBankVerifierFromConfig } from './verification/http-adapter.ts';
 import type { BankVerifier } from './verification/bank-port.ts';
 import { SandboxBank } from './sandbox/bank.ts';
 import { SandboxScenarios } from './sandbox/scenarios.ts';
-import { registerSandboxRoutes } from './sandbox/routes.ts';
+import { sandboxRoutes } from './sandbox/routes.ts';
 import { QrImageLinks } from './deposits/qr-image.ts';
 import { CheckoutLinks } from './checkout/links.ts';
 import { CheckoutService } from './checkout/service.ts';
 import { checkoutAdminRoutes, registerCheckoutPages } from './checkout/routes.ts';
-import { IdempotencyService } from './http/idempotency.ts';
-import { apiRoutesOf, buildServer, type RouteModule } from './http/server.ts';
+import { IdempotencyService } from './idempotency/service.ts';
+import { apiRoutesOf, buildServer } from './http/server.ts';
+import type { RouteModule } from './http/context.ts';
 import { openApiRoutes, registerApiReference } from './openapi/routes.ts';
-import type { Services } from './http/context.ts';
 import { Worker, purgeFinishedJobs, type JobHandler } from './jobs/index.ts';
 import { TestClockService, type TestClockLimits } from './test-clocks/service.ts';
-import { registerTestClockRoutes } from './test-clocks/routes.ts';
+import { testClockRoutes } from './test-clocks/routes.ts';
 
 /**
- * Builds one service instance: services, HTTP server (api role) and job worker (worker role). Tests
- * build instances on their own database and clock; `main.ts` builds the production one.
+ * The composition root: the one place that sees every module. It builds one service instance (the
+ * services, the HTTP server of the api role and the job worker of the worker role) and gives each
+ * module's routes the services they declare. Tests build instances on their own database and clock;
+ * `main.ts` builds the production one.
  */
-export const ROUTE_MODULES: readonly RouteModule[] = [
-  registerTenancyRoutes,
-  registerEventRoutes,
-  registerBankRoutes,
-  registerTestVectorRoutes,
-  registerLedgerRoutes,
-  registerFeeRoutes,
-  registerSandboxBankRoutes,
-  registerBeneficiaryRoutes,
-  registerWithdrawalRoutes,
-  registerDepositRoutes,
-  registerWebhookRoutes,
-  registerReplayOutOfOrderRoute,
-  registerLocalForwardingRoutes,
-  registerSlipRoutes,
-  registerSandboxRoutes,
-  registerReviewRoutes,
-  registerDisputeRoutes,
-  registerClaimRoutes,
-  registerTestClockRoutes,
-];
+
+/** Every service of one instance: what the routes, the worker and the tests are given parts of. */
+export interface Services {
+  config: Config;
+  database: Database;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  secretBox: SecretBox;
+  tenancy: TenancyService;
+  events: EventsService;
+  idempotency: IdempotencyService;
+  /** The wallet ledger: the only way money moves. */
+  ledger: LedgerService;
+  fees: FeeService;
+  beneficiaries: BeneficiaryService;
+  /** Withdrawal orders and the leg functions the deposit side calls to pay them. */
+  withdrawals: WithdrawalService;
+  withdrawalPolicies: WithdrawalPolicyService;
+  /** Deposit orders: creation, matching, the liquidity wait, expiry and cancel. */
+  deposits: DepositService;
+  depositPolicies: DepositPolicyService;
+  /** Signs and verifies the per-order slip upload capability. */
+  slipTokens: SlipTokenSigner;
+  /** Slip intake: durable receipts of uploaded evidence. */
+  slips: SlipsService;
+  /** Reading, bank verification and the outcome of each slip. */
+  verification: VerificationService;
+  /** The review desk: queue, decisions, merchant evidence and force-complete, reversals. */
+  review: ReviewService;
+  /** Withdrawal disputes: opened by the withdrawer or by an allocation conflict, resolved by operators. */
+  disputes: DisputeService;
+  /** Claims: the back office's claim desk and a merchant's read of its own claims. */
+  claims: ClaimService;
+  /** The sandbox bank's transfers and slips (test mode only). */
+  sandboxBank: SandboxBank;
+  /** Sandbox test clocks: a merchant's frozen time for its test-mode requests, advanced on demand. */
+  testClocks: TestClockService;
+  /** Webhook endpoints, signing keys and delivery. */
+  webhooks: Webhooks;
+  /** Load shedding of this process: refuses the least protected requests when it is overloaded. */
+  loadShedder: LoadShedder;
+  /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
+  publicBaseUrl(): string;
+  /** The base of slip upload addresses (UPLOAD_BASE_URL, else the public base). */
+  uploadBaseUrl(): string;
+}
 
 export interface ServiceInstance {
   services: Services;
@@ -103,13 +132,16 @@ export interface ServiceInstance {
   stop(): Promise<void>;
 }
 
+/** A route module that needs services of the instance (tests, benches): given them when the server is built. */
+export type ExtraRouteModule = (services: Services) => RouteModule;
+
 export interface CreateInstanceOptions {
   config: Config;
   database: Database;
   clock?: Clock;
   logger?: Logger;
   master_key: Buffer;
-  extra_modules?: readonly RouteModule[];
+  extra_modules?: readonly ExtraRouteModule[];
   job_handlers?: Record<string, JobHandler>;
   /** Closes the database on stop (false when a test owns it). */
   owns_database?: boolean;
@@ -117,30 +149,98 @@ export interface CreateInstanceOptions {
   live_bank_verifier?: BankVerifier;
   /** Smaller bounds of a test clock's advance than production's (tests of the bound). */
   test_clock_limits?: Partial<TestClockLimits>;
+  /** The webhooks module's options (settings, address policy, resolver); the environment's by default. */
+  webhooks?: WebhookOptions;
 }
 
 const HOUSEKEEPING_INTERVAL_MS = MINUTE_MS;
 const HOUSEKEEPING_BATCH = 5000;
 
-export function createServiceInstance(options: CreateInstanceOptions): ServiceInstance {
-  // Every service gets the scoped clock: the process's clock, or a sandbox test clock's frozen time when
-  // the work runs inside that clock's scope (src/test-clocks/). `realClock` is the process's clock itself.
+/**
+ * The job worker, as services built before it reach it: a slip accepted wakes it, a test clock's advance
+ * runs its next job. It is built right after them, before the server listens and before any job runs, so
+ * a call that finds it missing is a wiring fault and fails at once rather than doing nothing.
+ */
+class WorkerLink {
+  worker: Worker | null = null;
+
+  private required(): Worker {
+    invariant(this.worker !== null, 'the worker is built before any request or job can reach it');
+    return this.worker;
+  }
+
+  wake(): void {
+    this.required().wake();
+  }
+
+  isStopping(): boolean {
+    return this.required().isStopping();
+  }
+
+  runNextTestClockJob(input: Parameters<Worker['runNextTestClockJob']>[0]): ReturnType<Worker['runNextTestClockJob']> {
+    return this.required().runNextTestClockJob(input);
+  }
+}
+
+/** The addresses the service advertises: the configured ones, or the one it listens at. */
+class Addresses {
+  bound: string | null = null;
+
+  constructor(private readonly config: Config) {}
+
+  publicBaseUrl(): string {
+    return this.config.public_base_url ?? this.bound ?? `http://localhost:${this.config.port}`;
+  }
+
+  uploadBaseUrl(): string {
+    return this.config.upload_base_url ?? this.publicBaseUrl();
+  }
+}
+
+/** The instance's clocks, logger, metrics and sealing: what every service below is built on. */
+interface Foundation {
+  config: Config;
+  database: Database;
+  /** The process's clock itself: claims, leases and retention stay in real time. */
+  realClock: Clock;
+  /** The scoped clock every service reads: a sandbox test clock's frozen time inside its scope. */
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  secretBox: SecretBox;
+  master_key: Buffer;
+  addresses: Addresses;
+  workerLink: WorkerLink;
+}
+
+function foundationOf(options: CreateInstanceOptions): Foundation {
   const realClock = options.clock ?? new SystemClock();
-  const clock = new ScopedClock(realClock);
-  const logger = options.logger ?? createLogger(options.config.log_level);
-  const metrics = createMetrics();
-  const secretBox = new SecretBox(options.master_key);
-  const database = options.database;
+  return {
+    config: options.config,
+    database: options.database,
+    realClock,
+    clock: new ScopedClock(realClock),
+    logger: options.logger ?? createLogger(options.config.log_level),
+    metrics: createMetrics(),
+    secretBox: new SecretBox(options.master_key),
+    master_key: options.master_key,
+    addresses: new Addresses(options.config),
+    workerLink: new WorkerLink(),
+  };
+}
+
+/** The ledger, fees, payees, withdrawals and tenancy: the money side every order builds on. */
+function createMoneyServices(base: Foundation) {
+  const { clock, secretBox, database } = base;
   const events = new EventsService(clock);
-  events.observe((envelope) => metrics.events_written_total.inc({ type: envelope.type }));
-  let boundAddress: string | null = null;
+  events.observe((envelope) => base.metrics.events_written_total.inc({ type: envelope.type }));
   const ledger = new LedgerService(events, clock);
   const fees = new FeeService(clock);
   // Beneficiary account numbers are looked up by an HMAC under a key derived from the master key.
-  const accountLookupKey = deriveAccountLookupKey(options.master_key);
+  const accountLookupKey = deriveAccountLookupKey(base.master_key);
   const beneficiaries = new BeneficiaryService({ events, clock, secretBox, account_lookup_key: accountLookupKey });
-  const withdrawalPolicies = new WithdrawalPolicyService(clock);
   const tenancy = new TenancyService(database, clock, secretBox);
+  const withdrawalPolicies = new WithdrawalPolicyService({ clock, database, audit: tenancy });
   const withdrawals = new WithdrawalService({
     events,
     clock,
@@ -149,60 +249,75 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     beneficiaries,
     policies: withdrawalPolicies,
     service_owned_merchants: (db, white_label_id) => tenancy.serviceOwnedMerchantIds(db, white_label_id),
+    database,
+    audit: tenancy,
   });
-  const depositPolicies = new DepositPolicyService(clock);
   // Test-mode deposits find liquidity from the brand's simulated counterparty, as live ones do from real withdrawals.
   const sandboxLiquidity = new SandboxLiquidity({ clock, tenancy, beneficiaries, ledger, fees, withdrawals, events });
-  const slipTokens = new SlipTokenSigner(options.master_key);
+  return { events, ledger, fees, accountLookupKey, beneficiaries, withdrawalPolicies, tenancy, withdrawals, sandboxLiquidity };
+}
+
+type MoneyServices = ReturnType<typeof createMoneyServices>;
+
+/** Deposits, idempotency and slip intake. */
+function createOrderServices(base: Foundation, money: MoneyServices) {
+  const { clock, secretBox, database, config, metrics } = base;
+  const slipTokens = new SlipTokenSigner(base.master_key);
   // Claims belong to the review module; the deposit service opens them through this port in its own
-  // transactions, and the claim desk (below) calls the deposit service: no import cycle either way.
-  const claimRegistry = new ClaimRegistry({ clock, events });
+  // transactions, and the claim desk calls the deposit service: no import cycle either way.
+  const claimRegistry = new ClaimRegistry({ clock, events: money.events });
+  const depositPolicies = new DepositPolicyService({ clock, database, audit: money.tenancy, secretBox });
   const deposits = new DepositService({
-    events,
+    events: money.events,
     clock,
     secretBox,
-    withdrawals,
+    withdrawals: money.withdrawals,
     policies: depositPolicies,
-    account_lookup_key: accountLookupKey,
-    matching: new MatchingService({ withdrawals, events, liquidity: sandboxLiquidity }),
-    ledger,
-    fees,
+    account_lookup_key: money.accountLookupKey,
+    matching: new MatchingService({ withdrawals: money.withdrawals, events: money.events, liquidity: money.sandboxLiquidity }),
+    ledger: money.ledger,
+    fees: money.fees,
     slip_tokens: slipTokens,
-    qr_links: new QrImageLinks(options.master_key),
-    public_base_url: () => services.publicBaseUrl(),
-    upload_base_url: () => services.uploadBaseUrl(),
+    qr_links: new QrImageLinks(base.master_key),
+    public_base_url: () => base.addresses.publicBaseUrl(),
+    upload_base_url: () => base.addresses.uploadBaseUrl(),
     claims: claimRegistry,
   });
   // Idempotency records keep the spec's 7 days of real time, also for requests made under a test clock:
   // retention is an operational promise about retries, not a deadline of the clock's objects.
-  const idempotency = new IdempotencyService(database, realClock, secretBox);
+  const idempotency = new IdempotencyService(database, base.realClock, secretBox);
   // Slip evidence: in PostgreSQL with its receipt by default, or in a directory (SLIP_EVIDENCE_STORE).
-  const blobs: BlobStore = options.config.slip_evidence_store === 'filesystem' ? new FilesystemBlobStore(options.config.slip_evidence_dir) : new PostgresBlobStore();
+  const blobs: BlobStore = config.slip_evidence_store === 'filesystem' ? new FilesystemBlobStore(config.slip_evidence_dir) : new PostgresBlobStore();
   const slips = new SlipsService({
     database,
     clock,
-    logger,
+    logger: base.logger,
     secretBox,
-    cipher: new EvidenceCipher(options.master_key),
+    cipher: new EvidenceCipher(base.master_key),
     blobs,
     deposits,
     idempotency,
-    // The worker is built below; it is only called once a request has committed, long after.
-    on_accepted: () => worker.wake(),
-    intake_gate: new ConcurrencyGate(
-      { slots: options.config.slip_intake.concurrency, max_waiting: options.config.slip_intake.max_waiting, max_wait_ms: options.config.slip_intake.max_wait_ms },
-      (held, waiting) => {
-        metrics.slip_uploads_in_progress.set(held);
-        metrics.slip_uploads_waiting.set(waiting);
-      },
-    ),
+    on_accepted: () => base.workerLink.wake(),
+    intake_gate: new ConcurrencyGate({ slots: config.slip_intake.concurrency, max_waiting: config.slip_intake.max_waiting, max_wait_ms: config.slip_intake.max_wait_ms }, (held, waiting) => {
+      metrics.slip_uploads_in_progress.set(held);
+      metrics.slip_uploads_waiting.set(waiting);
+    }),
     on_intake_refused: (refusal) => metrics.slip_uploads_refused_total.inc({ reason: refusal }),
   });
   // Cancel and expiry ask the intake whether an order has slips; slips itself calls the deposit service.
   deposits.useSlipActivity((db, white_label_id, deposit_id) => slips.activity(db, white_label_id, deposit_id));
+  return { slipTokens, claimRegistry, depositPolicies, deposits, idempotency, slips };
+}
+
+type OrderServices = ReturnType<typeof createOrderServices>;
+
+/** Verification, the review desk, claims and disputes: what decides an order after its slip. */
+function createDecisionServices(base: Foundation, money: MoneyServices, orders: OrderServices, options: CreateInstanceOptions) {
+  const { clock, database, logger, metrics } = base;
+  const { deposits, slips } = orders;
   const sandboxBank = new SandboxBank({ clock, deposits, database });
   // Test-mode slips are verified by the sandbox bank, live ones by the configured provider; never the other.
-  const liveVerifier = options.live_bank_verifier ?? createBankVerifierFromConfig(options.config.slip_verifier);
+  const liveVerifier = options.live_bank_verifier ?? createBankVerifierFromConfig(base.config.slip_verifier);
   const verification = new VerificationService({
     database,
     clock,
@@ -213,169 +328,267 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     reader: new SlipReader(),
     verifierFor: (livemode) => (livemode ? liveVerifier : sandboxBank),
   });
-  const review = new ReviewService({ database, clock, deposits, slips, verification, tenancy });
-  const claims = new ClaimService({ database, clock, deposits, tenancy, events, registry: claimRegistry });
+  const review = new ReviewService({ database, clock, deposits, slips, verification, tenancy: money.tenancy });
+  const claims = new ClaimService({ database, clock, deposits, tenancy: money.tenancy, events: money.events, registry: orders.claimRegistry });
   // A new review's estimated wait comes from the desk's queue and pace; the desk calls the deposit service.
   deposits.useReviewEstimate((db, input) => review.estimate(db, input));
   // Disputes call the deposit and withdrawal services; those learn of disputes only through these two ports.
-  const disputes = new DisputeService({ database, clock, withdrawals, deposits, ledger, tenancy, public_base_url: () => services.publicBaseUrl() });
+  const disputes = new DisputeService({
+    database,
+    clock,
+    withdrawals: money.withdrawals,
+    deposits,
+    ledger: money.ledger,
+    tenancy: money.tenancy,
+    public_base_url: () => base.addresses.publicBaseUrl(),
+  });
   deposits.useLegCover(disputes.legCover());
   verification.useAllocationConflict((tx, input) => disputes.openForAllocationConflict(tx, input));
-  // Load shedding reads the event loop's delay and this database's connection waits (src/ops/load-shedding.ts).
-  const loadShedder = new LoadShedder(options.config.load_shedding, () => database.acquire_wait?.takeLongestMs() ?? 0, (reading, previous) => {
-    metrics.load_shedding_level.set(reading.level);
-    logger.warn({ level: reading.level, previous_level: previous, event_loop_delay_ms: Math.round(reading.event_loop_delay_ms), database_wait_ms: Math.round(reading.database_wait_ms) }, 'load shedding level changed');
+  return { sandboxBank, verification, review, claims, disputes };
+}
+
+/** Load shedding reads the event loop's delay and this database's connection waits (src/ops/load-shedding.ts). */
+function createLoadShedder(base: Foundation): LoadShedder {
+  return new LoadShedder(base.config.load_shedding, () => base.database.acquire_wait?.takeLongestMs() ?? 0, (reading, previous) => {
+    base.metrics.load_shedding_level.set(reading.level);
+    base.logger.warn(
+      { level: reading.level, previous_level: previous, event_loop_delay_ms: Math.round(reading.event_loop_delay_ms), database_wait_ms: Math.round(reading.database_wait_ms) },
+      'load shedding level changed',
+    );
   });
+}
+
+/** Every service, built in the order their constructors need. */
+function createServices(base: Foundation, options: CreateInstanceOptions): { services: Services; sandboxLiquidity: SandboxLiquidity } {
+  const money = createMoneyServices(base);
+  const orders = createOrderServices(base, money);
+  const decisions = createDecisionServices(base, money, orders, options);
+  const { database, clock, logger, metrics, secretBox, config } = base;
+  const testClocks = new TestClockService({
+    database,
+    clock,
+    events: money.events,
+    tenancy: money.tenancy,
+    runNextJob: (input) => base.workerLink.runNextTestClockJob(input),
+    workerStopping: () => base.workerLink.isStopping(),
+    onAdvanceRequested: () => base.workerLink.wake(),
+    limits: options.test_clock_limits,
+  });
+  const webhooks = createWebhooks({ database, clock, logger, secretBox, events: money.events, tenancy: money.tenancy, metrics }, options.webhooks);
   const services: Services = {
-    config: options.config,
-    loadShedder,
+    config,
     database,
     clock,
     logger,
     metrics,
     secretBox,
-    tenancy,
-    events,
-    idempotency,
-    ledger,
-    fees,
-    beneficiaries,
-    withdrawals,
-    withdrawalPolicies,
-    deposits,
-    depositPolicies,
-    slipTokens,
-    slips,
-    verification,
-    review,
-    disputes,
-    claims,
-    sandboxBank,
-    testClocks: new TestClockService({
-      database,
-      clock,
-      events,
-      tenancy,
-      // The worker is built below; these are only called by requests and jobs, long after.
-      runNextJob: (input) => worker.runNextTestClockJob(input),
-      workerStopping: () => worker.isStopping(),
-      onAdvanceRequested: () => worker.wake(),
-      limits: options.test_clock_limits,
-    }),
-    publicBaseUrl: () => options.config.public_base_url ?? boundAddress ?? `http://localhost:${options.config.port}`,
-    uploadBaseUrl: () => options.config.upload_base_url ?? services.publicBaseUrl(),
+    tenancy: money.tenancy,
+    events: money.events,
+    idempotency: orders.idempotency,
+    ledger: money.ledger,
+    fees: money.fees,
+    beneficiaries: money.beneficiaries,
+    withdrawals: money.withdrawals,
+    withdrawalPolicies: money.withdrawalPolicies,
+    deposits: orders.deposits,
+    depositPolicies: orders.depositPolicies,
+    slipTokens: orders.slipTokens,
+    slips: orders.slips,
+    ...decisions,
+    testClocks,
+    webhooks,
+    loadShedder: createLoadShedder(base),
+    publicBaseUrl: () => base.addresses.publicBaseUrl(),
+    uploadBaseUrl: () => base.addresses.uploadBaseUrl(),
   };
-  // The sandbox scenarios act through the same services as the end user, the bank and the desk would.
-  const sandboxScenarios = new SandboxScenarios({
-    database,
-    clock,
-    logger,
-    deposits,
-    withdrawals,
-    slips,
-    slipTokens,
-    review,
-    sandboxBank,
-    liquidity: sandboxLiquidity,
-    // 114.00 THB: the webhooks module is built on first use (webhooksOf), long after this wiring.
+  return { services, sandboxLiquidity: money.sandboxLiquidity };
+}
+
+/** The sandbox scenarios act through the same services as the end user, the bank and the desk would. */
+function createSandboxScenarios(services: Services, liquidity: SandboxLiquidity): SandboxScenarios {
+  return new SandboxScenarios({
+    database: services.database,
+    clock: services.clock,
+    logger: services.logger,
+    deposits: services.deposits,
+    withdrawals: services.withdrawals,
+    slips: services.slips,
+    slipTokens: services.slipTokens,
+    review: services.review,
+    sandboxBank: services.sandboxBank,
+    liquidity,
+    // 114.00 THB: the scenario rotates the brand's sandbox signing key.
     rotateSandboxSigningKey: async (input) => {
-      await webhooksOf(services).signingKeys.rotateForSandboxScenario(input);
+      await services.webhooks.signingKeys.rotateForSandboxScenario(input);
     },
   });
-  // The hosted checkout page (src/checkout/): orders get their `checkout_url` from it, and it reads and
-  // pays orders through the deposit, slip and sandbox services.
+}
+
+/**
+ * The hosted checkout page (src/checkout/): orders get their `checkout_url` from it, and it reads and pays
+ * orders through the deposit, slip and sandbox services.
+ */
+function createCheckout(services: Services, master_key: Buffer): CheckoutService {
   const checkout = new CheckoutService({
-    clock,
-    config: options.config,
-    tenancy,
-    deposits,
-    slips,
-    sandboxBank,
-    idempotency,
-    links: new CheckoutLinks(options.master_key),
+    clock: services.clock,
+    config: services.config,
+    tenancy: services.tenancy,
+    deposits: services.deposits,
+    slips: services.slips,
+    sandboxBank: services.sandboxBank,
+    idempotency: services.idempotency,
+    links: new CheckoutLinks(master_key),
     public_base_url: () => services.publicBaseUrl(),
     upload_base_url: () => services.uploadBaseUrl(),
   });
-  deposits.useCheckoutLinks((db, order) => checkout.checkoutUrl(db, order));
-  const state = { ready: false, stopping: false };
-  // The OpenAPI document reads the catalogue of this very server on its first request, once every route is registered.
-  const app: FastifyInstance = buildServer(services, [...ROUTE_MODULES, checkoutAdminRoutes(checkout), openApiRoutes(() => apiRoutesOf(app)), ...(options.extra_modules ?? [])]);
-  registerOperationsRoutes(app, services, () => state.ready && !state.stopping);
-  registerCheckoutPages(app, services, checkout);
-  registerApiReference(app);
-  const worker = new Worker({
-    database,
-    clock,
-    // Claims, leases and outcome records are real time, also for a test clock's job run by an advance.
-    real_clock: realClock,
-    handlers: {
-      // Clearing: a settled deposit's credit moves to available 72 hours on (a no-op when held).
-      [RELEASE_CLEARING_TASK]: async (job) => {
-        const payload = job.payload as { white_label_id: string; merchant_id: string; livemode: boolean; credit_balance_transaction_id: string };
-        await database.transaction((tx) =>
-          services.ledger.releaseClearing(
-            tx,
-            { white_label_id: payload.white_label_id, merchant_id: payload.merchant_id, livemode: payload.livemode },
-            payload.credit_balance_transaction_id,
-          ),
-        );
-      },
-      // Beneficiary name verification: directory lookup outside any transaction, then one transition.
-      [VERIFY_BENEFICIARY_TASK]: createBeneficiaryVerifyHandler({ events, secretBox }),
-      // Withdrawal deadlines: expiry, approval time-to-live, fill auto-confirm.
-      ...createWithdrawalJobHandlers(database, services.withdrawals),
-      // Deposit deadlines: the matching retry of a waiting order and the transfer deadline.
-      ...createDepositJobHandlers(database, services.deposits),
-      // Dispute deadlines: at respond_by, closed for the depositor without evidence, else left to an operator.
-      ...createDisputeJobHandlers(disputes),
-      // Slips: read, verified with the bank and settled or sent to review, one receipt at a time per order.
-      ...verification.jobHandlers(),
-      // Sandbox scenarios: the automatic steps of test-mode orders of the spec's scenario amounts.
-      ...sandboxScenarios.jobHandlers(),
-      // Test clocks: an advance runs the clock's due jobs in order, each at its own time, then sets the clock.
-      ...services.testClocks.jobHandlers(),
-      ...(options.job_handlers ?? {}),
+  services.deposits.useCheckoutLinks((db, order) => checkout.checkoutUrl(db, order));
+  return checkout;
+}
+
+/** Every API route module, each given the services it declares. */
+function routeModules(services: Services, checkout: CheckoutService): RouteModule[] {
+  const { database, clock, config, tenancy, events } = services;
+  return [
+    tenancyRoutes({ tenancy }),
+    eventRoutes({ events }),
+    registerBankRoutes,
+    registerTestVectorRoutes,
+    ledgerRoutes({ database, ledger: services.ledger, tenancy }),
+    feeRoutes({ clock, depositPolicies: services.depositPolicies }),
+    sandboxBankRoutes({ clock }),
+    beneficiaryRoutes({ beneficiaries: services.beneficiaries }),
+    withdrawalRoutes({ database, beneficiaries: services.beneficiaries, tenancy, withdrawals: services.withdrawals, withdrawalPolicies: services.withdrawalPolicies }),
+    depositRoutes({ database, deposits: services.deposits, depositPolicies: services.depositPolicies, tenancy }),
+    services.webhooks.registerRoutes,
+    replayOutOfOrderRoutes({ clock, events }),
+    localForwardingRoutes({ clock, events, signingKeys: services.webhooks.signingKeys }),
+    slipRoutes({ config, database, slips: services.slips }),
+    sandboxRoutes({ sandboxBank: services.sandboxBank }),
+    reviewRoutes({ database, review: services.review, publicBaseUrl: () => services.publicBaseUrl() }),
+    disputeRoutes({ database, disputes: services.disputes }),
+    claimRoutes({ database, claims: services.claims }),
+    testClockRoutes({ database, testClocks: services.testClocks }),
+    checkoutAdminRoutes({ checkout, tenancy }),
+  ];
+}
+
+/** The job handlers of the worker role, by task. */
+function jobHandlers(services: Services, scenarios: SandboxScenarios, extra: Record<string, JobHandler>): Record<string, JobHandler> {
+  const { database } = services;
+  return {
+    // Clearing: a settled deposit's credit moves to available 72 hours on (a no-op when held).
+    [RELEASE_CLEARING_TASK]: async (job) => {
+      const payload = job.payload as { white_label_id: string; merchant_id: string; livemode: boolean; credit_balance_transaction_id: string };
+      const account = { white_label_id: payload.white_label_id, merchant_id: payload.merchant_id, livemode: payload.livemode };
+      await database.transaction((tx) => services.ledger.releaseClearing(tx, account, payload.credit_balance_transaction_id));
     },
-    logger,
-    metrics,
+    // Beneficiary name verification: directory lookup outside any transaction, then one transition.
+    [VERIFY_BENEFICIARY_TASK]: createBeneficiaryVerifyHandler({ events: services.events, secretBox: services.secretBox }),
+    // Withdrawal deadlines: expiry, approval time-to-live, fill auto-confirm.
+    ...createWithdrawalJobHandlers(database, services.withdrawals),
+    // Deposit deadlines: the matching retry of a waiting order and the transfer deadline.
+    ...createDepositJobHandlers(database, services.deposits),
+    // Dispute deadlines: at respond_by, closed for the depositor without evidence, else left to an operator.
+    ...createDisputeJobHandlers(services.disputes),
+    // Slips: read, verified with the bank and settled or sent to review, one receipt at a time per order.
+    ...services.verification.jobHandlers(),
+    // Sandbox scenarios: the automatic steps of test-mode orders of the spec's scenario amounts.
+    ...scenarios.jobHandlers(),
+    // Test clocks: an advance runs the clock's due jobs in order, each at its own time, then sets the clock.
+    ...services.testClocks.jobHandlers(),
+    ...extra,
+  };
+}
+
+/** The HTTP server of the api role, with every route and the pages served beside the API. */
+function createServer(services: Services, checkout: CheckoutService, extra: readonly ExtraRouteModule[], isReady: () => boolean): FastifyInstance {
+  const modules = [...routeModules(services, checkout), ...extra.map((module) => module(services))];
+  // The OpenAPI document reads the catalogue of this very server on its first request, once every route is registered.
+  const app: FastifyInstance = buildServer(
+    {
+      config: services.config,
+      logger: services.logger,
+      metrics: services.metrics,
+      clock: services.clock,
+      database: services.database,
+      callers: services.tenancy,
+      idempotency: services.idempotency,
+      loadGate: services.loadShedder,
+      testClocks: services.testClocks,
+      capabilities: services.slipTokens,
+      uploadBaseUrl: () => services.uploadBaseUrl(),
+    },
+    [...modules, openApiRoutes(() => apiRoutesOf(app), { publicBaseUrl: () => services.publicBaseUrl() })],
+  );
+  registerOperationsRoutes(app, services, isReady);
+  registerCheckoutPages(app, { checkout, tenancy: services.tenancy, database: services.database, clock: services.clock, config: services.config });
+  registerApiReference(app);
+  return app;
+}
+
+export function createServiceInstance(options: CreateInstanceOptions): ServiceInstance {
+  const base = foundationOf(options);
+  const { services, sandboxLiquidity } = createServices(base, options);
+  const scenarios = createSandboxScenarios(services, sandboxLiquidity);
+  const checkout = createCheckout(services, options.master_key);
+  const state = { ready: false, stopping: false };
+  const app = createServer(services, checkout, options.extra_modules ?? [], () => state.ready && !state.stopping);
+  const worker = new Worker({
+    database: services.database,
+    clock: services.clock,
+    // Claims, leases and outcome records are real time, also for a test clock's job run by an advance.
+    real_clock: base.realClock,
+    handlers: jobHandlers(services, scenarios, options.job_handlers ?? {}),
+    logger: services.logger,
+    metrics: services.metrics,
     concurrency: options.config.worker_concurrency,
   });
+  base.workerLink.worker = worker;
+  return instanceOf(services, app, worker, { addresses: base.addresses, state, owns_database: options.owns_database !== false });
+}
 
-  async function housekeep(): Promise<number> {
-    const now = clock.now();
-    let removed = 0;
-    removed += await services.tenancy.purgeExpiredAccessState(now, new Date(now.getTime() - 10 * MINUTE_MS), HOUSEKEEPING_BATCH);
-    removed += await services.idempotency.purgeExpired(HOUSEKEEPING_BATCH);
-    removed += await purgeFinishedJobs(database, clock);
-    removed += await purgeWebhookDeliveries(services);
-    return removed;
-  }
+async function housekeep(services: Services): Promise<number> {
+  const now = services.clock.now();
+  let removed = 0;
+  removed += await services.tenancy.purgeExpiredAccessState(now, new Date(now.getTime() - 10 * MINUTE_MS), HOUSEKEEPING_BATCH);
+  removed += await services.idempotency.purgeExpired(HOUSEKEEPING_BATCH);
+  removed += await purgeFinishedJobs(services.database, services.clock);
+  removed += await services.webhooks.purgeFinished();
+  return removed;
+}
 
+/** The instance's roles: listen (api) and run (worker) as configured, and stop gracefully. */
+function instanceOf(
+  services: Services,
+  app: FastifyInstance,
+  worker: Worker,
+  runtime: { addresses: Addresses; state: { ready: boolean; stopping: boolean }; owns_database: boolean },
+): ServiceInstance {
+  const { config, logger } = services;
+  const { state } = runtime;
   // Housekeeping is maintenance, not a business deadline: every worker process runs it on a timer,
   // and since each round only deletes rows already expired, running it in several processes is safe.
   let housekeepingTimer: NodeJS.Timeout | null = null;
-
   return {
     services,
     app,
     worker,
-    housekeep,
+    housekeep: () => housekeep(services),
     async listen() {
-      if (options.config.api_enabled) {
-        loadShedder.start();
-        boundAddress = await app.listen({ port: options.config.port, host: options.config.host });
-        const port = (app.server.address() as { port: number }).port;
-        boundAddress = `http://localhost:${port}`;
+      if (config.api_enabled) {
+        services.loadShedder.start();
+        await app.listen({ port: config.port, host: config.host });
+        runtime.addresses.bound = `http://localhost:${(app.server.address() as { port: number }).port}`;
       } else {
         await app.ready();
       }
-      if (options.config.worker_enabled) {
+      if (config.worker_enabled) {
         await services.verification.warmUp();
         worker.start();
         // Webhook delivery reads the outbox on its own loop, with per-endpoint limits (src/webhooks).
-        startWebhookDispatcher(services);
+        services.webhooks.dispatcher.start();
         housekeepingTimer = setInterval(() => {
-          housekeep().catch((error: unknown) => logger.warn({ err: error }, 'housekeeping round failed'));
+          housekeep(services).catch((error: unknown) => logger.warn({ err: error }, 'housekeeping round failed'));
         }, HOUSEKEEPING_INTERVAL_MS);
         housekeepingTimer.unref();
       }
@@ -387,11 +600,11 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
       state.stopping = true;
       (app as FastifyInstance & { markShuttingDown?: () => void }).markShuttingDown?.();
       if (housekeepingTimer) clearInterval(housekeepingTimer);
-      loadShedder.stop();
+      services.loadShedder.stop();
       await app.close();
       await worker.stop();
-      await stopWebhookDispatcher(services);
-      if (options.owns_database !== false) await database.close();
+      await services.webhooks.dispatcher.stop();
+      if (runtime.owns_database) await services.database.close();
     },
   };
 }

@@ -14,8 +14,8 @@ import { limitHeapGrowth } from './platform/heap.ts';
 async function main(): Promise<void> {
   limitHeapGrowth();
   const config = loadConfig();
-  // The webhook settings are read when the module is first used; reading them here too makes a wrong one
-  // stop every process at start (an api-only process would otherwise start and fail its webhook routes).
+  // The webhook settings are read again when the instance is built; reading them first stops a process
+  // with a wrong one before it opens the database.
   loadWebhookSettings(process.env, { embedded_database: config.database_url === null });
   const logger = createLogger(config.log_level);
   const masterKey = resolveMasterKey(config, logger);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, TEST_MASTER_KEY, type MerchantCredentials, type TestApp } from './support/app.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import { ApiError } from '../src/platform/errors.ts';
 import {
   BENEFICIARY_TRANSITIONS,

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
 import { accountOf, inTransaction } from './support/withdrawals.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import { DEPOSIT_TRANSITIONS, type DepositView } from '../src/deposits/service.ts';
 import type { WithdrawalView } from '../src/withdrawals/service.ts';
 

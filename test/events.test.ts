@@ -3,7 +3,7 @@ import { createTestApp, errorOf, type TestApp } from './support/app.ts';
 import { testWriteRoutes } from './support/test-routes.ts';
 import { applyTransition, TransitionTable } from '../src/events/transition.ts';
 import { computePreviousAttributes } from '../src/events/envelope.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import { InvariantViolation } from '../src/platform/assert.ts';
 import { getJob } from '../src/jobs/index.ts';
 

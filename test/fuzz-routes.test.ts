@@ -40,7 +40,7 @@ const AUTH_CODES = new Set<string>([
   'api_key_invalid', 'signature_invalid', 'timestamp_out_of_window', 'nonce_replayed', 'api_key_revoked', 'tenant_suspended', 'scope_denied',
   'api_version_unsupported', 'slip_token_invalid', 'slip_token_expired',
 ]);
-/** Refusals that keep writes by design (src/http/idempotency.ts, `commit_writes`): the code and the tables it may write. */
+/** Refusals that keep writes by design (src/idempotency/service.ts, `commit_writes`): the code and the tables it may write. */
 const REFUSALS_THAT_KEEP_WRITES: Record<string, ReadonlySet<string>> = {
   beneficiary_not_verified: new Set(['beneficiaries', 'jobs', 'events', 'event_sequences']),
 };

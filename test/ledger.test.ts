@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type TestApp } from './support/app.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import { InvariantViolation } from '../src/platform/assert.ts';
 import type { WalletAccount } from '../src/ledger/types.ts';
 import type { LedgerService, PostInput } from '../src/ledger/service.ts';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from './support/app.ts';
 import { holdInTransaction, isLockedElsewhere, untilALockIsWaitedFor, usingPostgres } from './support/database.ts';
 import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import type { Queryable } from '../src/platform/db.ts';
 import type { CreateDepositInput, DepositView } from '../src/deposits/service.ts';
 import { lockOrderInBrand } from '../src/deposits/repository.ts';

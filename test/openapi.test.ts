@@ -5,7 +5,8 @@ import type { Browser } from 'playwright-core';
 import { createTestApp, errorOf, type TestApp } from './support/app.ts';
 import { ContractValidator } from './support/contract.ts';
 import { ensureChromium, launchChromium } from './support/browser.ts';
-import { apiRoutesOf, type RouteModule } from '../src/http/server.ts';
+import { apiRoutesOf } from '../src/http/server.ts';
+import type { RouteModule } from '../src/http/context.ts';
 import { ApiError, codeToStatus, ERROR_CODES } from '../src/platform/errors.ts';
 import { buildOpenApiDocument, errorCodesOf, openApiPath, type OpenApiDocument } from '../src/openapi/document.ts';
 import { DOCS_CONTENT_SECURITY_POLICY } from '../src/openapi/routes.ts';
@@ -37,7 +38,7 @@ let app: TestApp;
 let document: OpenApiDocument;
 
 beforeAll(async () => {
-  app = await createTestApp({ extra_modules: [liarRoutes] });
+  app = await createTestApp({ extra_modules: [() => liarRoutes] });
   const answer = await app.instance.app.inject({ method: 'GET', url: '/openapi.json' });
   expect(answer.statusCode).toBe(200);
   document = answer.json() as OpenApiDocument;

@@ -7,10 +7,11 @@ import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { createTestApp, TEST_START, type MerchantCredentials, type TestApp } from './support/app.ts';
 import { codeToStatus, ERROR_CODES, type ErrorCode } from '../src/platform/errors.ts';
 import { signedHeaders } from '../src/http/canonical.ts';
-import { JSON_BODY_LIMIT_BYTES, type RouteModule } from '../src/http/server.ts';
+import { JSON_BODY_LIMIT_BYTES } from '../src/http/server.ts';
+import type { RouteModule } from '../src/http/context.ts';
 import { BUCKETS } from '../src/http/rate-limit.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
-import type { Actor, ApiKeyScope } from '../src/tenancy/types.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
+import type { Actor, ApiKeyScope } from '../src/platform/access.ts';
 import { hasDuplicateKeyByTokens } from './support/json-oracle.ts';
 import {
   anyText,
@@ -128,7 +129,7 @@ const CURSOR_QUERIES: Array<Record<string, string>> = [
 ];
 
 beforeAll(async () => {
-  t = await createTestApp({ extra_modules: [testWriteModule] });
+  t = await createTestApp({ extra_modules: [() => testWriteModule] });
   const tenancy = t.instance.services.tenancy;
   const actor: Actor = { actor_type: 'system', actor_id: 'property-tests', request_id: null };
   const sandbox = t.sandbox;
@@ -377,7 +378,7 @@ function checkRateHeaders(exchange: Exchange): void {
   expect(reset, where).toBeGreaterThanOrEqual(1);
   expect(reset, where).toBeLessThanOrEqual(window);
   expect(RATE_SCOPES.has(String(exchange.response.headers['x-ratelimit-scope'])), `X-RateLimit-Scope: ${where}`).toBe(true);
-  // A 503 names the service's own wait (docs/decisions.md, "Rate limits"); otherwise the wait is the bucket's.
+  // A 503 names the service's own wait (docs/decisions/rate-limits.md); otherwise the wait is the bucket's.
   if (retryAfter > 0 && exchange.response.statusCode !== 503) expect(remaining, `Retry-After > 0 only with nothing remaining: ${where}`).toBe(0);
   if (exchange.response.statusCode === 429) {
     expect(retryAfter, `a 429 carries Retry-After > 0: ${where}`).toBeGreaterThan(0);
@@ -1141,7 +1142,7 @@ type EventParam = (typeof EVENT_PARAMS)[number];
 
 function isWireTimestamp(text: string): boolean {
   if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(text)) return false;
-  // The API accepts instants from 1970 on (docs/decisions.md).
+  // The API accepts instants from 1970 on (docs/decisions/errors.md).
   if (Number(text.slice(0, 4)) < 1970) return false;
   const instant = new Date(text);
   // Round-tripping refuses impossible dates (02-30, 24:00) that Date would silently roll over.

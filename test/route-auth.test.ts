@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from './support/app.ts';
 import { apiRoutesOf, type ApiRoute } from '../src/http/server.ts';
-import { API_KEY_SCOPES, type BackofficeRole } from '../src/tenancy/types.ts';
+import { API_KEY_SCOPES, type BackofficeRole } from '../src/platform/access.ts';
 
 /**
  * One authentication test run against every API route the service registers (the route catalogue

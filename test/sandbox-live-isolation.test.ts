@@ -5,7 +5,7 @@ import { answer, startScriptedReceiver, type ScriptedReceiver } from './support/
 import { errorOf, type MerchantCredentials } from './support/app.ts';
 import { nextReference, runJobs, SOMCHAI_SENDER } from './support/slips.ts';
 import { accountOf, fundAvailable, inTransaction } from './support/withdrawals.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import type { DepositView } from '../src/deposits/service.ts';
 
 /**

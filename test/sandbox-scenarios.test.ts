@@ -6,7 +6,7 @@ import { SANDBOX_SCENARIOS } from '../src/sandbox/scenario-table.ts';
 import type { DepositView } from '../src/deposits/service.ts';
 import type { WithdrawalView } from '../src/withdrawals/service.ts';
 import { accountOf, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 
 /**
  * The spec's sandbox scenarios (Sandbox scenarios, by created amount), each through the doors a

@@ -6,7 +6,7 @@ import { createTestDatabase, type TestDatabase } from './support/database.ts';
 /**
  * Migration 0026 moved every CHECK over one column into a domain and gathered a table's CHECKs over several columns
  * into one rules function, because PostgreSQL prepares a table's CHECKs from their text on every statement that
- * writes it (docs/decisions.md, "Write paths, seventh slice"). These tests prove that no rule was lost or changed on
+ * writes it (docs/decisions/storage-and-jobs.md, "Schema rules"). These tests prove that no rule was lost or changed on
  * the way, that the moved rules still refuse what they refused (with the same constraint names), and that later
  * migrations keep the shape.
  */

@@ -18,7 +18,7 @@ import {
 } from './support/slips.ts';
 import { renderSlipImage } from '../src/sandbox/slip-image.ts';
 import { forgetBankList } from '../src/banks/service.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 
 /**
  * The slip pipeline through the doors users use (issue 10, "Done when"): a merchant creates a sandbox

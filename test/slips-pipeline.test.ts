@@ -5,7 +5,7 @@ import { createTestApp, type MerchantCredentials, type TestApp } from './support
 import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, SOMCHAI, SOMYING, verifiedBeneficiary } from './support/withdrawals.ts';
 import { depositPolicyBody, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadMultipart, type CreatedDeposit } from './support/slips.ts';
 import { startFakeSlipProvider, foundAnswer, sendJson, type FakeSlipProvider } from './support/fake-slip-provider.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import type { CreateDepositInput, DepositService, DepositView } from '../src/deposits/service.ts';
 import type { WithdrawalView } from '../src/withdrawals/service.ts';
 import { renderSlipImage } from '../src/sandbox/slip-image.ts';

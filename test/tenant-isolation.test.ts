@@ -3,7 +3,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiRoutesOf, type ApiRoute } from '../src/http/server.ts';
 import { codeToStatus, type ErrorCode } from '../src/platform/errors.ts';
-import type { BackofficeRole } from '../src/tenancy/types.ts';
+import type { BackofficeRole } from '../src/platform/access.ts';
 import type { MerchantCredentials } from './support/app.ts';
 import { createDeposit, depositPolicyBody, type CreatedDeposit } from './support/slips.ts';
 import { changedTables, snapshotTables, tableNames, writtenRowsMentioning, type Snapshot } from './support/table-snapshot.ts';

@@ -2,9 +2,8 @@ import crypto from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createServiceInstance, type ServiceInstance } from '../src/app.ts';
+import { createServiceInstance, type ExtraRouteModule, type ServiceInstance } from '../src/app.ts';
 import { signedHeaders } from '../src/http/canonical.ts';
-import type { RouteModule } from '../src/http/server.ts';
 import { enqueueJob, type JobHandler } from '../src/jobs/index.ts';
 import { loadConfig } from '../src/platform/config.ts';
 import { createLogger } from '../src/platform/logger.ts';
@@ -576,7 +575,7 @@ describe('an advance', () => {
       }),
     );
   };
-  const chainRoute: RouteModule = (registrar, services) =>
+  const chainRoute: ExtraRouteModule = (services) => (registrar) =>
     registrar.merchant({
       method: 'POST',
       url: '/v1/test/clock-chains',

@@ -3,8 +3,8 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from './support/app.ts';
 import { depositObject, newDepositId } from './support/webhook-receiver-harness.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
-import { webhookRouteModule, webhooksOf, type Webhooks } from '../src/webhooks/index.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
+import type { Webhooks } from '../src/webhooks/index.ts';
 import type { EndpointView } from '../src/webhooks/service.ts';
 
 /**
@@ -44,9 +44,9 @@ const lookup = ((hostname: string, options: dns.LookupOptions, callback: (error:
 beforeAll(async () => {
   // The production policy (public addresses only; loopback for the sandbox, since the switch is on).
   app = await createTestApp({
-    extra_modules: [webhookRouteModule({ settings: { timeout_ms: 1_000, poll_interval_ms: 20, sandbox_loopback: true }, resolve, lookup })],
+    webhooks: { settings: { timeout_ms: 1_000, poll_interval_ms: 20, sandbox_loopback: true }, resolve, lookup },
   });
-  webhooks = webhooksOf(app.instance.services);
+  webhooks = app.instance.services.webhooks;
 });
 
 afterAll(async () => {

@@ -7,7 +7,7 @@ import type { Database, Queryable } from '../src/platform/db.ts';
 import { HOUR_MS, MINUTE_MS, SECOND_MS } from '../src/platform/time.ts';
 import { DeliveryDispatcher } from '../src/webhooks/dispatcher.ts';
 import { DeliveryClient } from '../src/webhooks/http-client.ts';
-import { webhookRouteModule, webhooksOf, type Webhooks } from '../src/webhooks/index.ts';
+import type { Webhooks } from '../src/webhooks/index.ts';
 import type { DeliveryView, EndpointView } from '../src/webhooks/service.ts';
 import type { SigningKeyRecord } from '../src/webhooks/signing-keys.ts';
 import { RETRY_DELAYS_MS } from '../src/webhooks/types.ts';
@@ -545,16 +545,14 @@ describe('restarts and several processes', () => {
       clock: h.app.clock,
       logger: createLogger('silent'),
       master_key: TEST_MASTER_KEY,
-      extra_modules: [
-        webhookRouteModule({
+      webhooks: {
           policy: TEST_POLICY_WITH_LIVE_LOOPBACK,
           settings: { timeout_ms, poll_interval_ms: 10, endpoint_concurrency: 4, max_in_flight: 32, sandbox_loopback: true, extra_ca_pem: [h.certs.ca_pem] },
-        }),
-      ],
+        },
       owns_database: false,
     });
     await instance.app.ready();
-    return { instance, webhooks: webhooksOf(instance.services) };
+    return { instance, webhooks: instance.services.webhooks };
   }
 
   async function otherDatabase(): Promise<Database> {

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../src/platform/logger.ts';
-import { webhookRouteModule, webhooksOf } from '../src/webhooks/index.ts';
 import { loadWebhookSettings, sandboxLoopbackOf } from '../src/webhooks/settings.ts';
 import type { DeliveryView } from '../src/webhooks/service.ts';
 import { MemoryReceiverStore, ReferenceReceiver, SigningKeyCache, type PublishedKey } from '../examples/webhook-receiver/receiver.ts';
@@ -33,7 +32,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await receiver.close();
-  await webhooksOf(app.instance.services).dispatcher.stop();
+  await app.instance.services.webhooks.dispatcher.stop();
   await app.close();
 });
 
@@ -51,7 +50,7 @@ describe('sandbox endpoints on loopback', () => {
     expect(logLines.join('\n')).not.toContain('secret-in-path');
 
     await createDeposit(app, { amount_minor: 10_000 });
-    const webhooks = webhooksOf(app.instance.services);
+    const webhooks = app.instance.services.webhooks;
     await webhooks.dispatcher.runUntilIdle();
     expect(receiver.requests.length).toBeGreaterThanOrEqual(1);
     const deliveries = await app.backoffice({ url: `/v1/bo/webhooks/${created.json<{ id: string }>().id}/deliveries` });
@@ -75,9 +74,9 @@ describe('sandbox endpoints on loopback', () => {
   });
 
   it('production refuses loopback on the embedded database too, through the back office', async () => {
-    const production = await createTestApp({ extra_modules: [webhookRouteModule({ environment: { NODE_ENV: 'production' } })] });
+    const production = await createTestApp({ webhooks: { environment: { NODE_ENV: 'production' } } });
     try {
-      expect(webhooksOf(production.instance.services).settings.sandbox_loopback).toBe(false);
+      expect(production.instance.services.webhooks.settings.sandbox_loopback).toBe(false);
       const refused = await production.backoffice({ method: 'POST', url: '/v1/bo/webhooks', body: { merchant_id: production.sandbox.merchant_id, mode: 'test', url: receiver.url } });
       expect(refused.statusCode).toBe(422);
       expect(errorOf(refused).details.fields).toEqual([expect.objectContaining({ path: 'url', reason: 'must_be_https' })]);

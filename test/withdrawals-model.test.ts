@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from './support/app.ts';
 import { accountOf, fundAvailable, inTransaction, verifiedBeneficiary } from './support/withdrawals.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import { computeFee, PLATFORM_DEFAULT_SCHEDULES } from '../src/fees/service.ts';
 import { CLEARING_PERIOD_MS } from '../src/ledger/service.ts';
 import type { WalletAccount } from '../src/ledger/types.ts';
@@ -339,7 +339,7 @@ async function checkInvariants(model: Model): Promise<void> {
   );
   const reversedFromAvailable = new Set<string>();
   for (const movement of movements.rows) {
-    // The spec's names keep their exact meanings; the other two credits have their own (docs/decisions.md).
+    // The spec's names keep their exact meanings; the other two credits have their own (docs/decisions/ledger.md).
     const expectedType =
       movement.type === 'clearing_released' ? 'balance.cleared'
       : movement.direction === 'debit' ? 'balance.debited'

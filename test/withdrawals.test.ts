@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from './support/app.ts';
 import { accountOf, fundAvailable, inTransaction, SOMYING, verifiedBeneficiary } from './support/withdrawals.ts';
-import { SYSTEM_CAUSE } from '../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import type { WalletAccount } from '../src/ledger/types.ts';
 import { heldInWallet, WITHDRAWAL_TRANSITIONS, type WithdrawalService, type WithdrawalView } from '../src/withdrawals/service.ts';
 import { WITHDRAWAL_STATUSES } from '../src/withdrawals/types.ts';

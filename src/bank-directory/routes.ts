@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { RouteRegistrar, Services } from '../http/context.ts';
+import type { RouteModule, RouteRegistrar } from '../http/context.ts';
 import { parseOrThrow } from '../http/validation.ts';
 import { ApiError } from '../platform/errors.ts';
 import { formatTimestamp } from '../platform/time.ts';
@@ -7,6 +7,7 @@ import * as repository from './repository.ts';
 import { findBank } from '../banks/service.ts';
 import { ensureSandboxDirectory } from './sandbox-adapter.ts';
 import { sandboxBankAccountSchema } from './resources.ts';
+import type { Clock } from '../platform/clock.ts';
 
 export { seedSandboxDirectory } from './sandbox-adapter.ts';
 
@@ -53,7 +54,17 @@ export function sandboxAccountView(row: repository.SandboxAccountRow) {
   };
 }
 
-export function registerSandboxBankRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the sandbox bank directory routes call. */
+export interface SandboxBankRouteDependencies {
+  clock: Clock;
+}
+
+/** The sandbox bank directory routes, on the services they call. */
+export function sandboxBankRoutes(services: SandboxBankRouteDependencies): RouteModule {
+  return (registrar) => registerSandboxBankRoutes(registrar, services);
+}
+
+function registerSandboxBankRoutes(registrar: RouteRegistrar, services: SandboxBankRouteDependencies): void {
   /**
    * Adds an account to the brand's sandbox directory (201), or replaces the holder, type and status of
    * an existing one (200), so that a test can close or freeze an account. Idempotent like every POST.

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { timestampSchema, type Describes } from '../http/response-fields.ts';
 import type { BeneficiaryView } from './service.ts';
 
-/** A beneficiary (the spec leaves its fields to us: docs/decisions.md). Account numbers are masked. */
+/** A beneficiary (the spec leaves its fields to us: docs/decisions/beneficiaries.md). Account numbers are masked. */
 export const beneficiarySchema = z
   .object({
     id: z.string(),

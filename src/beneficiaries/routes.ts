@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { accountOfContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { ApiError } from '../platform/errors.ts';
-import { ACCOUNT_NUMBER_PATTERN, BANK_CODE_PATTERN, PROMPTPAY_ID_PATTERN, startsWithHonorific } from './service.ts';
+import { ACCOUNT_NUMBER_PATTERN, BANK_CODE_PATTERN, PROMPTPAY_ID_PATTERN, startsWithHonorific, type BeneficiaryService } from './service.ts';
 import { beneficiarySchema } from './resources.ts';
 
 /**
@@ -40,7 +40,17 @@ export const createBeneficiarySchema = z
   })
   .strict();
 
-export function registerBeneficiaryRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the beneficiary routes call. */
+export interface BeneficiaryRouteDependencies {
+  beneficiaries: BeneficiaryService;
+}
+
+/** The beneficiary routes, on the services they call. */
+export function beneficiaryRoutes(services: BeneficiaryRouteDependencies): RouteModule {
+  return (registrar) => registerBeneficiaryRoutes(registrar, services);
+}
+
+function registerBeneficiaryRoutes(registrar: RouteRegistrar, services: BeneficiaryRouteDependencies): void {
   const beneficiaries = services.beneficiaries;
   registrar.merchant({
     method: 'POST',

@@ -1,9 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
-import { requestBodiesOf, type RouteModule } from '../http/server.ts';
+import { requestBodiesOf } from '../http/server.ts';
+import type { RouteModule } from '../http/context.ts';
 import { requestHasBody, type BodyLimits } from '../http/body-reader.ts';
-import type { Services } from '../http/context.ts';
+import type { Queryable } from '../platform/db.ts';
+import type { Clock } from '../platform/clock.ts';
+import type { HttpLimits } from '../platform/config.ts';
+import type { TenancyService } from '../tenancy/service.ts';
 import { decodeJson, isJsonMediaType } from '../http/json-body.ts';
 import { parseOrThrow, unstorableTextPaths } from '../http/validation.ts';
 import { applyRateHeaders, BUCKETS, isExceeded, rateLimitedError, windowStart, type BucketState } from '../http/rate-limit.ts';
@@ -67,7 +71,17 @@ function refuseCrossSite(request: FastifyRequest): void {
   }
 }
 
-export function registerCheckoutPages(app: FastifyInstance, services: Services, checkout: CheckoutService): void {
+/** What the checkout pages call. */
+export interface CheckoutPageDependencies {
+  checkout: CheckoutService;
+  tenancy: TenancyService;
+  database: Queryable;
+  clock: Clock;
+  config: { http: HttpLimits };
+}
+
+export function registerCheckoutPages(app: FastifyInstance, services: CheckoutPageDependencies): void {
+  const { checkout } = services;
   const assets = checkoutAssets();
   const pageBodyLimits: BodyLimits = { max_bytes: PAGE_BODY_MAX_BYTES, deadline_ms: services.config.http.body_deadline_ms };
 
@@ -217,8 +231,9 @@ const brandCheckoutSchema = z
  * brand's checkout pages are served, or null for the deployment's. Every order's `checkout_url` is
  * made from it when the order is read, so a change applies to existing orders too.
  */
-export function checkoutAdminRoutes(checkout: CheckoutService): RouteModule {
-  return (registrar, services) => {
+export function checkoutAdminRoutes(services: { checkout: CheckoutService; tenancy: TenancyService }): RouteModule {
+  const { checkout } = services;
+  return (registrar) => {
     registrar.backoffice({
       method: 'POST',
       url: '/v1/bo/brands/:brand_id/checkout-base-url',

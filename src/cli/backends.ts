@@ -16,7 +16,8 @@ import {
   type BrandView,
   type MerchantView,
 } from '../tenancy/service.ts';
-import type { AccountStatus, Actor, ApiKeyScope, KeyStatus } from '../tenancy/types.ts';
+import type { AccountStatus, KeyStatus } from '../tenancy/types.ts';
+import type { Actor, ApiKeyScope } from '../platform/access.ts';
 import { idText, nameSchema, staffIdText } from '../tenancy/schemas.ts';
 
 /**

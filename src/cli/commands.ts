@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { ApiError } from '../platform/errors.ts';
 import { scrubText } from '../platform/logger.ts';
-import { API_KEY_SCOPES, type ApiKeyScope } from '../tenancy/types.ts';
+import { API_KEY_SCOPES, type ApiKeyScope } from '../platform/access.ts';
 import {
   CliError,
   connectBackend,

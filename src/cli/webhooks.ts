@@ -9,7 +9,7 @@ import { createLogger, scrubText } from '../platform/logger.ts';
 import { HOUR_MS, parseTimestamp } from '../platform/time.ts';
 import { EventsService } from '../events/service.ts';
 import { TenancyService } from '../tenancy/service.ts';
-import type { Actor } from '../tenancy/types.ts';
+import type { Actor } from '../platform/access.ts';
 import { createWebhooks, loadWebhookSettings, type Webhooks } from '../webhooks/index.ts';
 import { createEndpointBody, replayBody, updateEndpointBody } from '../webhooks/routes.ts';
 import type { DeliveryView, EndpointView, ReplayResult } from '../webhooks/service.ts';

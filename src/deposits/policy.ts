@@ -1,10 +1,14 @@
 import type { Clock } from '../platform/clock.ts';
-import type { Queryable } from '../platform/db.ts';
+import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import * as repository from './repository.ts';
 import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
 import { takeCarried } from '../platform/unit-of-work.ts';
 import type { DepositPolicyRow } from './types.ts';
+import type { Actor } from '../platform/access.ts';
+import type { AuditTrail } from '../platform/audit.ts';
+import type { SecretBox } from '../platform/crypto.ts';
+import { maskAccount } from './masking.ts';
 
 /**
  * A brand's deposit rules per environment. The spec leaves the values to us ("Minimum and maximum
@@ -78,8 +82,25 @@ function creationReadKey(account: { white_label_id: string; merchant_id: string;
   return `deposits:creation-policy:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${end_user_ref}`;
 }
 
+/** The purpose the gateway's account number is sealed under (src/platform/crypto.ts, SecretBox). */
+export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
+
+/** A gateway account as the back office names it: the number in clear, sealed before it is stored. */
+export interface GatewayAccountInput {
+  bank_code: string;
+  account_number: string;
+  account_name_th: string;
+}
+
+export interface DepositPolicyDependencies {
+  clock: Clock;
+  database: Database;
+  audit: AuditTrail;
+  secretBox: SecretBox;
+}
+
 export class DepositPolicyService {
-  constructor(private readonly clock: Clock) {}
+  constructor(private readonly deps: DepositPolicyDependencies) {}
 
   async policyFor(db: Queryable, white_label_id: string, livemode: boolean): Promise<DepositPolicy & { source: 'brand' | 'default' }> {
     const row = await repository.findPolicy(db, white_label_id, livemode);
@@ -128,8 +149,37 @@ export class DepositPolicyService {
         gateway_account_last4: gateway?.account_last4 ?? null,
         gateway_account_name_th: gateway?.account_name_th ?? null,
       },
-      this.clock.now(),
+      this.deps.clock.now(),
     );
     return { ...policyOf(row), source: 'brand' };
   }
+  /**
+   * A brand's policy as the back office sets it: the gateway's account number sealed, the change and its
+   * audit row (which names the gateway by its masked number only) in one transaction.
+   */
+  setPolicyByStaff(
+    actor: Actor,
+    white_label_id: string,
+    mode: 'test' | 'live',
+    terms: Omit<DepositPolicy, 'gateway'>,
+    gateway: GatewayAccountInput | null,
+  ): Promise<DepositPolicy & { source: 'brand' }> {
+    const sealed = gateway
+      ? {
+          bank_code: gateway.bank_code,
+          account_sealed: this.deps.secretBox.seal(gateway.account_number, GATEWAY_ACCOUNT_PURPOSE),
+          account_last4: gateway.account_number.slice(-4),
+          account_name_th: gateway.account_name_th,
+        }
+      : null;
+    return this.deps.database.transaction(async (tx) => {
+      const stored = await this.setPolicy(tx, white_label_id, mode === 'live', { ...terms, gateway: sealed });
+      await this.deps.audit.audit(tx, actor, white_label_id, 'deposit_policy.updated', 'deposit_policy', `${white_label_id}:${mode}`, {
+        ...terms,
+        gateway: gateway ? { bank_code: gateway.bank_code, account_number_masked: maskAccount(gateway.account_number.slice(-4)) } : null,
+      });
+      return stored;
+    });
+  }
+
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
-import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { accountOfContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { creationBuckets } from '../http/rate-limit.ts';
 import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merchantReferenceSchema, metadataSchema } from '../http/order-fields.ts';
 import { beneficiaryAccountFields } from '../beneficiaries/routes.ts';
@@ -8,10 +8,13 @@ import { parseTimestamp } from '../platform/time.ts';
 import { DEPOSIT_STATUSES } from './types.ts';
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { idText } from '../tenancy/schemas.ts';
-import { GATEWAY_ACCOUNT_PURPOSE, maskAccount } from './service.ts';
-import { DEFAULT_DEPOSIT_POLICY, type DepositPolicy } from './policy.ts';
+import type { DepositService } from './service.ts';
+import { maskAccount } from './masking.ts';
+import { DEFAULT_DEPOSIT_POLICY, type DepositPolicy, type DepositPolicyService } from './policy.ts';
 import { createdDepositSchema, depositListSchema, depositOrderSchema, depositPolicySchema as depositPolicyResponseSchema, senderListSchema, waitingDepositSchema } from './resources.ts';
 import { slipUploadSchema } from '../slips/resources.ts';
+import type { Queryable } from '../platform/db.ts';
+import type { TenancyService } from '../tenancy/service.ts';
 
 /**
  * POST /v1/pay/deposits (201 matched, 202 waiting for liquidity), GET /v1/pay/deposits/:id and
@@ -128,7 +131,21 @@ const depositPolicySchema = z
     }
   });
 
-export function registerDepositRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the deposit routes call. */
+export interface DepositRouteDependencies {
+  /** Reads outside a request transaction. */
+  database: Queryable;
+  depositPolicies: DepositPolicyService;
+  deposits: DepositService;
+  tenancy: TenancyService;
+}
+
+/** The deposit routes, on the services they call. */
+export function depositRoutes(services: DepositRouteDependencies): RouteModule {
+  return (registrar) => registerDepositRoutes(registrar, services);
+}
+
+function registerDepositRoutes(registrar: RouteRegistrar, services: DepositRouteDependencies): void {
   const deposits = services.deposits;
 
   registrar.backoffice({
@@ -160,25 +177,7 @@ export function registerDepositRoutes(registrar: RouteRegistrar, services: Servi
       if (!(await services.tenancy.getBrand(brand))) throw new ApiError('resource_not_found');
       const { white_label_id: _ignored, mode, gateway, four_eyes_min_amount_minor, ...rest } = body;
       const terms = { ...rest, four_eyes_min_amount_minor: four_eyes_min_amount_minor === undefined ? DEFAULT_DEPOSIT_POLICY.four_eyes_min_amount_minor : four_eyes_min_amount_minor };
-      const policy = await services.database.transaction(async (tx) => {
-        const stored = await services.depositPolicies.setPolicy(tx, brand, mode === 'live', {
-          ...terms,
-          gateway: gateway
-            ? {
-                bank_code: gateway.bank_code,
-                account_sealed: services.secretBox.seal(gateway.account_number, GATEWAY_ACCOUNT_PURPOSE),
-                account_last4: gateway.account_number.slice(-4),
-                account_name_th: gateway.account_name_th,
-              }
-            : null,
-        });
-        // The audit row names the gateway by its masked number only.
-        await services.tenancy.audit(tx, actorOf(context), brand, 'deposit_policy.updated', 'deposit_policy', `${brand}:${mode}`, {
-          ...terms,
-          gateway: gateway ? { bank_code: gateway.bank_code, account_number_masked: maskAccount(gateway.account_number.slice(-4)) } : null,
-        });
-        return stored;
-      });
+      const policy = await services.depositPolicies.setPolicyByStaff(actorOf(context), brand, mode, terms, gateway ?? null);
       return { status: 200, body: policyView(brand, mode, policy) };
     },
   });

@@ -6,8 +6,9 @@ import { hmacSha256Hex, sha256Hex, type SecretBox } from '../platform/crypto.ts'
 import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
-import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
-import { CURRENT_API_VERSION } from '../events/envelope.ts';
+import { type EventsService } from '../events/service.ts';
+import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
+import { CURRENT_API_VERSION } from '../platform/cause.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { scheduleJob, cancelJobsByKey, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
@@ -45,6 +46,8 @@ import {
   type ReviewReason,
   type VerificationBooleans,
 } from './types.ts';
+import { maskAccount, maskName } from './masking.ts';
+import { GATEWAY_ACCOUNT_PURPOSE } from './policy.ts';
 
 /**
  * Deposit orders up to the slip: creation with its request rules, peer-to-peer matching against the
@@ -88,14 +91,14 @@ export const DEPOSIT_TRANSITIONS = new TransitionTable<DepositStatus>('deposit_o
   { from: 'under_review', to: 'rejected', trigger: 'reject' },
   { from: 'slip_processing', to: 'awaiting_payment', trigger: 'slip_unreadable' },
   { from: 'slip_processing', to: 'expired', trigger: 'slip_unreadable' },
-  // Multi-leg orders (docs/decisions.md, "Slips"): a verified slip that pays some legs hands the order
+  // Multi-leg orders (docs/decisions/verification.md, "Multi-leg orders"): a verified slip that pays some legs hands the order
   // back to awaiting payment of the others, and at the deadline a partially paid order settles short.
   { from: 'slip_processing', to: 'awaiting_payment', trigger: 'leg_paid' },
   { from: 'awaiting_payment', to: 'settled', trigger: 'settle' },
   // A slip uploaded while the order is in review is attached to it (spec: "Evidence attached").
   { from: 'under_review', to: 'under_review', trigger: 'slip_attached' },
   // A withdrawer disputes a fill this order paid: its credit is held in clearing (clearing_available_at
-  // null), then released when the dispute ends for the depositor (docs/decisions.md, "Disputes").
+  // null), then released when the dispute ends for the depositor (docs/decisions/disputes.md).
   { from: 'settled', to: 'settled', trigger: 'funds_held' },
   { from: 'settled', to: 'settled', trigger: 'funds_released' },
 ]);
@@ -186,39 +189,6 @@ export type DepositView = {
   verification?: VerificationBooleans;
   livemode: boolean;
 };
-
-const segmenter = new Intl.Segmenter('th', { granularity: 'grapheme' });
-
-/**
- * The first `count` grapheme clusters of `word`. The segmenter's iterator is left as soon as they are taken:
- * segmenting the whole word to keep two clusters was 1.6 % of the service's CPU per deposit creation.
- */
-function firstGraphemes(word: string, count: number): string {
-  let taken = '';
-  let clusters = 0;
-  for (const { segment } of segmenter.segment(word)) {
-    if (clusters === count) break;
-    taken += segment;
-    clusters += 1;
-  }
-  return taken;
-}
-
-/**
- * The one name mask: each word keeps its first two characters (grapheme clusters, so a Thai vowel or
- * tone mark stays with its consonant) followed by three asterisks, whatever its length.
- */
-export function maskName(name: string): string {
-  return name
-    .trim()
-    .split(/\s+/u)
-    .map((word) => `${firstGraphemes(word, 2)}***`)
-    .join(' ');
-}
-
-export function maskAccount(last4: string): string {
-  return `******${last4}`;
-}
 
 /** The PromptPay AnyID payload for a transfer to a bank account (tag 29, proxy 04: bank code + account). */
 export function promptPayPayload(bank_code: string, account_number: string, amount_minor: number): string {
@@ -444,7 +414,6 @@ export interface LegCover {
 
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
 /** The SecretBox purpose of a brand's gateway account number (see DepositPolicyService). */
-export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
 
 /** Marks, in a transaction's memo, an order locked for its own change (`DepositService.lockForOwnChange`). */
 function ownChangeMemoKey(white_label_id: string, deposit_id: string): string {
@@ -1165,7 +1134,7 @@ export class DepositService {
    * Whether an order takes a slip uploaded at `at` (the slip intake asks before storing anything). The
    * order is locked for the rest of the intake's transaction, so that uploads to one order are counted
    * one after another and a cancel or a transition waits for the upload (the order row is the first
-   * lock of every deposit path, see "Locks" in docs/decisions.md). Null when the order is not in this
+   * lock of every deposit path, see docs/decisions/locks.md). Null when the order is not in this
    * brand and environment. An order in review or settled takes a slip too: it is attached to the review,
    * or verified as a transfer after settlement.
    */

@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
-import type { EventCause } from '../events/service.ts';
+import type { EventCause } from '../platform/cause.ts';
 
 /** Row types of the deposits module. Column meanings are in migrations/0007_deposits.sql. */
 
@@ -113,7 +113,7 @@ export interface ReversalSnapshot {
 
 /** Why a claim exists: an excess this service verified, or a transfer a payer reports after the late-slip window. */
 export type ClaimCause = OverpaymentSnapshot['cause'] | 'late_slip';
-/** A claim's life cycle (docs/decisions.md, "Claims"): open, then investigating, then resolved or rejected. */
+/** A claim's life cycle (docs/decisions/claims.md): open, then investigating, then resolved or rejected. */
 export type ClaimStatus = 'open' | 'investigating' | 'resolved' | 'rejected';
 
 /**

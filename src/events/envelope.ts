@@ -3,8 +3,6 @@
  * `data.previous_attributes`: only the keys whose value changed, with their old value, plus the old
  * `version`; null on `*.created`; absent for immutable objects such as balance_transaction.
  */
-export const CURRENT_API_VERSION = '2026-08-01';
-export const SUPPORTED_API_VERSIONS: readonly string[] = [CURRENT_API_VERSION];
 
 export interface EventEnvelope {
   id: string;

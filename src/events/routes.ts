@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
 import { parseTimestamp } from '../platform/time.ts';
-import type { RouteRegistrar, Services } from '../http/context.ts';
+import type { RouteModule, RouteRegistrar } from '../http/context.ts';
 import { eventListSchema } from './resources.ts';
+import type { EventsService } from './service.ts';
 
 /**
  * GET /v1/pay/events: the reconcile feed. Events of the caller's merchant and environment with
@@ -75,7 +76,17 @@ function sameFilters(left: CursorFilters, right: CursorFilters): boolean {
   return left.type === right.type && left.status === right.status && left.from === right.from && left.to === right.to && left.order === right.order;
 }
 
-export function registerEventRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the event routes call. */
+export interface EventRouteDependencies {
+  events: EventsService;
+}
+
+/** The event routes, on the services they call. */
+export function eventRoutes(services: EventRouteDependencies): RouteModule {
+  return (registrar) => registerEventRoutes(registrar, services);
+}
+
+function registerEventRoutes(registrar: RouteRegistrar, services: EventRouteDependencies): void {
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/events',

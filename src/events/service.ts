@@ -3,7 +3,8 @@ import type { Queryable } from '../platform/db.ts';
 import { newId } from '../platform/ids.ts';
 import { invariant } from '../platform/assert.ts';
 import { formatTimestamp } from '../platform/time.ts';
-import { CURRENT_API_VERSION, type EventEnvelope } from './envelope.ts';
+import type { EventEnvelope } from './envelope.ts';
+import type { EventCause } from '../platform/cause.ts';
 import { isUnitOfWork } from '../platform/unit-of-work.ts';
 import type { ReadPart } from '../platform/read-part.ts';
 import * as repository from './repository.ts';
@@ -24,14 +25,6 @@ const SEQUENCE_SLOT = '"sequence":0,';
  * event exists exactly when its change committed. Delivery (webhooks) reads the outbox afterwards.
  */
 
-/** What caused an event: the API request (when there was one) and its pinned version. */
-export interface EventCause {
-  request_id: string | null;
-  idempotency_key: string | null;
-  api_version: string;
-}
-
-export const SYSTEM_CAUSE: EventCause = { request_id: null, idempotency_key: null, api_version: CURRENT_API_VERSION };
 
 export interface EmitEventInput {
   white_label_id: string;

@@ -3,7 +3,8 @@ import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { scheduleJob, type JobSpec } from '../jobs/index.ts';
 import { computePreviousAttributes } from './envelope.ts';
-import type { EventCause, EventsService } from './service.ts';
+import type { EventsService } from './service.ts';
+import type { EventCause } from '../platform/cause.ts';
 
 /**
  * The one way an order changes state. Each order type declares its transition table once; every

@@ -10,7 +10,7 @@ export const feeBreakdownItemSchema = z
   })
   .meta({ id: 'fee_breakdown_item' });
 
-/** GET /v1/pay/quote (shape ours; docs/decisions.md, "Fees"). */
+/** GET /v1/pay/quote (shape ours; docs/decisions/fees.md). */
 export const feeQuoteSchema = z
   .object({
     object: z.literal('fee_quote'),

@@ -1,14 +1,16 @@
 import { z } from 'zod';
 import { ApiError, validationError } from '../platform/errors.ts';
 import { formatTimestamp } from '../platform/time.ts';
-import type { RouteRegistrar, Services } from '../http/context.ts';
+import type { RouteModule, RouteRegistrar } from '../http/context.ts';
 import { FeeService, MAX_FEE_BASE_MINOR } from './service.ts';
 import { feeQuoteSchema } from './resources.ts';
+import type { DepositPolicyService } from '../deposits/policy.ts';
+import type { Clock } from '../platform/clock.ts';
 
 /**
  * GET /v1/pay/quote?channel=deposit|withdrawal&amount_minor=N (scope `pay:read`): the fee the
  * caller's merchant would pay now, under its own schedule, its brand's default or the platform
- * default, in the caller's environment. The answer (shape ours; docs/decisions.md, "Fees"):
+ * default, in the caller's environment. The answer (shape ours; docs/decisions/fees.md):
  *
  *   { object: 'fee_quote', channel, amount_minor, currency: 'THB', fee_total_minor, fee_breakdown,
  *     net_amount_minor (deposit: amount - fee, what the wallet is credited)
@@ -40,7 +42,18 @@ function parseAmount(text: string): number {
   return value;
 }
 
-export function registerFeeRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the fee routes call. */
+export interface FeeRouteDependencies {
+  clock: Clock;
+  depositPolicies: DepositPolicyService;
+}
+
+/** The fee routes, on the services they call. */
+export function feeRoutes(services: FeeRouteDependencies): RouteModule {
+  return (registrar) => registerFeeRoutes(registrar, services);
+}
+
+function registerFeeRoutes(registrar: RouteRegistrar, services: FeeRouteDependencies): void {
   const fees = new FeeService(services.clock);
   registrar.merchant({
     method: 'GET',

@@ -13,7 +13,7 @@ export type { FeeChannel } from './repository.ts';
  * from a schedule of three numbers: a rate on the amount (`processing_fee_bps`), a flat fee
  * (`fixed_fee_minor`) and VAT on the two (`vat_bps`).
  *
- * THE ROUNDING RULE (the only one; docs/decisions.md, "Fees"). Integer arithmetic only (BigInt, so
+ * THE ROUNDING RULE (the only one; docs/decisions/fees.md). Integer arithmetic only (BigInt, so
  * `base * bps` cannot lose precision above 2^53), each component rounded separately to whole satang,
  * half up (x.5 goes up; every value here is non-negative):
  *
@@ -99,7 +99,7 @@ function applyRate(amount: bigint, bps: number): bigint {
 /** The largest pre-VAT fee P with P + vat(P) <= base. P + vat(P) rises strictly with P. */
 function maxPreVatFee(base: bigint, vatBps: number): bigint {
   // estimate = floor(base * 10000 / (10000 + vat)) satisfies estimate + vat(estimate) <= base, and
-  // estimate + 2 never does, so at most one step up is needed (see docs/decisions.md, "Fees").
+  // estimate + 2 never does, so at most one step up is needed (see docs/decisions/fees.md).
   const estimate = (base * BPS_DENOMINATOR) / (BPS_DENOMINATOR + BigInt(vatBps));
   invariant(estimate + applyRate(estimate, vatBps) <= base, 'deposit cap estimate exceeds the base');
   const next = estimate + 1n;

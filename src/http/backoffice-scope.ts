@@ -1,5 +1,5 @@
 import { ApiError } from '../platform/errors.ts';
-import type { Actor } from '../tenancy/types.ts';
+import type { Actor } from '../platform/access.ts';
 import type { BackofficeContext } from './context.ts';
 
 /**

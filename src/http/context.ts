@@ -1,79 +1,20 @@
-import type { LoadClass, LoadShedder } from '../ops/load-shedding.ts';
 import type { Writable } from 'node:stream';
 import type { z } from 'zod';
-import type { Clock } from '../platform/clock.ts';
-import type { Config } from '../platform/config.ts';
-import type { Database, Queryable } from '../platform/db.ts';
+import type { Queryable } from '../platform/db.ts';
 import type { CarriedRead } from '../platform/read-part.ts';
-import type { SecretBox } from '../platform/crypto.ts';
-import type { Logger } from '../platform/logger.ts';
-import type { Metrics } from '../ops/metrics.ts';
-import type { EventCause, EventsService } from '../events/service.ts';
-import type { TenancyService } from '../tenancy/service.ts';
-import type { LedgerService } from '../ledger/service.ts';
-import type { FeeService } from '../fees/service.ts';
-import type { BeneficiaryService } from '../beneficiaries/service.ts';
-import type { WithdrawalService } from '../withdrawals/service.ts';
-import type { WithdrawalPolicyService } from '../withdrawals/policy.ts';
-import type { DepositService } from '../deposits/service.ts';
-import type { DepositPolicyService } from '../deposits/policy.ts';
-import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
-import type { IdempotencyService } from './idempotency.ts';
-import type { SlipTokenClaims, SlipTokenSigner } from '../slips/capability.ts';
-import type { SlipsService } from '../slips/service.ts';
-import type { VerificationService } from '../verification/service.ts';
-import type { ReviewService } from '../review/service.ts';
-import type { DisputeService } from '../withdrawals/disputes.ts';
-import type { ClaimService } from '../review/claims.ts';
-import type { SandboxBank } from '../sandbox/bank.ts';
-import type { TestClockService } from '../test-clocks/service.ts';
-import type { BucketPolicy } from './rate-limit.ts';
+import type { ApiKeyScope, BackofficeRole } from '../platform/access.ts';
+import type { EventCause } from '../platform/cause.ts';
 import type { ErrorCode } from '../platform/errors.ts';
+import type { LoadClass } from './load-gate.ts';
+import type { CapabilityClaims } from './ports.ts';
+import type { BucketPolicy } from './rate-limit.ts';
 
-/** Everything a route can reach. Built once per service instance by `createServices`. */
-export interface Services {
-  config: Config;
-  database: Database;
-  clock: Clock;
-  logger: Logger;
-  metrics: Metrics;
-  secretBox: SecretBox;
-  tenancy: TenancyService;
-  events: EventsService;
-  idempotency: IdempotencyService;
-  /** The wallet ledger: the only way money moves. */
-  ledger: LedgerService;
-  fees: FeeService;
-  beneficiaries: BeneficiaryService;
-  /** Withdrawal orders and the leg functions the deposit side calls to pay them. */
-  withdrawals: WithdrawalService;
-  withdrawalPolicies: WithdrawalPolicyService;
-  /** Deposit orders: creation, matching, the liquidity wait, expiry and cancel. */
-  deposits: DepositService;
-  depositPolicies: DepositPolicyService;
-  /** Signs and verifies the per-order slip upload capability. */
-  slipTokens: SlipTokenSigner;
-  /** Slip intake: durable receipts of uploaded evidence. */
-  slips: SlipsService;
-  /** Reading, bank verification and the outcome of each slip. */
-  verification: VerificationService;
-  /** The review desk: queue, decisions, merchant evidence and force-complete, reversals. */
-  review: ReviewService;
-  /** Withdrawal disputes: opened by the withdrawer or by an allocation conflict, resolved by operators. */
-  disputes: DisputeService;
-  /** Claims: the back office's claim desk and a merchant's read of its own claims. */
-  claims: ClaimService;
-  /** The sandbox bank's transfers and slips (test mode only). */
-  sandboxBank: SandboxBank;
-  /** Sandbox test clocks: a merchant's frozen time for its test-mode requests, advanced on demand. */
-  testClocks: TestClockService;
-  /** Load shedding of this process: refuses the least protected requests when it is overloaded. */
-  loadShedder: LoadShedder;
-  /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
-  publicBaseUrl(): string;
-  /** The base of slip upload addresses (UPLOAD_BASE_URL, else the public base). */
-  uploadBaseUrl(): string;
-}
+/**
+ * What a route module declares and what its handler is given: the four kinds of route (merchant, back
+ * office, slip capability, public), the context of each caller, and the shape of an answer. A module's
+ * routes are a factory (`RouteModule`) that takes the services it calls, named in its own dependency type,
+ * and registers its specs; only the composition root (src/app.ts) sees every service.
+ */
 
 /** The authenticated merchant a request acts for; every query is scoped by these three keys. */
 export interface MerchantContext {
@@ -214,15 +155,16 @@ export interface PublicRouteSpec<QuerySchema extends z.ZodType | undefined> exte
 }
 
 /** A request authenticated by an order's slip capability (slip intake and its claim). */
-export interface CapabilityContext {
+export interface CapabilityContext<Claims extends CapabilityClaims = CapabilityClaims> {
   request_id: string;
-  claims: SlipTokenClaims;
+  /** What the capability says, as the verifier the composition root gave the server read it. */
+  claims: Claims;
   idempotency_key: string;
   /** The request's path, as it came. */
   path: string;
 }
 
-export interface CapabilityRouteSpec extends RouteDocumentationFields {
+export interface CapabilityRouteSpec<Claims extends CapabilityClaims = CapabilityClaims> extends RouteDocumentationFields {
   method: 'POST';
   url: string;
   /** The request bodies as documented, by media type: the route parses its raw bytes itself. */
@@ -236,7 +178,7 @@ export interface CapabilityRouteSpec extends RouteDocumentationFields {
    * address itself for the upload route, the order's upload address for its sibling routes.
    */
   capability_address: (request_address: string) => string;
-  handler: (input: { context: CapabilityContext; body: CapabilityBody; content_type: string | undefined; params: Record<string, string> }) => Promise<RouteOutcome>;
+  handler: (input: { context: CapabilityContext<Claims>; body: CapabilityBody; content_type: string | undefined; params: Record<string, string> }) => Promise<RouteOutcome>;
 }
 
 /**
@@ -255,9 +197,15 @@ export interface CapabilityBody {
 }
 
 export interface RouteRegistrar {
-  /** A route authenticated by an order's slip capability only (never by a merchant key). */
-  capability(spec: CapabilityRouteSpec): void;
+  /**
+   * A route authenticated by an order's slip capability only (never by a merchant key). `Claims` is what
+   * the server's capability verifier returns: the routes and the verifier are the same module's.
+   */
+  capability<Claims extends CapabilityClaims = CapabilityClaims>(spec: CapabilityRouteSpec<Claims>): void;
   merchant<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(spec: MerchantRouteSpec<B, Q>): void;
   backoffice<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined>(spec: BackofficeRouteSpec<B, Q>): void;
   public<Q extends z.ZodType | undefined = undefined>(spec: PublicRouteSpec<Q>): void;
 }
+
+/** A module's routes: registered once, on the server the composition root builds. */
+export type RouteModule = (registrar: RouteRegistrar) => void;

@@ -7,7 +7,7 @@ import { isStorableText } from './validation.ts';
  * `JSON.parse` keeps the last of two equal keys, while other parsers keep the first or refuse the
  * text: a signed body with a duplicate key could then be read as one request by the merchant's
  * validator and as another by this service. Every JSON body is therefore scanned once, after it
- * parsed, and a duplicate at any depth is refused (docs/decisions.md, "Duplicate keys in JSON bodies").
+ * parsed, and a duplicate at any depth is refused (docs/decisions/http-and-request-bodies.md, "Duplicate keys in JSON bodies").
  *
  * The scan is one linear pass over text that `JSON.parse` has already accepted, so it tracks only
  * what it needs (the keys of each open object and the position of each open container, for the

@@ -4,16 +4,19 @@ import { ApiError } from '../platform/errors.ts';
 import type { ReadPart } from '../platform/read-part.ts';
 import { constantTimeEqual } from '../platform/crypto.ts';
 import { MINUTE_MS } from '../platform/time.ts';
-import { SUPPORTED_API_VERSIONS } from '../events/envelope.ts';
-import type { ApiKeyScope } from '../tenancy/types.ts';
-import type { ResolvedApiKey } from '../tenancy/service.ts';
+import { SUPPORTED_API_VERSIONS } from '../platform/cause.ts';
+import type { ApiKeyScope } from '../platform/access.ts';
 import { canonicalString, signCanonical, splitTarget } from './canonical.ts';
-import type { MerchantContext, Services } from './context.ts';
+import type { MerchantContext } from './context.ts';
+import type { ResolvedApiKey, ServerDependencies } from './ports.ts';
+
+/** What authenticating a merchant request needs of the server's dependencies. */
+type MerchantAuthDependencies = Pick<ServerDependencies, 'config' | 'clock' | 'callers'>;
 import { type BucketPolicy, type BucketState, windowStart } from './rate-limit.ts';
 
 /**
  * Merchant request authentication (spec, Authentication). The order of checks is fixed and recorded
- * in docs/decisions.md: key → environment → signature → version → timestamp window → (one statement:
+ * in docs/decisions/authentication.md: key → environment → signature → version → timestamp window → (one statement:
  * nonce, rate bucket, key chain status) → revoked → suspended → nonce → rate → scope. Nothing about
  * the account is revealed to a caller whose signature has not verified.
  */
@@ -79,15 +82,15 @@ export interface IdentifiedMerchantRequest {
   idempotency_key: string | null;
 }
 
-export async function identifyMerchantRequest(services: Services, request: FastifyRequest): Promise<IdentifiedMerchantRequest> {
+export async function identifyMerchantRequest(deps: MerchantAuthDependencies, request: FastifyRequest): Promise<IdentifiedMerchantRequest> {
   const apiKey = bearerToken(request);
   const keyMatch = apiKey ? API_KEY_PATTERN.exec(apiKey) : null;
   if (!apiKey || !keyMatch) throw new ApiError('api_key_invalid');
   const prefixLivemode = keyMatch[1] === 'live';
-  if (prefixLivemode ? !services.config.accepts_live_mode : !services.config.accepts_test_mode) {
+  if (prefixLivemode ? !deps.config.accepts_live_mode : !deps.config.accepts_test_mode) {
     throw new ApiError('api_key_invalid');
   }
-  const key = await services.tenancy.resolveApiKey(apiKey);
+  const key = await deps.callers.resolveApiKey(apiKey);
   if (!key || key.livemode !== prefixLivemode) throw new ApiError('api_key_invalid');
 
   const timestamp = headerText(request, 'pg-timestamp');
@@ -108,7 +111,7 @@ export async function identifyMerchantRequest(services: Services, request: Fasti
 }
 
 export async function authenticateMerchant(
-  services: Services,
+  deps: MerchantAuthDependencies,
   request: FastifyRequest,
   identified: IdentifiedMerchantRequest,
   rawBody: Buffer,
@@ -137,7 +140,7 @@ export async function authenticateMerchant(
   if (!SUPPORTED_API_VERSIONS.includes(version)) {
     throw new ApiError('api_version_unsupported', { details: { supported_versions: [...SUPPORTED_API_VERSIONS] } });
   }
-  const now = services.clock.now();
+  const now = deps.clock.now();
   const skewSeconds = Math.abs(now.getTime() / 1000 - Number(timestamp));
   if (skewSeconds > TIMESTAMP_WINDOW_SECONDS) throw new ApiError('timestamp_out_of_window');
 
@@ -153,7 +156,7 @@ export async function authenticateMerchant(
   };
   const extras = prepare(context);
   const window = windowStart(now, bucket);
-  const admission = await services.tenancy.admitSignedRequest({
+  const admission = await deps.callers.admitSignedRequest({
     white_label_id: key.white_label_id,
     merchant_id: key.merchant_id,
     api_key_id: key.api_key_id,

@@ -4,7 +4,7 @@ import { ApiError } from '../platform/errors.ts';
 /**
  * Rate buckets (spec, Limits). Each bucket is a fixed window counted in PostgreSQL, so every process
  * shares it. `pay_write` and `pay_create_per_user` are the spec's; the others cover routes whose
- * limits the spec leaves open and are recorded in docs/decisions.md.
+ * limits the spec leaves open and are recorded in docs/decisions/rate-limits.md.
  */
 export interface BucketPolicy {
   name: string;

@@ -4,7 +4,7 @@ import { ApiError, renderError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { runInTestClock, type TestClockScope } from '../platform/clock.ts';
 import { isDatabaseUnavailable, type Queryable } from '../platform/db.ts';
-import type { ApiKeyScope, BackofficeRole } from '../tenancy/types.ts';
+import type { ApiKeyScope, BackofficeRole } from '../platform/access.ts';
 import {
   accountOfContext,
   type BackofficeContext,
@@ -14,14 +14,15 @@ import {
   type PublicRouteSpec,
   type RouteDocumentationFields,
   type RouteOutcome,
+  type RouteModule,
   type RouteRegistrar,
-  type Services,
 } from './context.ts';
+import type { ServerDependencies } from './ports.ts';
 import { authenticateMerchant, bearerToken, identifyMerchantRequest } from './merchant-auth.ts';
 import { BodyRefusal, RequestBodies, requestHasBody, type BodyLimits } from './body-reader.ts';
 import { createNodeServer } from './node-server.ts';
 import { decodeJson, isJsonMediaType } from './json-body.ts';
-import { requestFingerprint } from './idempotency.ts';
+import { requestFingerprint } from '../platform/fingerprint.ts';
 import {
   applyRateHeaders,
   BUCKETS,
@@ -33,10 +34,9 @@ import {
   windowStart,
 } from './rate-limit.ts';
 import { isStorableText, parseOrThrow, unstorableTextPaths } from './validation.ts';
-import { SLIP_TOKEN_MAX_LENGTH } from '../slips/capability.ts';
 import { createClientErrorHandler } from './client-errors.ts';
-import type { LoadClass } from '../ops/load-shedding.ts';
-import type { AttachedScope } from '../test-clocks/service.ts';
+import type { LoadClass } from './load-gate.ts';
+import type { AttachedClock, CapabilityClaims } from './ports.ts';
 
 /**
  * Assembles the HTTP server. Routes are thin: a module registers specs through the registrar, and the
@@ -57,9 +57,9 @@ const IDEMPOTENCY_KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
 const MERCHANT_SIGNING_HEADERS = ['pg-timestamp', 'pg-nonce', 'pg-version', 'pg-signature'] as const;
 
 /** The capability from `Authorization: Bearer <token>`; null when absent or not of a token's shape and size. */
-function capabilityToken(request: FastifyRequest): string | null {
+function capabilityToken(request: FastifyRequest, max_token_length: number): string | null {
   const authorization = request.headers.authorization;
-  if (typeof authorization !== 'string' || authorization.length > SLIP_TOKEN_MAX_LENGTH + 7) return null;
+  if (typeof authorization !== 'string' || authorization.length > max_token_length + 7) return null;
   return /^Bearer ([A-Za-z0-9_.-]+)$/i.exec(authorization)?.[1] ?? null;
 }
 
@@ -89,8 +89,6 @@ function allowCapabilityCors(reply: FastifyReply): void {
   reply.header('Access-Control-Allow-Origin', '*');
   reply.header('Access-Control-Expose-Headers', 'Request-Id, Retry-After, Idempotent-Replay, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy, X-RateLimit-Scope');
 }
-
-export type RouteModule = (registrar: RouteRegistrar, services: Services) => void;
 
 /** A registered path, segment by segment (`:name` matches any non-empty segment), with its methods. */
 interface RoutePattern {
@@ -228,25 +226,25 @@ function bodyRefusalError(refusal: BodyRefusal, capability_limit: number | undef
   }
 }
 
-export function buildServer(services: Services, modules: readonly RouteModule[]): FastifyInstance {
+export function buildServer(deps: ServerDependencies, modules: readonly RouteModule[]): FastifyInstance {
   const app = Fastify({
-    loggerInstance: services.logger as FastifyBaseLogger,
+    loggerInstance: deps.logger as FastifyBaseLogger,
     // One line per request is written by the onResponse hook below, with the fields we choose.
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => newId('request'),
     // request.ip is the socket's address, or behind a configured proxy the client it names (TRUSTED_PROXIES).
-    ...(services.config.trusted_proxies.length > 0 ? { trustProxy: services.config.trusted_proxies } : {}),
+    ...(deps.config.trusted_proxies.length > 0 ? { trustProxy: deps.config.trusted_proxies } : {}),
     bodyLimit: JSON_BODY_LIMIT_BYTES,
     // Timeouts, the connection cap and the deferred 100 Continue (node-server.ts).
     serverFactory: (handler) =>
-      createNodeServer(services.config.http, services.logger, {
-        connectionRefused: () => services.metrics.http_connections_refused_total.inc(),
-        connectionsOpen: (count) => services.metrics.http_connections_open.set(count),
+      createNodeServer(deps.config.http, deps.logger, {
+        connectionRefused: () => deps.metrics.http_connections_refused_total.inc(),
+        connectionsOpen: (count) => deps.metrics.http_connections_open.set(count),
       }, handler),
     return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
     // Requests the HTTP parser refuses get the catalogue's error body too (src/http/client-errors.ts).
-    clientErrorHandler: createClientErrorHandler(services.logger),
+    clientErrorHandler: createClientErrorHandler(deps.logger),
     // A path that cannot be decoded, or an id longer than any id, names no resource.
     frameworkErrors: (_error, request, reply) => {
       void sendError(request, reply, new ApiError('resource_not_found'));
@@ -257,18 +255,18 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
   const bodies = new RequestBodies(
     {
-      min_bytes_per_window: services.config.http.body_min_bytes_per_window,
-      window_ms: services.config.http.body_rate_window_ms,
-      buffer_budget_bytes: services.config.http.body_buffer_budget_bytes,
+      min_bytes_per_window: deps.config.http.body_min_bytes_per_window,
+      window_ms: deps.config.http.body_rate_window_ms,
+      buffer_budget_bytes: deps.config.http.body_buffer_budget_bytes,
     },
     {
-      refused: (reason) => services.metrics.http_request_bodies_refused_total.inc({ reason }),
-      buffered: (bytes) => services.metrics.http_request_body_buffer_bytes.set(bytes),
+      refused: (reason) => deps.metrics.http_request_bodies_refused_total.inc({ reason }),
+      buffered: (bytes) => deps.metrics.http_request_body_buffer_bytes.set(bytes),
     },
   );
   app.decorate('requestBodies', bodies);
   /** The body limits of the JSON routes (merchant and back office). */
-  const jsonLimits: BodyLimits = { max_bytes: JSON_BODY_LIMIT_BYTES, deadline_ms: services.config.http.body_deadline_ms };
+  const jsonLimits: BodyLimits = { max_bytes: JSON_BODY_LIMIT_BYTES, deadline_ms: deps.config.http.body_deadline_ms };
 
   app.removeAllContentTypeParsers();
   // Bodies are handed over unread: each pipeline reads one only once the caller is known from the
@@ -290,8 +288,8 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
     const status = String(reply.statusCode);
-    services.metrics.http_requests_total.inc({ method: request.method, route, status });
-    services.metrics.http_request_duration_seconds.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+    deps.metrics.http_requests_total.inc({ method: request.method, route, status });
+    deps.metrics.http_request_duration_seconds.observe({ method: request.method, route }, reply.elapsedTime / 1000);
     const level = reply.statusCode >= 500 ? 'error' : 'info';
     request.log[level](
       { request_id: request.id, method: request.method, route, status: reply.statusCode, duration_ms: Math.round(reply.elapsedTime * 10) / 10 },
@@ -314,8 +312,8 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
   /** Counts one request in a bucket's current window (shared by every process through PostgreSQL). */
   async function countBucket(policy: BucketPolicy, white_label_id: string, subject: string): Promise<BucketState> {
-    const now = services.clock.now();
-    const counted = await services.tenancy.countInBucket({
+    const now = deps.clock.now();
+    const counted = await deps.callers.countInBucket({
       white_label_id,
       bucket: policy.name,
       subject,
@@ -326,9 +324,9 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
 
   /** Load shedding (src/ops/load-shedding.ts): a 503 for a request of a class the current load sheds. */
   function shedIfOverloaded(load_class: LoadClass): void {
-    const refusal = services.loadShedder.refusal(load_class);
+    const refusal = deps.loadGate.refusal(load_class);
     if (!refusal) return;
-    services.metrics.http_requests_shed_total.inc({ load_class });
+    deps.metrics.http_requests_shed_total.inc({ load_class });
     throw refusal;
   }
 
@@ -351,7 +349,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
       reply.header('Allow', (error.details.allow as string[]).join(', '));
     }
     // A 503 is told to wait in Retry-After too (Errors rule 1: the service sheds load), unless the
-    // bucket's own wait is longer; other answers keep the bucket's (docs/decisions.md, "Rate limits").
+    // bucket's own wait is longer; other answers keep the bucket's (docs/decisions/rate-limits.md).
     if (error.status === 503 && error.retry_after_seconds !== null && error.retry_after_seconds > Number(reply.getHeader('Retry-After') ?? 0)) {
       reply.header('Retry-After', String(error.retry_after_seconds));
     }
@@ -496,7 +494,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     refuseGetBody(request);
     refuseRepeatedHeaders(request);
     const params = checkedParams(request);
-    const identified = await identifyMerchantRequest(services, request);
+    const identified = await identifyMerchantRequest(deps, request);
     const rawBody = await bodies.buffer(request, reply, jsonLimits);
     const bucket = spec.method === 'POST' ? BUCKETS.pay_write : BUCKETS.pay_read;
     // What needs no database is decided before the admission statement, so that one round trip counts
@@ -507,8 +505,8 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     let query: never = undefined as never;
     let decoded: unknown;
     let refusal: unknown = null;
-    const { context, bucket: keyBucket, extra_buckets, attachments } = await authenticateMerchant(services, request, identified, rawBody, spec.scope, bucket, (context) => {
-      const attached = spec.outside_test_clock ? null : services.testClocks.attachedScopePart(accountOfContext(context));
+    const { context, bucket: keyBucket, extra_buckets, attachments } = await authenticateMerchant(deps, request, identified, rawBody, spec.scope, bucket, (context) => {
+      const attached = spec.outside_test_clock ? null : deps.testClocks.attachedScopePart(accountOfContext(context));
       try {
         if (spec.method === 'POST' && !context.idempotency_key) throw new ApiError('idempotency_key_required');
         if (context.idempotency_key !== null && !IDEMPOTENCY_KEY_PATTERN.test(context.idempotency_key)) {
@@ -536,19 +534,19 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     // windows and the idempotency record above and around stay in real time; the handler, and every
     // service it calls, runs in the clock's scope. Writes wait while the clock advances, so that nothing
     // is created at a time the advance has already passed. Live requests never look (attachedScopePart).
-    const attached = (attachments[0] ?? null) as AttachedScope | null;
+    const attached = (attachments[0] ?? null) as AttachedClock | null;
     if (attached?.advancing && spec.method === 'POST') {
       throw new ApiError('test_clock_advancing', { retry_after_seconds: 1, details: { test_clock_id: attached.scope.test_clock_id } });
     }
     const clockScope = attached?.scope ?? null;
 
     if (spec.method === 'GET') {
-      const outcome = await inTestClock(clockScope, () => spec.handler({ context, db: services.database, body, query, params }));
+      const outcome = await inTestClock(clockScope, () => spec.handler({ context, db: deps.database, body, query, params }));
       return sendOutcome(request, reply, outcome);
     }
     const idempotencyKey = context.idempotency_key as string;
     const path = (request.raw.url ?? '').split('?')[0] ?? '';
-    const stored = await services.idempotency.execute(
+    const stored = await deps.idempotency.execute(
       { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode, idempotency_key: idempotencyKey },
       { fingerprint: requestFingerprint(request.method, path, decoded), request_id: request.id },
       (tx: Queryable) => inTestClock(clockScope, () => spec.handler({ context, db: tx, body, query, params })),
@@ -565,11 +563,11 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     if (!token) throw new ApiError('api_key_invalid');
     if (token.startsWith('sk_')) {
       // An integration key never reaches the back office, however valid it is.
-      const key = await services.tenancy.resolveApiKey(token);
+      const key = await deps.callers.resolveApiKey(token);
       throw new ApiError(key ? 'scope_denied' : 'api_key_invalid');
     }
     if (!/^bo_[A-Za-z0-9_-]{16,128}$/.test(token)) throw new ApiError('api_key_invalid');
-    const credential = await services.tenancy.resolveBackofficeToken(token);
+    const credential = await deps.callers.resolveBackofficeToken(token);
     if (!credential) throw new ApiError('api_key_invalid');
     if (credential.status === 'revoked') throw new ApiError('api_key_revoked');
     if (credential.status !== 'active' || (credential.brand_status !== null && credential.brand_status !== 'active')) {
@@ -615,7 +613,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
    * address the request came to; the rate bucket is the token's `rate_subject` plus the client IP;
    * then the Idempotency-Key. The body stays raw bytes for the route to parse.
    */
-  async function runCapability(spec: CapabilityRouteSpec, request: RateAwareRequest, reply: FastifyReply): Promise<FastifyReply> {
+  async function runCapability<Claims extends CapabilityClaims>(spec: CapabilityRouteSpec<Claims>, request: RateAwareRequest, reply: FastifyReply): Promise<FastifyReply> {
     refuseRepeatedHeaders(request);
     const params = checkedParams(request);
     const carriesMerchantCredentials =
@@ -626,18 +624,18 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
         details: { reason: 'merchant_credentials_not_accepted' },
       });
     }
-    const token = capabilityToken(request);
+    const token = capabilityToken(request, deps.capabilities.max_token_length);
     if (token === null) throw new ApiError('slip_token_invalid');
     const address = requestAddress(request);
     const verifyAt = (scope: TestClockScope | null, url: string) =>
-      inTestClock(scope, () => services.slipTokens.verify(token, { url, deposit_id: params.id ?? '', now: services.clock.now() }));
+      inTestClock(scope, () => deps.capabilities.verify(token, { url, deposit_id: params.id ?? '', now: deps.clock.now() }));
     let verified = address === null ? null : verifyAt(null, spec.capability_address(address));
     // An order created under a sandbox test clock stays on it: once the signature holds (the token passed,
     // or failed only on its times, which are checked after it), the capability is judged again at the
     // order's clock time, and its slip or claim is taken at that time. The rate bucket stays in real time.
     let clockScope: TestClockScope | null = null;
     if (address !== null && verified && (verified.ok || verified.reason === 'expired' || verified.reason === 'not_yet_valid')) {
-      clockScope = await services.testClocks.scopeOfCapability(services.database, token, params.id ?? '');
+      clockScope = await deps.testClocks.scopeOfCapability(deps.database, token, params.id ?? '');
       if (clockScope) verified = verifyAt(clockScope, spec.capability_address(address));
     }
     if (!verified || !verified.ok) throw new ApiError(verified?.ok === false && verified.reason === 'expired' ? 'slip_token_expired' : 'slip_token_invalid');
@@ -654,7 +652,8 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     const limits: BodyLimits = { max_bytes: spec.body_limit_bytes, deadline_ms: spec.body_deadline_ms };
     const outcome = await inTestClock(clockScope, () =>
       spec.handler({
-        context: { request_id: request.id, claims, idempotency_key: idempotencyKey, path: (request.raw.url ?? '').split('?')[0] ?? '' },
+        // The verifier and the capability routes are the same module's (slips), so its claims are the routes' `Claims`.
+        context: { request_id: request.id, claims: claims as Claims, idempotency_key: idempotencyKey, path: (request.raw.url ?? '').split('?')[0] ?? '' },
         body: { buffer: () => bodies.buffer(request, reply, limits), stream: (sink) => bodies.stream(request, reply, limits, sink) },
         content_type: request.headers['content-type'],
         params,
@@ -671,7 +670,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
   function requestAddress(request: FastifyRequest): string | null {
     const host = request.headers.host;
     if (typeof host !== 'string' || host === '' || /[\s/@]/.test(host)) return null;
-    const scheme = new URL(services.uploadBaseUrl()).protocol;
+    const scheme = new URL(deps.uploadBaseUrl()).protocol;
     return `${scheme}//${host}${request.raw.url ?? ''}`;
   }
 
@@ -704,7 +703,7 @@ export function buildServer(services: Services, modules: readonly RouteModule[])
     return sendJson(reply, outcome.status, JSON.stringify(outcome.body));
   }
 
-  for (const register of modules) register(registrar, services);
+  for (const register of modules) register(registrar);
 
   app.decorate('markShuttingDown', () => {
     shuttingDown = true;

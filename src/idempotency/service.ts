@@ -1,9 +1,10 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { ApiError } from '../platform/errors.ts';
-import { sha256Hex, type SecretBox } from '../platform/crypto.ts';
+import type { SecretBox } from '../platform/crypto.ts';
 import { DAY_MS } from '../platform/time.ts';
-import * as repository from './idempotency-repository.ts';
+import * as repository from './repository.ts';
+import type { IdempotentExecution, StoredResponse } from '../http/ports.ts';
 import type { CarriedRead } from '../platform/read-part.ts';
 import { keepCarriedAnswers } from '../platform/unit-of-work.ts';
 
@@ -15,7 +16,7 @@ import { keepCarriedAnswers } from '../platform/unit-of-work.ts';
  *
  * The handler runs in one transaction with the record of its response, so a response is stored if
  * and only if its effects committed. Only successful (2xx) responses are stored: an error changes
- * nothing, so a retry with the same key after fixing the cause runs anew (docs/decisions.md). A 429 is
+ * nothing, so a retry with the same key after fixing the cause runs anew (docs/decisions/idempotency.md). A 429 is
  * answered before this runs and therefore never consumes a key.
  *
  * Concurrency: a first request still running makes a second one with the same key answer 409
@@ -24,28 +25,6 @@ import { keepCarriedAnswers } from '../platform/unit-of-work.ts';
  * PostgreSQL a transaction-scoped advisory lock does.
  */
 export const IDEMPOTENCY_RETENTION_MS = 7 * DAY_MS;
-
-export interface StoredResponse {
-  status: number;
-  /** Exact JSON text sent to the client and replayed byte for byte. */
-  body_text: string;
-  /** Headers the route set on the first answer (Location, Cache-Control, …), replayed with it. */
-  headers: Record<string, string>;
-  replayed: boolean;
-}
-
-/** Key order never changes what a JSON body means, so the fingerprint sorts object keys. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const record = value as Record<string, unknown>;
-  const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort();
-  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(record[key])}`).join(',')}}`;
-}
-
-export function requestFingerprint(method: string, path: string, body: unknown): string {
-  return sha256Hex(`${method.toUpperCase()}\n${path}\n${body === undefined ? '' : canonicalJson(body)}`);
-}
 
 /**
  * Stored answers are sealed (AES-256-GCM under the master key) with the record's scope as their purpose:
@@ -58,7 +37,7 @@ function responsePurpose(scope: repository.IdempotencyScope): string {
   return `idempotency.response_body:${scope.white_label_id}:${scope.merchant_id}:${scope.livemode}:${scope.idempotency_key}`;
 }
 
-export class IdempotencyService {
+export class IdempotencyService implements IdempotentExecution {
   private readonly inFlight = new Set<string>();
 
   constructor(

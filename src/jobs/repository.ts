@@ -150,7 +150,7 @@ export interface ClaimJobsInput {
  * earliest of their union, so the answer is the one a single `WHERE pending OR expired ORDER BY run_at`
  * gives. That single statement cannot walk an index in order (its OR needs a bitmap of every due row,
  * then a sort), so it read the whole backlog on every claim, or the whole table when the planner chose
- * a sequential scan (the slips bench saw 3,200 rows read per claim with 1,000 slips due; docs/decisions.md,
+ * a sequential scan (the slips bench saw 3,200 rows read per claim with 1,000 slips due; docs/decisions/storage-and-jobs.md,
  * "Write paths, fourth slice"). Each part locks its rows in a CTE, because a locking clause cannot sit
  * under a UNION. When both parts find rows, up to `limit` more than are claimed stay locked until this
  * statement commits, and a concurrent claim skips them for that instant; expired leases are rare
@@ -210,7 +210,7 @@ const CLAIM_UPDATE = `UPDATE jobs
 /**
  * Records a job's success (as `markJobSucceeded`, fenced by the same lease) and claims up to `limit`
  * due jobs (as `claimDueJobs`) in one statement: a worker with a backlog takes its next job in the round
- * trip that ends the last one, instead of one round trip for each (docs/decisions.md, "Write paths, fourth
+ * trip that ends the last one, instead of one round trip for each (docs/benchmarks.md, "Write paths, fourth
  * slice"). `completed` is false when the lease was lost; the claim is made either way, as a poll would
  * make it. The job completed is never among those claimed: it is running, so the pending part cannot
  * see it, and the expired part excludes it, although its lease may have run out (a taken-over lease is

@@ -1,16 +1,32 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
 import { formatNullableTimestamp } from '../platform/time.ts';
-import type { RouteRegistrar, Services } from '../http/context.ts';
+import type { RouteModule, RouteRegistrar } from '../http/context.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { balanceSchema, walletSchema } from './resources.ts';
+import type { LedgerService } from './service.ts';
+import type { Queryable } from '../platform/db.ts';
+import type { TenancyService } from '../tenancy/service.ts';
 
 /**
  * GET /v1/pay/balance: the caller's wallet in its environment (spec, Wallet balance).
  * GET /v1/bo/wallet: the same numbers for a brand operator or reviewer, for one merchant and mode,
  * with the next clearing time and whether the wallet row agrees with the fold of its movements.
  */
-export function registerLedgerRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the ledger routes call. */
+export interface LedgerRouteDependencies {
+  /** Reads outside a request transaction. */
+  database: Queryable;
+  ledger: LedgerService;
+  tenancy: TenancyService;
+}
+
+/** The ledger routes, on the services they call. */
+export function ledgerRoutes(services: LedgerRouteDependencies): RouteModule {
+  return (registrar) => registerLedgerRoutes(registrar, services);
+}
+
+function registerLedgerRoutes(registrar: RouteRegistrar, services: LedgerRouteDependencies): void {
   registrar.merchant({
     method: 'GET',
     url: '/v1/pay/balance',

@@ -7,7 +7,8 @@ import { assertPositiveMinor } from '../platform/money.ts';
 import { isUnitOfWork, takeCarried } from '../platform/unit-of-work.ts';
 import type { CarriedRead } from '../platform/read-part.ts';
 import { formatNullableTimestamp, formatTimestamp, HOUR_MS } from '../platform/time.ts';
-import type { EventCause, EventsService } from '../events/service.ts';
+import type { EventsService } from '../events/service.ts';
+import type { EventCause } from '../platform/cause.ts';
 import { cancelJobsByKey, scheduleJob } from '../jobs/index.ts';
 import * as repository from './repository.ts';
 import {
@@ -107,7 +108,7 @@ export function balanceTransactionView(row: BalanceTransactionRow): BalanceTrans
  * Which event a movement writes: one per movement, so that a merchant can fold them all. The spec's
  * three names keep their exact meanings: `balance.credited` is money arriving into pending clearing,
  * `balance.cleared` the move from pending clearing to available, `balance.debited` a debit from the
- * bucket named in `bucket_from`. The two other credits get names of their own (docs/decisions.md,
+ * bucket named in `bucket_from`. The two other credits get names of their own (docs/decisions/ledger.md,
  * "balance.* events"): `balance.released` for a withdrawal's reservation returning to available, and
  * `balance.adjusted` for an operator's or the sandbox's adjustment into available.
  */
@@ -235,7 +236,7 @@ export class LedgerService {
   /**
    * Locks a wallet the way every path does: the merchant's event feed first, then the wallet row. Every
    * movement writes a `balance.*` event to that feed, and the deposit and withdrawal paths lock the feeds
-   * of all merchants involved before any wallet (docs/decisions.md, "Locks"); a post that took the wallet
+   * of all merchants involved before any wallet (docs/decisions/locks.md); a post that took the wallet
    * first and the feed second closed a deadlock cycle with them (issue 13, cycle B).
    */
   private async lockAccount(tx: Queryable, account: WalletAccount, now: Date) {
@@ -585,7 +586,7 @@ export class LedgerService {
   /**
    * Reverses a deposit credit. Inside the clearing window (pending or held) the amount leaves
    * pending_clearing; after clearing it leaves available, which may then go below zero: the debt
-   * stays visible and blocks withdrawals until new money covers it (docs/decisions.md).
+   * stays visible and blocks withdrawals until new money covers it (docs/decisions/ledger.md).
    */
   async reverseDepositCredit(
     tx: Queryable,

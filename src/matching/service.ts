@@ -1,7 +1,7 @@
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { newId } from '../platform/ids.ts';
-import type { EventCause } from '../events/service.ts';
+import type { EventCause } from '../platform/cause.ts';
 import { findBank } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';

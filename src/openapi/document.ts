@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { codeToStatus, errorBodySchema, type ErrorCode } from '../platform/errors.ts';
-import { CURRENT_API_VERSION } from '../events/envelope.ts';
+import { CURRENT_API_VERSION } from '../platform/cause.ts';
 import type { ApiRoute, RouteDocumentation } from '../http/server.ts';
 import type { ResponseDocumentation } from '../http/context.ts';
 

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../platform/errors.ts';
-import type { ApiRoute, RouteModule } from '../http/server.ts';
+import type { ApiRoute } from '../http/server.ts';
+import type { RouteModule } from '../http/context.ts';
 import { buildOpenApiDocument, openApiDocumentSchema, type OpenApiDocument } from './document.ts';
 
 /**
@@ -15,8 +16,8 @@ import { buildOpenApiDocument, openApiDocumentSchema, type OpenApiDocument } fro
 const DOCUMENT_CACHE_CONTROL = 'public, max-age=300';
 
 /** The document route. `catalogue` is read on the first request, when every module has registered its routes. */
-export function openApiRoutes(catalogue: () => readonly ApiRoute[]): RouteModule {
-  return (registrar, services) => {
+export function openApiRoutes(catalogue: () => readonly ApiRoute[], services: { publicBaseUrl(): string }): RouteModule {
+  return (registrar) => {
     let document: OpenApiDocument | null = null;
     registrar.public({
       method: 'GET',

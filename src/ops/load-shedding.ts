@@ -1,5 +1,7 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { ApiError } from '../platform/errors.ts';
+import type { LoadSheddingSettings } from '../platform/config.ts';
+import type { LoadClass, LoadGate } from '../http/load-gate.ts';
 
 /**
  * Load shedding (spec, Errors, rule 2): when this process is overloaded it refuses work in the spec's
@@ -22,26 +24,6 @@ import { ApiError } from '../platform/errors.ts';
  * as soon as one interval no longer supports it.
  */
 
-export type LoadClass = 'new_deposit' | 'write' | 'read' | 'never';
-
-export interface LoadSheddingSettings {
-  /** Off: nothing is ever shed (a deployment that sheds at its proxy instead). */
-  enabled: boolean;
-  /** The event loop's p99 delay that counts as full pressure (pressure 1). */
-  event_loop_delay_ms: number;
-  /** The longest connection wait of a transaction that counts as full pressure (pressure 1). */
-  database_wait_ms: number;
-  /** How often the signals are read and the level recomputed. */
-  interval_ms: number;
-}
-
-export const DEFAULT_LOAD_SHEDDING: LoadSheddingSettings = {
-  enabled: true,
-  event_loop_delay_ms: 200,
-  database_wait_ms: 250,
-  interval_ms: 500,
-};
-
 export interface LoadReading {
   event_loop_delay_ms: number;
   database_wait_ms: number;
@@ -63,7 +45,7 @@ export function levelOf(pressure: number): LoadReading['level'] {
   return 0;
 }
 
-export class LoadShedder {
+export class LoadShedder implements LoadGate {
   private histogram: IntervalHistogram | null = null;
   private timer: NodeJS.Timeout | null = null;
   private current: LoadReading = { event_loop_delay_ms: 0, database_wait_ms: 0, pressure: 0, level: 0 };

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { Services } from '../http/context.ts';
+import type { Database } from '../platform/db.ts';
+import type { Metrics } from './metrics.ts';
 import { constantTimeEqual } from '../platform/crypto.ts';
 
 /**
@@ -9,7 +10,14 @@ import { constantTimeEqual } from '../platform/crypto.ts';
  * only to a scraper that sends the configured `METRICS_TOKEN` as a bearer credential (401 otherwise), and
  * not at all (404) when no token is configured.
  */
-export function registerOperationsRoutes(app: FastifyInstance, services: Services, isReady: () => boolean): void {
+/** What the operational endpoints read. */
+export interface OperationsRouteDependencies {
+  database: Database;
+  config: { metrics_token: string | null };
+  metrics: Metrics;
+}
+
+export function registerOperationsRoutes(app: FastifyInstance, services: OperationsRouteDependencies, isReady: () => boolean): void {
   app.get('/healthz', async (_request, reply) => reply.code(200).send({ status: 'ok' }));
 
   app.get('/readyz', async (_request, reply) => {

@@ -1,6 +1,24 @@
 import net from 'node:net';
-import { DEFAULT_LOAD_SHEDDING, type LoadSheddingSettings } from '../ops/load-shedding.ts';
 import { z } from 'zod';
+
+/** Load shedding's settings (src/ops/load-shedding.ts reads them). */
+export interface LoadSheddingSettings {
+  /** Off: nothing is ever shed (a deployment that sheds at its proxy instead). */
+  enabled: boolean;
+  /** The event loop's p99 delay that counts as full pressure (pressure 1). */
+  event_loop_delay_ms: number;
+  /** The longest connection wait of a transaction that counts as full pressure (pressure 1). */
+  database_wait_ms: number;
+  /** How often the signals are read and the level recomputed. */
+  interval_ms: number;
+}
+
+export const DEFAULT_LOAD_SHEDDING: LoadSheddingSettings = {
+  enabled: true,
+  event_loop_delay_ms: 200,
+  database_wait_ms: 250,
+  interval_ms: 500,
+};
 
 /**
  * Configuration comes from the environment only, parsed once at start-up. A bad value stops the start

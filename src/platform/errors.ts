@@ -4,7 +4,7 @@ import { z } from 'zod';
  * The closed catalogue of error codes. Every non-2xx response of every route is rendered from here by
  * `renderError`, and `codeToStatus` is the one place that maps a code to its HTTP status. Codes named
  * by the spec keep the spec's status and retryability; the few added here are recorded in
- * docs/decisions.md ("Error codes the spec does not name").
+ * docs/decisions/errors.md.
  */
 export type ErrorType =
   | 'invalid_request_error'

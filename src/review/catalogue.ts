@@ -4,7 +4,7 @@ import type { RejectionObject } from '../deposits/types.ts';
  * The codes a reviewer or an operator chooses from, with the texts the merchant's end user sees.
  *
  * Rejection codes (`rejection.code`, an open enum whose list the spec does not show) are ours,
- * recorded in docs/decisions.md; each names why the money was not accepted, in words an end user can
+ * recorded in docs/decisions/review-desk.md; each names why the money was not accepted, in words an end user can
  * act on. The reviewer's own note never reaches these texts.
  *
  * Reversal reason codes (`reversal.reason_code`) are the spec's six, copied from it.

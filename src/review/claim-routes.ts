@@ -1,16 +1,17 @@
 import { z } from 'zod';
 import { ApiError, unwrap } from '../platform/errors.ts';
 import { parseTimestamp } from '../platform/time.ts';
-import { accountOfContext, type BackofficeContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { accountOfContext, type BackofficeContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { amountMinorSchema } from '../http/order-fields.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { CLAIM_RESOLUTION_CODES } from './claims-repository.ts';
-import type { ClaimDecision, ClaimStaff } from './claims.ts';
+import type { ClaimDecision, ClaimStaff, ClaimService } from './claims.ts';
 import { decodeCursor, encodeCursor, limitParameter } from '../http/paging.ts';
 import { transferReportFields } from '../slips/routes.ts';
 import { requireStaffNote, staffNoteSchema } from '../http/staff-note.ts';
 import { backofficeClaimListSchema, backofficeClaimSchema, claimSchema } from './resources.ts';
+import type { Queryable } from '../platform/db.ts';
 
 /**
  * Claims over HTTP. Back office: open a claim for a transfer a payer reports (POST /v1/bo/claims), the
@@ -102,7 +103,19 @@ function replayHeaders(replayed: boolean): Record<string, string> {
   return replayed ? { 'Idempotent-Replay': 'true' } : {};
 }
 
-export function registerClaimRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the claim routes call. */
+export interface ClaimRouteDependencies {
+  claims: ClaimService;
+  /** Reads outside a request transaction. */
+  database: Queryable;
+}
+
+/** The claim routes, on the services they call. */
+export function claimRoutes(services: ClaimRouteDependencies): RouteModule {
+  return (registrar) => registerClaimRoutes(registrar, services);
+}
+
+function registerClaimRoutes(registrar: RouteRegistrar, services: ClaimRouteDependencies): void {
   const claims = services.claims;
 
   registrar.backoffice({

@@ -4,9 +4,11 @@ import { invariant } from '../platform/assert.ts';
 import { fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatNullableTimestamp, formatTimestamp } from '../platform/time.ts';
-import { computePreviousAttributes, CURRENT_API_VERSION } from '../events/envelope.ts';
-import type { EventCause, EventsService } from '../events/service.ts';
-import type { Actor } from '../tenancy/types.ts';
+import { computePreviousAttributes } from '../events/envelope.ts';
+import { CURRENT_API_VERSION } from '../platform/cause.ts';
+import type { EventsService } from '../events/service.ts';
+import type { EventCause } from '../platform/cause.ts';
+import type { Actor } from '../platform/access.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import { additionalTransferClaimKey, type DepositService } from '../deposits/service.ts';
 import type {

@@ -1,15 +1,16 @@
 import { z } from 'zod';
 import { ApiError, unwrap } from '../platform/errors.ts';
-import { accountOfContext, type BackofficeContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { accountOfContext, type BackofficeContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { amountMinorSchema, merchantEvidenceSchema } from '../http/order-fields.ts';
 import { decodeCursor, encodeCursor, limitParameter } from '../http/paging.ts';
 import { requireStaffNote, STAFF_NOTE_MAX_CHARS, STAFF_NOTE_MIN_CHARS, staffNoteSchema } from '../http/staff-note.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { REJECTION_CODES, REVERSAL_REASON_CODES } from './catalogue.ts';
-import type { Decision, Reviewer } from './service.ts';
+import type { Decision, Reviewer, ReviewService } from './service.ts';
 import { depositOrderSchema } from '../deposits/resources.ts';
 import { reviewDecisionSchema, reviewDetailSchema, reviewQueueSchema } from './resources.ts';
+import type { Queryable } from '../platform/db.ts';
 
 /**
  * The review desk over HTTP. Back office: the queue (GET /v1/bo/reviews), one order with its slips,
@@ -62,7 +63,21 @@ function reviewerOf(context: BackofficeContext): Reviewer {
   return { actor: actorOf(context), reviewer_id: context.credential_id, request_id: context.request_id, idempotency_key: context.idempotency_key };
 }
 
-export function registerReviewRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the review desk routes call. */
+export interface ReviewRouteDependencies {
+  /** Reads outside a request transaction. */
+  database: Queryable;
+  /** The base URL the service advertises. */
+  publicBaseUrl(): string;
+  review: ReviewService;
+}
+
+/** The review desk routes, on the services they call. */
+export function reviewRoutes(services: ReviewRouteDependencies): RouteModule {
+  return (registrar) => registerReviewRoutes(registrar, services);
+}
+
+function registerReviewRoutes(registrar: RouteRegistrar, services: ReviewRouteDependencies): void {
   const review = services.review;
   const imageUrl = (white_label_id: string, deposit_id: string) => (receipt_id: string) =>
     `${services.publicBaseUrl()}/v1/bo/reviews/${deposit_id}/slips/${receipt_id}/image?white_label_id=${white_label_id}`;

@@ -2,7 +2,7 @@ import type { CarriedRead } from '../platform/read-part.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { SYSTEM_CAUSE } from '../events/service.ts';
+import { SYSTEM_CAUSE } from '../platform/cause.ts';
 import { newId } from '../platform/ids.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { FeeService } from '../fees/service.ts';

@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
 import { parseTimestamp } from '../platform/time.ts';
-import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { accountOfContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { parseOrThrow } from '../http/validation.ts';
 import { amountMinorSchema } from '../http/order-fields.ts';
 import { beneficiaryAccountFields } from '../beneficiaries/routes.ts';
 import { sandboxTransferSchema } from './resources.ts';
+import type { SandboxBank } from './bank.ts';
 
 /**
  * POST /v1/test/bank/transfers (test keys only; a live key gets 404 as for an unknown path): a sandbox
@@ -45,7 +46,17 @@ const transferSchema = z
   })
   .strict();
 
-export function registerSandboxRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the sandbox routes call. */
+export interface SandboxRouteDependencies {
+  sandboxBank: SandboxBank;
+}
+
+/** The sandbox routes, on the services they call. */
+export function sandboxRoutes(services: SandboxRouteDependencies): RouteModule {
+  return (registrar) => registerSandboxRoutes(registrar, services);
+}
+
+function registerSandboxRoutes(registrar: RouteRegistrar, services: SandboxRouteDependencies): void {
   registrar.merchant({
     method: 'POST',
     url: '/v1/test/bank/transfers',

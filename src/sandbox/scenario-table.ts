@@ -4,7 +4,7 @@ import { SECOND_MS } from '../platform/time.ts';
  * The spec's sandbox scenarios (Sandbox scenarios, by created amount), as data. A test-mode order whose
  * created amount is one of these behaves as its row says; every other amount behaves like live. The
  * descriptions are the spec's table, copied; the timings below are the spec's, or our choice where the
- * table gives none (docs/decisions.md, "Sandbox scenarios").
+ * table gives none (docs/decisions/sandbox.md).
  *
  * This file has no dependencies, so that the deposit and withdrawal services can ask it about an order
  * (its lifetime, its late-slip window) without depending on the sandbox module, which depends on them.

@@ -6,7 +6,7 @@ import { invariant } from '../platform/assert.ts';
 import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { SECOND_MS } from '../platform/time.ts';
-import { SYSTEM_CAUSE } from '../events/service.ts';
+import { SYSTEM_CAUSE } from '../platform/cause.ts';
 import { scheduleJob, type JobHandler } from '../jobs/index.ts';
 import type { DepositService } from '../deposits/service.ts';
 import type { DepositRow } from '../deposits/types.ts';

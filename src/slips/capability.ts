@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { invariant } from '../platform/assert.ts';
 import { hmacSha256Hex } from '../platform/crypto.ts';
 import { formatTimestamp } from '../platform/time.ts';
-import { SUPPORTED_API_VERSIONS } from '../events/envelope.ts';
+import { SUPPORTED_API_VERSIONS } from '../platform/cause.ts';
 
 /**
  * The slip upload capability (spec, slip_upload): a compact JWS signed with Ed25519 (`alg` EdDSA),
@@ -89,6 +89,8 @@ function base64url(buffer: Buffer): string {
 }
 
 export class SlipTokenSigner {
+  /** Longer bearer tokens are refused before any work (the HTTP layer's capability port). */
+  readonly max_token_length = SLIP_TOKEN_MAX_LENGTH;
   private readonly privateKey: crypto.KeyObject;
   private readonly publicKey: crypto.KeyObject;
   private readonly rateSubjectKey: Buffer;

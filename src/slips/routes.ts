@@ -2,14 +2,18 @@ import { z } from 'zod';
 import { decodeJson, isJsonMediaType } from '../http/json-body.ts';
 import { ApiError } from '../platform/errors.ts';
 import { parseTimestamp } from '../platform/time.ts';
-import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
-import { requestFingerprint } from '../http/idempotency.ts';
+import { accountOfContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
+import { requestFingerprint } from '../platform/fingerprint.ts';
 import { parseOrThrow, unstorableTextPaths } from '../http/validation.ts';
 import { amountMinorSchema } from '../http/order-fields.ts';
 import { evidenceShapeOf, parseEvidence, SLIP_BODY_LIMIT_BYTES } from './evidence-body.ts';
+import type { SlipTokenClaims } from './capability.ts';
 import { findBank } from '../banks/service.ts';
 import { slipJsonSchema, slipMultipartSchema, slipReceiptSchema } from './resources.ts';
 import { openedClaimSchema } from '../review/resources.ts';
+import type { Config } from '../platform/config.ts';
+import type { Queryable } from '../platform/db.ts';
+import type { SlipsService } from './service.ts';
 
 /**
  * Slip intake at `slip_upload.upload_url` (POST /v1/pay/deposits/{id}/slip, the order's capability),
@@ -43,8 +47,21 @@ const lateSlipClaimSchema = z
     path: ['note'],
   });
 
-export function registerSlipRoutes(registrar: RouteRegistrar, services: Services): void {
-  registrar.capability({
+/** What the slip intake routes call. */
+export interface SlipRouteDependencies {
+  config: Config;
+  /** Reads outside a request transaction. */
+  database: Queryable;
+  slips: SlipsService;
+}
+
+/** The slip intake routes, on the services they call. */
+export function slipRoutes(services: SlipRouteDependencies): RouteModule {
+  return (registrar) => registerSlipRoutes(registrar, services);
+}
+
+function registerSlipRoutes(registrar: RouteRegistrar, services: SlipRouteDependencies): void {
+  registrar.capability<SlipTokenClaims>({
     method: 'POST',
     url: '/v1/pay/deposits/:id/slip',
     summary: 'Upload a slip',
@@ -79,7 +96,7 @@ export function registerSlipRoutes(registrar: RouteRegistrar, services: Services
     },
   });
 
-  registrar.capability({
+  registrar.capability<SlipTokenClaims>({
     method: 'POST',
     url: '/v1/pay/deposits/:id/claims',
     summary: 'Report a transfer after the late-slip window',

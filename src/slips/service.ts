@@ -11,7 +11,7 @@ import { enqueueJob } from '../jobs/index.ts';
 import type { CarriedRead } from '../platform/read-part.ts';
 import { keepCarriedAnswers } from '../platform/unit-of-work.ts';
 import type { ConcurrencyGate, GateRefusal } from '../platform/concurrency-gate.ts';
-import type { IdempotencyService } from '../http/idempotency.ts';
+import type { IdempotencyService } from '../idempotency/service.ts';
 import type { DepositService } from '../deposits/service.ts';
 import type { ClaimView, LateSlipClaimEvidence } from '../deposits/types.ts';
 import type { SlipTokenClaims } from './capability.ts';

@@ -1,7 +1,8 @@
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { appendParts, type ReadPart } from '../platform/read-part.ts';
+import { appendParts } from '../platform/read-part.ts';
 import type { AccountStatus, ApiKeyRow, BackofficeCredentialRow, BrandRow, KeyStatus, MerchantRow, StaffIdentityRow } from './types.ts';
+import type { AdmissionRequest, RequestAdmission } from '../http/ports.ts';
 
 /** The most further buckets, and the most carried reads, one admission statement takes. */
 const MAXIMUM_ADMISSION_PARTS = 8;
@@ -244,26 +245,6 @@ export async function insertAudit(db: Queryable, row: AuditRow): Promise<void> {
   );
 }
 
-/** What one merchant request learns about its key chain, its nonce and its rate buckets in one round trip. */
-export interface RequestAdmission {
-  key_status: KeyStatus;
-  merchant_status: AccountStatus;
-  brand_status: AccountStatus;
-  nonce_fresh: boolean;
-  request_count: number;
-  window_started_at: Date;
-  /** The request's further buckets, in the order asked; null where the request was not counted in them. */
-  extra_counts: ({ request_count: number; window_started_at: Date } | null)[];
-  /** The values of the carried reads (src/platform/read-part.ts), in the order asked, as their owners parse them. */
-  attachments: unknown[];
-}
-
-export interface AdmissionBucket {
-  bucket: string;
-  subject: string;
-  window_started_at: Date;
-}
-
 /**
  * The hot path of every signed request, in one statement and one round trip: records the nonce
  * (reusable only after its 10-minute expiry), counts the request in its fixed-window rate bucket, and
@@ -277,23 +258,7 @@ export interface AdmissionBucket {
  */
 export async function admitSignedRequest(
   db: Queryable,
-  input: {
-    white_label_id: string;
-    merchant_id: string;
-    api_key_id: string;
-    nonce: string;
-    nonce_expires_at: Date;
-    now: Date;
-    bucket: string;
-    subject: string;
-    window_started_at: Date;
-    /** The key bucket's limit: past it, the further buckets are not counted. */
-    key_limit: number;
-    /** Whether the key holds the route's scope (checked by the caller from the key it resolved). */
-    scope_granted: boolean;
-    extra_buckets: readonly AdmissionBucket[];
-    attachments: readonly ReadPart<unknown>[];
-  },
+  input: AdmissionRequest,
 ): Promise<RequestAdmission | null> {
   invariant(input.extra_buckets.length <= MAXIMUM_ADMISSION_PARTS && input.attachments.length <= MAXIMUM_ADMISSION_PARTS, 'an admission carries a few buckets and reads');
   const params: unknown[] = [

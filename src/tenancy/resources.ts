@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { timestampSchema, type Describes } from '../http/response-fields.ts';
 import type { ApiKeyView, BackofficeCredentialView, BrandView, MerchantView } from './service.ts';
-import { API_KEY_SCOPES } from './types.ts';
+import { API_KEY_SCOPES } from '../platform/access.ts';
 
 /** Response schemas of the tenancy resources (the OpenAPI document, src/openapi/). */
 

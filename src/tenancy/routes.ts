@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
-import type { RouteRegistrar, Services } from '../http/context.ts';
-import { API_KEY_SCOPES } from './types.ts';
+import type { RouteModule, RouteRegistrar } from '../http/context.ts';
+import { API_KEY_SCOPES } from '../platform/access.ts';
 import { idText, nameSchema, staffIdText } from './schemas.ts';
 import { actorOf, brandToActOn, requireOwnBrand, scopeOf } from '../http/backoffice-scope.ts';
 import { listSchema } from '../http/response-fields.ts';
 import { apiKeySchema, backofficeCredentialSchema, brandSchema, createdApiKeySchema, createdBackofficeCredentialSchema, merchantSchema } from './resources.ts';
+import type { TenancyService } from './service.ts';
 
 /**
  * Back-office administration of tenants and credentials (`/v1/bo/*`). The platform administrator
@@ -14,7 +15,17 @@ import { apiKeySchema, backofficeCredentialSchema, brandSchema, createdApiKeySch
  * these routes when the service holds the embedded database.
  */
 
-export function registerTenancyRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the tenancy routes call. */
+export interface TenancyRouteDependencies {
+  tenancy: TenancyService;
+}
+
+/** The tenancy routes, on the services they call. */
+export function tenancyRoutes(services: TenancyRouteDependencies): RouteModule {
+  return (registrar) => registerTenancyRoutes(registrar, services);
+}
+
+function registerTenancyRoutes(registrar: RouteRegistrar, services: TenancyRouteDependencies): void {
   const tenancy = services.tenancy;
 
   registrar.backoffice({

@@ -5,19 +5,9 @@ import { newId } from '../platform/ids.ts';
 import { randomToken, sha256Hex, type SecretBox } from '../platform/crypto.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import * as repository from './repository.ts';
-import {
-  API_KEY_SCOPES,
-  type AccountStatus,
-  type Actor,
-  type ApiKeyRow,
-  type ApiKeyScope,
-  type BackofficeCredentialRow,
-  type BackofficeRole,
-  type BrandRow,
-  type KeyStatus,
-  type MerchantRow,
-  type StaffIdentityRow,
-} from './types.ts';
+import { type AccountStatus, type ApiKeyRow, type BackofficeCredentialRow, type BrandRow, type KeyStatus, type MerchantRow, type StaffIdentityRow } from './types.ts';
+import { API_KEY_SCOPES, type Actor, type ApiKeyScope, type BackofficeRole } from '../platform/access.ts';
+import type { AdmissionRequest, BucketCount, CallerDirectory, RequestAdmission, ResolvedApiKey, ResolvedBackofficeCredential } from '../http/ports.ts';
 
 /**
  * Tenancy: brands, merchants, integration keys and back-office credentials. Every administrative
@@ -73,23 +63,6 @@ export interface BackofficeCredentialView {
 }
 
 /** The immutable part of an API key that signature checks need; status is read per request. */
-export interface ResolvedApiKey {
-  white_label_id: string;
-  merchant_id: string;
-  api_key_id: string;
-  livemode: boolean;
-  scopes: ReadonlySet<string>;
-  signing_secret: string;
-}
-
-export interface ResolvedBackofficeCredential {
-  credential_id: string;
-  white_label_id: string | null;
-  role: BackofficeRole;
-  status: KeyStatus;
-  brand_status: AccountStatus | null;
-}
-
 export function brandView(row: BrandRow): BrandView {
   return {
     object: 'brand',
@@ -140,7 +113,7 @@ export function backofficeCredentialView(row: BackofficeCredentialRow): Backoffi
   };
 }
 
-export class TenancyService {
+export class TenancyService implements CallerDirectory {
   private readonly keyCache = new Map<string, ResolvedApiKey>();
 
   constructor(
@@ -534,11 +507,11 @@ export class TenancyService {
     };
   }
 
-  admitSignedRequest(input: Parameters<typeof repository.admitSignedRequest>[1]): Promise<repository.RequestAdmission | null> {
+  admitSignedRequest(input: AdmissionRequest): Promise<RequestAdmission | null> {
     return repository.admitSignedRequest(this.database, input);
   }
 
-  countInBucket(input: Parameters<typeof repository.countInBucket>[1]) {
+  countInBucket(input: Parameters<typeof repository.countInBucket>[1]): Promise<BucketCount> {
     return repository.countInBucket(this.database, input);
   }
 

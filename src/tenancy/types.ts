@@ -1,11 +1,8 @@
+import type { BackofficeRole } from '../platform/access.ts';
+
 /** Row and view types of the tenancy module. Each column of the tables is described in 0001. */
 export type AccountStatus = 'active' | 'suspended';
 export type KeyStatus = 'active' | 'suspended' | 'revoked';
-export type BackofficeRole = 'platform_admin' | 'operator' | 'reviewer';
-
-/** Scope names granted to integration keys (the spec leaves them unnamed; see docs/decisions.md). */
-export const API_KEY_SCOPES = ['pay:read', 'pay:write', 'events:read'] as const;
-export type ApiKeyScope = (typeof API_KEY_SCOPES)[number];
 
 export interface BrandRow {
   white_label_id: string;
@@ -66,12 +63,4 @@ export interface StaffIdentityRow {
   staff_id: string;
   name: string;
   created_at: Date;
-}
-
-/** Who performed an administrative change; written to the audit log with it. */
-export interface Actor {
-  /** `api_key`: a merchant's own sandbox change (its test clocks), named by the key that signed it. */
-  actor_type: 'backoffice_credential' | 'cli' | 'system' | 'api_key';
-  actor_id: string;
-  request_id: string | null;
 }

@@ -2,14 +2,15 @@ import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
 import { isIdOfKind } from '../platform/ids.ts';
 import { parseTimestamp } from '../platform/time.ts';
-import { CURRENT_API_VERSION } from '../events/envelope.ts';
-import { accountOfContext, type BackofficeContext, type MerchantContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { CURRENT_API_VERSION } from '../platform/cause.ts';
+import { accountOfContext, type BackofficeContext, type MerchantContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { limitParameter } from '../http/paging.ts';
 import { parseOrThrow } from '../http/validation.ts';
 import { idText } from '../tenancy/schemas.ts';
-import { backofficeTestClockView, testClockView, type ClockChanger } from './service.ts';
+import { backofficeTestClockView, testClockView, type ClockChanger, type TestClockService } from './service.ts';
 import { backofficeTestClockListSchema, backofficeTestClockSchema, testClockListSchema, testClockSchema } from './resources.ts';
+import type { Queryable } from '../platform/db.ts';
 
 /**
  * Test clocks over HTTP. Merchant, test keys only (a live key gets 404 `resource_not_found` before its
@@ -70,7 +71,19 @@ function page<Row, View>(rows: Row[], limit: number, view: (row: Row) => View) {
   return { object: 'list', data: rows.slice(0, limit).map(view), has_more: rows.length > limit };
 }
 
-export function registerTestClockRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the test clock routes call. */
+export interface TestClockRouteDependencies {
+  /** Reads outside a request transaction. */
+  database: Queryable;
+  testClocks: TestClockService;
+}
+
+/** The test clock routes, on the services they call. */
+export function testClockRoutes(services: TestClockRouteDependencies): RouteModule {
+  return (registrar) => registerTestClockRoutes(registrar, services);
+}
+
+function registerTestClockRoutes(registrar: RouteRegistrar, services: TestClockRouteDependencies): void {
   const clocks = services.testClocks;
 
   registrar.merchant({
@@ -216,9 +229,7 @@ export function registerTestClockRoutes(registrar: RouteRegistrar, services: Ser
       const brand = brandToActOn(context, body.white_label_id);
       const id = clockIdOf(params);
       const target = parseTimestamp(body.frozen_time) as Date;
-      const outcome = await services.database.transaction((tx) =>
-        clocks.advance(tx, { white_label_id: brand, merchant_id: null }, backofficeChanger(context), id, target, { repeat_is_replay: true }),
-      );
+      const outcome = await clocks.advanceByStaff(brand, backofficeChanger(context), id, target);
       // Back-office routes keep no idempotency records: asking again for the same target answers the clock as it is.
       return outcome.replayed
         ? { status: 200, body: backofficeTestClockView(outcome.clock), headers: { 'Idempotent-Replay': 'true' } }

@@ -7,13 +7,15 @@ import { ApiError, validationError } from '../platform/errors.ts';
 import { invariant } from '../platform/assert.ts';
 import { newId } from '../platform/ids.ts';
 import { DAY_MS, formatTimestamp, parseTimestamp } from '../platform/time.ts';
-import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
+import { type EventsService } from '../events/service.ts';
+import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { scheduleJob, testClockHasDueJob, testClockHasLeasedJob, type ClaimedJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { TenancyService } from '../tenancy/service.ts';
-import type { Actor } from '../tenancy/types.ts';
+import type { Actor } from '../platform/access.ts';
 import * as repository from './repository.ts';
 import type { AdvanceOutcome, ClockListFilter, ClockScopeFilter, TestClockRow, TestClockStatus } from './repository.ts';
+import type { AttachedClock, TestClockScopes } from '../http/ports.ts';
 
 /**
  * Sandbox test clocks (Stripe's test clocks are the model). A merchant creates a clock at a frozen
@@ -133,13 +135,6 @@ export interface ClockChanger {
   cause: EventCause;
 }
 
-/** What a request of a merchant's sandbox runs under when a clock is attached. */
-export interface AttachedScope {
-  scope: TestClockScope;
-  /** True while the clock advances: writes wait for it (409 test_clock_advancing). */
-  advancing: boolean;
-}
-
 export interface NextClockJobInput {
   white_label_id: string;
   merchant_id: string;
@@ -182,7 +177,7 @@ const slicePayloadSchema = z
   .strict();
 
 /** The scope a sandbox's requests run under, from its attached clock (null: none attached). */
-function attachedScopeOf(account: SandboxAccount, attached: repository.AttachedClock | null): AttachedScope | null {
+function attachedScopeOf(account: SandboxAccount, attached: repository.AttachedClock | null): AttachedClock | null {
   if (!attached) return null;
   return {
     scope: { test_clock_id: attached.test_clock_id, white_label_id: account.white_label_id, merchant_id: account.merchant_id, now: attached.frozen_time },
@@ -190,7 +185,7 @@ function attachedScopeOf(account: SandboxAccount, attached: repository.AttachedC
   };
 }
 
-export class TestClockService {
+export class TestClockService implements TestClockScopes {
   private readonly limits: TestClockLimits;
 
   constructor(private readonly deps: TestClockDependencies) {
@@ -303,6 +298,14 @@ export class TestClockService {
   }
 
   /**
+   * The back office's advance of a brand's clock, in a transaction of its own (the back office keeps no
+   * idempotency record: asking again for the same target answers the clock as it is, `replayed`).
+   */
+  advanceByStaff(white_label_id: string, changer: ClockChanger, test_clock_id: string, target: Date): Promise<{ clock: TestClockRow; replayed: boolean }> {
+    return this.deps.database.transaction((tx) => this.advance(tx, { white_label_id, merchant_id: null }, changer, test_clock_id, target, { repeat_is_replay: true }));
+  }
+
+  /**
    * Starts advancing a clock to `target`: later than its frozen time and at most 60 days after it. The
    * clock turns `advancing` and a real-time job does the work (see `runAdvanceSlice`). While it advances,
    * another advance is 409 `test_clock_advancing`. With `repeat_is_replay` (the back office, whose routes
@@ -359,7 +362,7 @@ export class TestClockService {
    * The attached clock of a merchant's sandbox, as the scope its requests run under; null for live (a
    * live request never looks) and for a sandbox with no clock attached. One indexed read per request.
    */
-  async attachedScope(db: Queryable, account: SandboxAccount): Promise<AttachedScope | null> {
+  async attachedScope(db: Queryable, account: SandboxAccount): Promise<AttachedClock | null> {
     if (account.livemode) return null;
     return attachedScopeOf(account, await repository.findAttachedTestClock(db, account.white_label_id, account.merchant_id));
   }
@@ -368,7 +371,7 @@ export class TestClockService {
    * `attachedScope` as a read the request admission carries in its own statement (src/platform/read-part.ts);
    * null for live, whose requests never look.
    */
-  attachedScopePart(account: SandboxAccount): ReadPart<AttachedScope | null> | null {
+  attachedScopePart(account: SandboxAccount): ReadPart<AttachedClock | null> | null {
     if (account.livemode) return null;
     const part = repository.attachedTestClockPart(account.white_label_id, account.merchant_id);
     return { ...part, parse: (value) => attachedScopeOf(account, part.parse(value)) };

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { sha256Hex } from '../platform/crypto.ts';
 import { canonicalString, signCanonical, sortQuery } from '../http/canonical.ts';
-import { CURRENT_API_VERSION } from '../events/envelope.ts';
+import { CURRENT_API_VERSION } from '../platform/cause.ts';
 import { signWebhookPayload } from '../webhooks/signing.ts';
 
 /**

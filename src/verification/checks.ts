@@ -1,5 +1,5 @@
 import { normaliseName } from '../bank-directory/port.ts';
-import { maskName } from '../deposits/service.ts';
+import { maskName } from '../deposits/masking.ts';
 import type { DepositLegRow, DepositRow, ReviewReason, VerificationBooleans } from '../deposits/types.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import { invariant } from '../platform/assert.ts';
@@ -11,7 +11,7 @@ import { orderReasons, reviewReason } from './reasons.ts';
  * The six checks of a verified transfer against its order (spec, verification), and what they decide.
  * Pure functions: everything they need is passed in, so every rule is tested without a database.
  *
- * Comparison rules (recorded in docs/decisions.md, "Slips"):
+ * Comparison rules (recorded in docs/decisions/names-and-masking.md):
  * - Accounts: banks print account numbers masked (`xxx-x-x1234-x`). A reported number with mask
  *   characters matches when it has the declared number's length, every visible digit is equal at its
  *   position, and at least four digits are visible; a number without masks must be equal.

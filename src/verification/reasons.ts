@@ -6,7 +6,7 @@ import { CANCELED_ORDER_SLIP_REASON } from '../deposits/service.ts';
  * asks for (`display_th` is shown to the payer as given) and who can act. The spec's codes are copied
  * from it; the four that end in a question the spec does not list (a transfer the bank does not know,
  * one made before the order had a destination, and a sender bank or account other than the declared
- * one) are ours, recorded in docs/decisions.md.
+ * one) are ours, recorded in docs/decisions/verification.md.
  *
  * `REVIEW_REASON_ORDER` is the order of importance: `reasons[0]` is the one to display, so where the
  * money went comes first, then whether this slip may be counted at all, then who sent it, then how much.

@@ -5,7 +5,7 @@ import type { Metrics } from '../ops/metrics.ts';
 import { invariant } from '../platform/assert.ts';
 import { ApiError } from '../platform/errors.ts';
 import { formatTimestamp, MINUTE_MS } from '../platform/time.ts';
-import { SYSTEM_CAUSE, type EventCause } from '../events/service.ts';
+import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
 import { findBank } from '../banks/service.ts';
 import type { JobHandler } from '../jobs/index.ts';
 import { LegsChangedMeanwhile, senderVerified, type DepositService, type PaymentParties } from '../deposits/service.ts';

@@ -8,8 +8,7 @@ import { DAY_MS } from '../platform/time.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { EventsService } from '../events/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
-import type { RouteRegistrar, Services } from '../http/context.ts';
-import type { RouteModule } from '../http/server.ts';
+import type { RouteRegistrar } from '../http/context.ts';
 import { DeliveryDispatcher, type DispatcherMetrics } from './dispatcher.ts';
 import { DeliveryClient } from './http-client.ts';
 import { deleteFinishedDeliveriesBefore } from './repository.ts';
@@ -21,8 +20,9 @@ import { defaultAddressPolicy, systemResolver, type AddressPolicy, type HostReso
 
 /**
  * The webhooks module assembled: the endpoint service, the signing keys, the delivery dispatcher and
- * the routes, built once per service instance. `registerWebhookRoutes` is an ordinary route module;
- * the dispatcher is started and stopped with the worker role (see docs/decisions.md for the wiring).
+ * the routes, built once per service instance by the composition root (src/app.ts) with the options it
+ * was given. `registerRoutes` is an ordinary route module; the dispatcher is started and stopped with the
+ * worker role.
  */
 
 export interface WebhookDependencies {
@@ -134,73 +134,6 @@ export function createWebhooks(dependencies: WebhookDependencies, options: Webho
       deleteFinishedDeliveriesBefore(dependencies.database, new Date(dependencies.clock.now().getTime() - DELIVERY_RETENTION_MS), limit),
   };
   return webhooks;
-}
-
-/** Per service instance: the options given before first use, the module once built, and whether its routes exist. */
-interface ModuleState {
-  options?: WebhookOptions;
-  webhooks?: Webhooks;
-  routes_registered: boolean;
-}
-
-const states = new WeakMap<Services, ModuleState>();
-
-function stateOf(services: Services): ModuleState {
-  let state = states.get(services);
-  if (!state) {
-    state = { routes_registered: false };
-    states.set(services, state);
-  }
-  return state;
-}
-
-/**
- * The webhooks of one service instance, built on first use with the options given to
- * `configureWebhooks` (or the environment's settings). Routes resolve it per request, so building it
- * waits until something actually needs it.
- */
-export function webhooksOf(services: Services): Webhooks {
-  const state = stateOf(services);
-  state.webhooks ??= createWebhooks(services, state.options);
-  return state.webhooks;
-}
-
-/** Sets the options of an instance's webhooks; only before first use (tests, custom assemblies). */
-export function configureWebhooks(services: Services, options: WebhookOptions): void {
-  const state = stateOf(services);
-  if (state.webhooks) throw new Error('the webhooks of this service instance are already built; configure them before first use');
-  state.options = options;
-}
-
-/** The route module for ROUTE_MODULES. Registering it twice on one instance registers the routes once. */
-export const registerWebhookRoutes: RouteModule = (registrar, services) => {
-  const state = stateOf(services);
-  if (state.routes_registered) return;
-  state.routes_registered = true;
-  registerWebhookRoutesWith(registrar, () => webhooksOf(services), services.tenancy);
-};
-
-/** A route module that configures the instance's webhooks first (tests, or a custom assembly). */
-export function webhookRouteModule(options: WebhookOptions): RouteModule {
-  return (registrar, services) => {
-    configureWebhooks(services, options);
-    registerWebhookRoutes(registrar, services);
-  };
-}
-
-/** The worker role's start: fans out and delivers in the background until stopped. */
-export function startWebhookDispatcher(services: Services): void {
-  webhooksOf(services).dispatcher.start();
-}
-
-/** The graceful stop: attempts in flight finish and are recorded. A module never built has nothing to stop. */
-export async function stopWebhookDispatcher(services: Services): Promise<void> {
-  await states.get(services)?.webhooks?.dispatcher.stop();
-}
-
-/** Housekeeping: finished deliveries older than the retention, with their attempts. */
-export function purgeWebhookDeliveries(services: Services, limit?: number): Promise<number> {
-  return webhooksOf(services).purgeFinished(limit);
 }
 
 export { DeliveryDispatcher } from './dispatcher.ts';

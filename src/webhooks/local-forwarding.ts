@@ -1,14 +1,15 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
-import { outsideTestClock } from '../platform/clock.ts';
+import { outsideTestClock, type Clock } from '../platform/clock.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import { invariant } from '../platform/assert.ts';
 import { timestampSchema, type Describes } from '../http/response-fields.ts';
-import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { accountOfContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { deliveryHeaders } from './dispatcher.ts';
-import { webhooksOf } from './index.ts';
+import type { SigningKeyService } from './signing-keys.ts';
 import { signWebhookPayload } from './signing.ts';
 import { newWebhookId } from './types.ts';
+import type { EventsService } from '../events/service.ts';
 
 /**
  * Local forwarding (`npm run cli -- listen --forward-to …`, src/cli/listen.ts): a merchant's laptop
@@ -62,7 +63,19 @@ void describesView;
 /** Event ids are `evt_` plus a ULID; anything else names nothing and is answered 404 without a query. */
 const EVENT_ID_PATTERN = /^evt_[0-9A-HJKMNP-TV-Z]{26}$/;
 
-export function registerLocalForwardingRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the local forwarding routes call. */
+export interface LocalForwardingRouteDependencies {
+  clock: Clock;
+  events: EventsService;
+  signingKeys: SigningKeyService;
+}
+
+/** The local forwarding routes, on the services they call. */
+export function localForwardingRoutes(services: LocalForwardingRouteDependencies): RouteModule {
+  return (registrar) => registerLocalForwardingRoutes(registrar, services);
+}
+
+function registerLocalForwardingRoutes(registrar: RouteRegistrar, services: LocalForwardingRouteDependencies): void {
   registrar.merchant({
     method: 'GET',
     url: '/v1/test/webhooks/events/:event_id/signed-delivery',
@@ -86,7 +99,7 @@ export function registerLocalForwardingRoutes(registrar: RouteRegistrar, service
       const stored = await services.events.findEventText(db, account, event_id);
       if (!stored) throw new ApiError('resource_not_found');
       invariant(stored.livemode === false, 'a sandbox key reads only sandbox events');
-      const signer = await webhooksOf(services).signingKeys.signer({ white_label_id: account.white_label_id, livemode: false });
+      const signer = await services.signingKeys.signer({ white_label_id: account.white_label_id, livemode: false });
       const signedAt = outsideTestClock(() => services.clock.now());
       const body = Buffer.from(stored.text, 'utf8');
       const signature = signWebhookPayload({ private_key: signer.private_key, kid: signer.kid, t: Math.floor(signedAt.getTime() / 1000), event_id, body });

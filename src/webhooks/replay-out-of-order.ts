@@ -2,10 +2,12 @@ import { ApiError } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, MINUTE_MS } from '../platform/time.ts';
 import { computePreviousAttributes } from '../events/envelope.ts';
-import type { EventCause } from '../events/service.ts';
-import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import type { EventCause } from '../platform/cause.ts';
+import { accountOfContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import type { Queryable } from '../platform/db.ts';
 import { replayOutOfOrderSchema } from './resources.ts';
+import type { EventsService } from '../events/service.ts';
+import type { Clock } from '../platform/clock.ts';
 
 /**
  * POST /v1/test/webhooks/replay-out-of-order (sandbox only): writes the events of three test orders in
@@ -115,7 +117,7 @@ function withdrawalSnapshots(id: string, livemode: boolean, now: Date): Snapshot
 }
 
 /** Writes the planned events in the order given; the outbox's sequence then carries that order to delivery. */
-async function emitAll(db: Queryable, services: Services, account: { white_label_id: string; merchant_id: string; livemode: boolean }, cause: EventCause, planned: PlannedEvent[]): Promise<string[]> {
+async function emitAll(db: Queryable, services: ReplayOutOfOrderRouteDependencies, account: { white_label_id: string; merchant_id: string; livemode: boolean }, cause: EventCause, planned: PlannedEvent[]): Promise<string[]> {
   const ids: string[] = [];
   for (const event of planned) {
     const envelope = await services.events.emitEvent(db, {
@@ -130,7 +132,18 @@ async function emitAll(db: Queryable, services: Services, account: { white_label
   return ids;
 }
 
-export function registerReplayOutOfOrderRoute(registrar: RouteRegistrar, services: Services): void {
+/** What the out-of-order replay routes call. */
+export interface ReplayOutOfOrderRouteDependencies {
+  clock: Clock;
+  events: EventsService;
+}
+
+/** The out-of-order replay routes, on the services they call. */
+export function replayOutOfOrderRoutes(services: ReplayOutOfOrderRouteDependencies): RouteModule {
+  return (registrar) => registerReplayOutOfOrderRoute(registrar, services);
+}
+
+function registerReplayOutOfOrderRoute(registrar: RouteRegistrar, services: ReplayOutOfOrderRouteDependencies): void {
   registrar.merchant({
     method: 'POST',
     url: '/v1/test/webhooks/replay-out-of-order',

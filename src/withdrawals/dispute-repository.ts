@@ -138,7 +138,7 @@ export async function findDispute(db: Queryable, white_label_id: string, dispute
   return rows[0] ?? null;
 }
 
-/** Locks a dispute for the rest of the transaction (after its deposit's locks, docs/decisions.md). */
+/** Locks a dispute for the rest of the transaction (after its deposit's locks, docs/decisions/locks.md). */
 export async function lockDispute(db: Queryable, white_label_id: string, dispute_id: string): Promise<DisputeRow | null> {
   const { rows } = await db.query<DisputeRow>(`SELECT ${DISPUTE_COLUMNS} FROM withdrawal_disputes WHERE white_label_id = $1 AND dispute_id = $2 FOR UPDATE`, [
     white_label_id,

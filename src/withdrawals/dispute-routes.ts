@@ -1,14 +1,15 @@
 import { z } from 'zod';
 import { ApiError, unwrap } from '../platform/errors.ts';
-import { CURRENT_API_VERSION } from '../events/envelope.ts';
-import { accountOfContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { CURRENT_API_VERSION } from '../platform/cause.ts';
+import { accountOfContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { merchantEvidenceSchema } from '../http/order-fields.ts';
 import { limitParameter } from '../http/paging.ts';
 import { requireStaffNote, staffNoteSchema } from '../http/staff-note.ts';
-import { DISPUTE_REASON_CODES } from './disputes.ts';
+import { DISPUTE_REASON_CODES, type DisputeService } from './disputes.ts';
 import { backofficeDisputeDetailSchema, backofficeDisputeListSchema, disputeResolutionSchema, merchantDisputeSchema, withdrawalOrderSchema } from './resources.ts';
+import type { Queryable } from '../platform/db.ts';
 
 /**
  * Withdrawal disputes over HTTP. Merchant (the withdrawing side): POST /v1/pay/withdrawals/:id/disputes
@@ -48,7 +49,19 @@ const resolveSchema = z
   })
   .strict();
 
-export function registerDisputeRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the dispute routes call. */
+export interface DisputeRouteDependencies {
+  /** Reads outside a request transaction. */
+  database: Queryable;
+  disputes: DisputeService;
+}
+
+/** The dispute routes, on the services they call. */
+export function disputeRoutes(services: DisputeRouteDependencies): RouteModule {
+  return (registrar) => registerDisputeRoutes(registrar, services);
+}
+
+function registerDisputeRoutes(registrar: RouteRegistrar, services: DisputeRouteDependencies): void {
   const disputes = services.disputes;
 
   registrar.merchant({

@@ -1,9 +1,11 @@
 import type { Clock } from '../platform/clock.ts';
-import type { Queryable } from '../platform/db.ts';
+import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { MAX_ORDER_AMOUNT_MINOR } from '../http/order-fields.ts';
 import * as repository from './repository.ts';
 import type { WithdrawalPolicyRow } from './types.ts';
+import type { Actor } from '../platform/access.ts';
+import type { AuditTrail } from '../platform/audit.ts';
 
 /**
  * A brand's withdrawal rules per environment (the spec leaves them to us: "The value of max_splits
@@ -57,8 +59,14 @@ function policyOf(row: WithdrawalPolicyRow): WithdrawalPolicy {
   };
 }
 
+export interface WithdrawalPolicyDependencies {
+  clock: Clock;
+  database: Database;
+  audit: AuditTrail;
+}
+
 export class WithdrawalPolicyService {
-  constructor(private readonly clock: Clock) {}
+  constructor(private readonly deps: WithdrawalPolicyDependencies) {}
 
   async policyFor(db: Queryable, white_label_id: string, livemode: boolean): Promise<WithdrawalPolicy & { source: 'brand' | 'default' }> {
     return this.fromRow(await repository.findPolicy(db, white_label_id, livemode));
@@ -71,7 +79,16 @@ export class WithdrawalPolicyService {
 
   async setPolicy(db: Queryable, white_label_id: string, livemode: boolean, policy: WithdrawalPolicy): Promise<WithdrawalPolicy & { source: 'brand' }> {
     assertPolicy(policy);
-    const row = await repository.upsertPolicy(db, { white_label_id, livemode, ...policy }, this.clock.now());
+    const row = await repository.upsertPolicy(db, { white_label_id, livemode, ...policy }, this.deps.clock.now());
     return { ...policyOf(row), source: 'brand' };
+  }
+
+  /** A brand's policy as the back office sets it: the change and its audit row in one transaction. */
+  setPolicyByStaff(actor: Actor, white_label_id: string, mode: 'test' | 'live', policy: WithdrawalPolicy): Promise<WithdrawalPolicy & { source: 'brand' }> {
+    return this.deps.database.transaction(async (tx) => {
+      const stored = await this.setPolicy(tx, white_label_id, mode === 'live', policy);
+      await this.deps.audit.audit(tx, actor, white_label_id, 'withdrawal_policy.updated', 'withdrawal_policy', `${white_label_id}:${mode}`, { ...policy });
+      return stored;
+    });
   }
 }

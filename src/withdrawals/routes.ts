@@ -1,17 +1,21 @@
 import { z } from 'zod';
 import { ApiError, unwrap } from '../platform/errors.ts';
-import { CURRENT_API_VERSION } from '../events/envelope.ts';
-import type { EventCause } from '../events/service.ts';
-import { accountOfContext, type BackofficeContext, type RouteRegistrar, type Services } from '../http/context.ts';
+import { CURRENT_API_VERSION } from '../platform/cause.ts';
+import type { EventCause } from '../platform/cause.ts';
+import { accountOfContext, type BackofficeContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { creationBuckets } from '../http/rate-limit.ts';
 import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merchantReferenceSchema, metadataSchema } from '../http/order-fields.ts';
 import { inlineBeneficiarySchema } from '../beneficiaries/routes.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { requireStaffNote } from '../http/staff-note.ts';
-import { POLICY_LIMITS } from './policy.ts';
+import { POLICY_LIMITS, type WithdrawalPolicyService } from './policy.ts';
 import { listSchema } from '../http/response-fields.ts';
 import { backofficeWithdrawalOrderSchema, withdrawalOrderSchema, withdrawalPolicySchema } from './resources.ts';
+import type { BeneficiaryService } from '../beneficiaries/service.ts';
+import type { Queryable } from '../platform/db.ts';
+import type { TenancyService } from '../tenancy/service.ts';
+import type { WithdrawalService } from './service.ts';
 
 /**
  * Merchant routes: POST /v1/pay/withdrawals (201 with the order), GET /v1/pay/withdrawals/:id (with
@@ -54,7 +58,22 @@ function ownBrand(context: BackofficeContext): string {
   return context.white_label_id;
 }
 
-export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Services): void {
+/** What the withdrawal routes call. */
+export interface WithdrawalRouteDependencies {
+  beneficiaries: BeneficiaryService;
+  /** Reads outside a request transaction. */
+  database: Queryable;
+  tenancy: TenancyService;
+  withdrawalPolicies: WithdrawalPolicyService;
+  withdrawals: WithdrawalService;
+}
+
+/** The withdrawal routes, on the services they call. */
+export function withdrawalRoutes(services: WithdrawalRouteDependencies): RouteModule {
+  return (registrar) => registerWithdrawalRoutes(registrar, services);
+}
+
+function registerWithdrawalRoutes(registrar: RouteRegistrar, services: WithdrawalRouteDependencies): void {
   const withdrawals = services.withdrawals;
 
   registrar.merchant({
@@ -185,13 +204,15 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
     body: z.object({ note: noteSchema.optional() }).strict(),
     async handler({ context, params, body }) {
       const brand = ownBrand(context);
-      const approved = await services.database.transaction(async (tx) => {
-        const result = await withdrawals.approve(tx, brand, params.id ?? '', body.note || null, backofficeCause(context));
-        if (!result) throw new ApiError('resource_not_found');
-        const view = unwrap(result);
-        await services.tenancy.audit(tx, actorOf(context), brand, 'withdrawal.approved', 'withdrawal_order', view.id, { note: body.note ?? null });
-        return view;
+      const approved = await withdrawals.decideApprovalByStaff({
+        white_label_id: brand,
+        withdrawal_id: params.id ?? '',
+        decision: 'approve',
+        note: body.note || null,
+        actor: actorOf(context),
+        cause: backofficeCause(context),
       });
+      if (!approved) throw new ApiError('resource_not_found');
       return { status: 200, body: approved };
     },
   });
@@ -207,15 +228,17 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
     async handler({ context, params, body }) {
       const brand = ownBrand(context);
       requireStaffNote(body.note);
-      const rejected = await services.database.transaction(async (tx) => {
-        const result = await withdrawals.reject(tx, brand, params.id ?? '', body.note, backofficeCause(context));
-        if (!result) throw new ApiError('resource_not_found');
-        const view = unwrap(result);
-        await services.tenancy.audit(tx, actorOf(context), brand, 'withdrawal.rejected', 'withdrawal_order', view.id, { note: body.note });
-        // The answer is the back office's: the note beside the order, as GET /v1/bo/withdrawals/{id} shows it.
-        return { ...view, review_note: body.note };
+      const rejected = await withdrawals.decideApprovalByStaff({
+        white_label_id: brand,
+        withdrawal_id: params.id ?? '',
+        decision: 'reject',
+        note: body.note,
+        actor: actorOf(context),
+        cause: backofficeCause(context),
       });
-      return { status: 200, body: rejected };
+      if (!rejected) throw new ApiError('resource_not_found');
+      // The answer is the back office's: the note beside the order, as GET /v1/bo/withdrawals/{id} shows it.
+      return { status: 200, body: { ...rejected, review_note: body.note } };
     },
   });
 
@@ -262,11 +285,7 @@ export function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Se
       const brand = brandToActOn(context, body.white_label_id);
       if (!(await services.tenancy.getBrand(brand))) throw new ApiError('resource_not_found');
       const { white_label_id: _ignored, mode, ...terms } = body;
-      const policy = await services.database.transaction(async (tx) => {
-        const stored = await services.withdrawalPolicies.setPolicy(tx, brand, mode === 'live', terms);
-        await services.tenancy.audit(tx, actorOf(context), brand, 'withdrawal_policy.updated', 'withdrawal_policy', `${brand}:${mode}`, { ...terms });
-        return stored;
-      });
+      const policy = await services.withdrawalPolicies.setPolicyByStaff(actorOf(context), brand, mode, terms);
       return { status: 200, body: { object: 'withdrawal_policy', white_label_id: brand, mode, ...policy } };
     },
   });

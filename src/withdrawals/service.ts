@@ -1,12 +1,15 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
+import { ApiError, fail, ok, unwrap, type Result } from '../platform/errors.ts';
+import type { Actor } from '../platform/access.ts';
+import type { AuditTrail } from '../platform/audit.ts';
 import { holdsLock, takeCarried } from '../platform/unit-of-work.ts';
 import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, HOUR_MS, SECOND_MS } from '../platform/time.ts';
-import { SYSTEM_CAUSE, type EventCause, type EventsService } from '../events/service.ts';
+import { type EventsService } from '../events/service.ts';
+import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
 import { applyTransition, TransitionTable } from '../events/transition.ts';
 import { cancelJobsByKey, scheduleJob, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { LedgerService, PostInput } from '../ledger/service.ts';
@@ -287,6 +290,9 @@ export interface WithdrawalDependencies {
   policies: WithdrawalPolicyService;
   /** The brand's merchants the service runs itself, whose orders the back office never reaches (tenancy). */
   service_owned_merchants: (db: Queryable, white_label_id: string) => Promise<readonly string[]>;
+  /** For the back office's decisions, each with its audit row in one transaction. */
+  database: Database;
+  audit: AuditTrail;
 }
 
 function legReservation(leg: WithdrawalLegRow, order: Pick<WithdrawalRow, 'beneficiary_id'>): LegReservation {
@@ -655,6 +661,32 @@ export class WithdrawalService {
     };
     await cancelJobsByKey(tx, `${APPROVAL_TTL_TASK}:${row.withdrawal_id}`);
     return this.transition(tx, { before: row, after, trigger: 'approve', cause, jobs: [expireJob(after)] });
+  }
+
+  /**
+   * The back office's decision on an order waiting for approval, with its audit row, in one transaction.
+   * Null for an order the back office may not reach; a refusal throws its catalogue error and nothing is
+   * written (the transaction rolls back).
+   */
+  decideApprovalByStaff(input: {
+    white_label_id: string;
+    withdrawal_id: string;
+    decision: 'approve' | 'reject';
+    note: string | null;
+    actor: Actor;
+    cause: EventCause;
+  }): Promise<WithdrawalView | null> {
+    return this.deps.database.transaction(async (tx) => {
+      const result =
+        input.decision === 'approve'
+          ? await this.approve(tx, input.white_label_id, input.withdrawal_id, input.note, input.cause)
+          : await this.reject(tx, input.white_label_id, input.withdrawal_id, input.note ?? '', input.cause);
+      if (!result) return null;
+      const view = unwrap(result);
+      const action = input.decision === 'approve' ? 'withdrawal.approved' : 'withdrawal.rejected';
+      await this.deps.audit.audit(tx, input.actor, input.white_label_id, action, 'withdrawal_order', view.id, { note: input.note });
+      return view;
+    });
   }
 
   /** Rejects an order waiting for approval: the full amount and fee return to available. */
@@ -1096,7 +1128,7 @@ export class WithdrawalService {
 
   /**
    * Locks an order for a dispute change and returns it with its legs. A dispute's transaction takes the
-   * paying deposit's locks first and this one after them (docs/decisions.md, "Disputes"), so the
+   * paying deposit's locks first and this one after them (docs/decisions/disputes.md), so the
    * caller checks the fill here, under the order's lock, before it changes anything.
    */
   async lockForDispute(tx: Queryable, white_label_id: string, withdrawal_id: string): Promise<{ order: WithdrawalRow; legs: WithdrawalLegRow[] } | null> {

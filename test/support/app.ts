@@ -1,10 +1,10 @@
 import crypto from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
-import { createServiceInstance, type ServiceInstance } from '../../src/app.ts';
+import { createServiceInstance, type ExtraRouteModule, type ServiceInstance } from '../../src/app.ts';
+import type { WebhookOptions } from '../../src/webhooks/index.ts';
 import { TestClock } from '../../src/platform/clock.ts';
 import { loadConfig, type Config } from '../../src/platform/config.ts';
 import { createLogger, type Logger } from '../../src/platform/logger.ts';
-import type { RouteModule } from '../../src/http/server.ts';
 import type { JobHandler } from '../../src/jobs/index.ts';
 import { signedHeaders } from '../../src/http/canonical.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
@@ -58,7 +58,9 @@ export interface TestApp {
 
 export interface TestAppOptions {
   config?: Partial<Record<string, string>>;
-  extra_modules?: RouteModule[];
+  extra_modules?: ExtraRouteModule[];
+  /** The webhooks module's options (settings, address policy, resolver). */
+  webhooks?: WebhookOptions;
   job_handlers?: Record<string, JobHandler>;
   testDatabase?: TestDatabase;
   logger?: Logger;
@@ -75,6 +77,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     logger: options.logger ?? createLogger('silent'),
     master_key: TEST_MASTER_KEY,
     extra_modules: options.extra_modules,
+    webhooks: options.webhooks,
     job_handlers: options.job_handlers,
     owns_database: false,
   });
@@ -160,7 +163,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
  * A second service instance on its own pool over the same PostgreSQL database and clock: another
  * process, as far as the database can tell.
  */
-export async function openSecondInstance(app: TestApp, extra_modules: RouteModule[] = []): Promise<ServiceInstance> {
+export async function openSecondInstance(app: TestApp, extra_modules: ExtraRouteModule[] = []): Promise<ServiceInstance> {
   const database = await app.testDatabase.openAnother();
   const second = createServiceInstance({
     config: loadConfig({ LOG_LEVEL: 'silent' }),

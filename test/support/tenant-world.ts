@@ -6,7 +6,7 @@ import { createTestCertificates, startScriptedReceiver, type ScriptedReceiver, t
 import { createDeposit, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadMultipart, type CreatedDeposit } from './slips.ts';
 import { accountOf, fundAvailable } from './withdrawals.ts';
 import { TEST_POLICY_WITH_LIVE_LOOPBACK } from './webhook-receiver-harness.ts';
-import { webhookRouteModule, webhooksOf, type Webhooks } from '../../src/webhooks/index.ts';
+import type { Webhooks } from '../../src/webhooks/index.ts';
 import type { Logger } from '../../src/platform/logger.ts';
 
 /**
@@ -153,8 +153,7 @@ export async function buildTenantWorld(options: TenantWorldOptions = {}): Promis
     // These tests check each answer exactly; load shedding (its own test) would turn a slow CI machine's
     // requests into 503s that say nothing about isolation, input handling or secrets.
     config: { LOAD_SHEDDING: 'false' },
-    extra_modules: [
-      webhookRouteModule({
+    webhooks: {
         settings: { timeout_ms: 5_000, poll_interval_ms: 20, endpoint_concurrency: 4, max_in_flight: 32, sandbox_loopback: true, extra_ca_pem: [certs.ca_pem] },
         policy: TEST_POLICY_WITH_LIVE_LOOPBACK,
         // No name is looked up outside this machine, whatever address a test writes: names other than
@@ -163,8 +162,7 @@ export async function buildTenantWorld(options: TenantWorldOptions = {}): Promis
           if (hostname === 'localhost') return ['127.0.0.1'];
           throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
         },
-      }),
-    ],
+      },
   });
   const onExchange = options.on_exchange;
   if (onExchange) {
@@ -177,7 +175,7 @@ export async function buildTenantWorld(options: TenantWorldOptions = {}): Promis
       return response;
     };
   }
-  const webhooks = webhooksOf(app.instance.services);
+  const webhooks = app.instance.services.webhooks;
   const receiver = await startScriptedReceiver({ tls: certs.leaf, behaviour: () => WEBHOOK_RECEIVER_OK });
   const admin = app.operator_token;
   const bo = (token: string, method: string, url: string, body?: unknown) => backofficeRequest(app, token, method, url, body);

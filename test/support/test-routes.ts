@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { RouteModule } from '../../src/http/server.ts';
+import type { ExtraRouteModule } from '../../src/app.ts';
 import { creationBuckets } from '../../src/http/rate-limit.ts';
 import { newId } from '../../src/platform/ids.ts';
 import { ApiError } from '../../src/platform/errors.ts';
@@ -17,8 +17,8 @@ export interface TestRouteControls {
   executions: number;
 }
 
-export function testWriteRoutes(controls: TestRouteControls = { gate: null, entered: () => {}, executions: 0 }): RouteModule {
-  return (registrar, services) => {
+export function testWriteRoutes(controls: TestRouteControls = { gate: null, entered: () => {}, executions: 0 }): ExtraRouteModule {
+  return (services) => (registrar) => {
     registrar.merchant({
       method: 'POST',
       url: '/v1/pay/test-writes',

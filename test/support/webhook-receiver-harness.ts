@@ -3,10 +3,10 @@ import { expect } from 'vitest';
 import { createTestApp, type TestApp } from './app.ts';
 import type { TestDatabase } from './database.ts';
 import { createTestCertificates, type TestCertificates } from './webhook-receivers.ts';
-import { SYSTEM_CAUSE } from '../../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 import type { EventEnvelope } from '../../src/events/envelope.ts';
 import { newId } from '../../src/platform/ids.ts';
-import { webhookRouteModule, webhooksOf, type Webhooks, type WebhookOptions } from '../../src/webhooks/index.ts';
+import type { Webhooks, WebhookOptions } from '../../src/webhooks/index.ts';
 import type { WebhookSettings } from '../../src/webhooks/settings.ts';
 import type { EndpointView } from '../../src/webhooks/service.ts';
 import { isLoopbackAddress, isPublicAddress, type AddressPolicy } from '../../src/webhooks/url-policy.ts';
@@ -59,8 +59,8 @@ export async function createWebhookTestApp(options: WebhookTestAppOptions = {}):
     ...(options.worker_id ? { worker_id: options.worker_id } : {}),
     ...(options.lookup ? { lookup: options.lookup } : {}),
   };
-  const app = await createTestApp({ extra_modules: [webhookRouteModule(webhookOptions)], testDatabase: options.testDatabase });
-  const webhooks = webhooksOf(app.instance.services);
+  const app = await createTestApp({ webhooks: webhookOptions, testDatabase: options.testDatabase });
+  const webhooks = app.instance.services.webhooks;
 
   async function backoffice(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown, token?: string) {
     const headers: Record<string, string> = { authorization: `Bearer ${token ?? app.operator_token}` };

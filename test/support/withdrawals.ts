@@ -1,4 +1,4 @@
-import { SYSTEM_CAUSE } from '../../src/events/service.ts';
+import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 import type { WalletAccount } from '../../src/ledger/types.ts';
 import type { Queryable } from '../../src/platform/db.ts';
 import { TEST_MASTER_KEY, type TestApp, type MerchantCredentials } from './app.ts';
