@@ -1,0 +1,160 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The import graph of `src/` (issue 29, docs/architecture.md): dependencies point down. The platform
+ * imports nothing of the service; the HTTP layer imports only the platform; every module may import those
+ * two; the composition roots (`src/app.ts`, `src/main.ts`) may import anything. Every other arrow from one
+ * module (a folder of `src/`) to another must be in `ALLOWED`, and every arrow in `ALLOWED` must still
+ * exist: the list is a ratchet that may only shrink, so removing an import removes its line here too.
+ */
+
+const SRC = path.resolve(import.meta.dirname, '..', '..', 'src');
+const COMPOSITION_ROOT = '(root)';
+const LOWER_LAYERS = new Set(['platform', 'http']);
+
+/** Today's arrows between modules, each a dependency someone may remove and nobody may add. */
+const ALLOWED = new Set([
+  'bank-directory -> banks',
+  'beneficiaries -> bank-directory',
+  'beneficiaries -> banks',
+  'beneficiaries -> events',
+  'beneficiaries -> jobs',
+  'checkout -> banks',
+  'checkout -> deposits',
+  'checkout -> idempotency',
+  'checkout -> sandbox',
+  'checkout -> slips',
+  'checkout -> tenancy',
+  'cli -> (root)',
+  'cli -> events',
+  'cli -> review',
+  'cli -> sandbox',
+  'cli -> slips',
+  'cli -> tenancy',
+  'cli -> test-clocks',
+  'cli -> webhooks',
+  'deposits -> banks',
+  'deposits -> beneficiaries',
+  'deposits -> events',
+  'deposits -> fees',
+  'deposits -> jobs',
+  'deposits -> ledger',
+  'deposits -> matching',
+  'deposits -> sandbox',
+  'deposits -> slips',
+  'deposits -> tenancy',
+  'deposits -> withdrawals',
+  'events -> jobs',
+  'fees -> deposits',
+  'jobs -> ops',
+  'ledger -> events',
+  'ledger -> jobs',
+  'ledger -> tenancy',
+  'matching -> banks',
+  'matching -> beneficiaries',
+  'matching -> events',
+  'matching -> withdrawals',
+  'review -> deposits',
+  'review -> events',
+  'review -> slips',
+  'review -> tenancy',
+  'review -> verification',
+  'sandbox -> banks',
+  'sandbox -> beneficiaries',
+  'sandbox -> deposits',
+  'sandbox -> events',
+  'sandbox -> fees',
+  'sandbox -> jobs',
+  'sandbox -> ledger',
+  'sandbox -> matching',
+  'sandbox -> review',
+  'sandbox -> slips',
+  'sandbox -> tenancy',
+  'sandbox -> verification',
+  'sandbox -> withdrawals',
+  'slips -> banks',
+  'slips -> deposits',
+  'slips -> idempotency',
+  'slips -> jobs',
+  'slips -> review',
+  'test-clocks -> events',
+  'test-clocks -> jobs',
+  'test-clocks -> tenancy',
+  'test-vectors -> webhooks',
+  'verification -> bank-directory',
+  'verification -> banks',
+  'verification -> beneficiaries',
+  'verification -> deposits',
+  'verification -> jobs',
+  'verification -> ops',
+  'verification -> slips',
+  'webhooks -> events',
+  'webhooks -> ops',
+  'webhooks -> tenancy',
+  'withdrawals -> beneficiaries',
+  'withdrawals -> deposits',
+  'withdrawals -> events',
+  'withdrawals -> fees',
+  'withdrawals -> jobs',
+  'withdrawals -> ledger',
+  'withdrawals -> review',
+  'withdrawals -> sandbox',
+  'withdrawals -> tenancy',
+]);
+
+function sourceFiles(directory: string): string[] {
+  return fs.readdirSync(directory, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(directory, entry.name);
+    if (entry.isDirectory()) return sourceFiles(full);
+    return entry.name.endsWith('.ts') ? [full] : [];
+  });
+}
+
+/** The module a file of `src/` belongs to: its first folder, or the composition root for `src/*.ts`. */
+function moduleOf(file: string): string {
+  const parts = path.relative(SRC, file).split(path.sep);
+  return parts.length > 1 ? (parts[0] as string) : COMPOSITION_ROOT;
+}
+
+const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^;]*?\sfrom\s+'(\.[^']+)'/g;
+
+/** Every arrow between two modules, with one file that makes it. */
+function arrows(): Map<string, string> {
+  const found = new Map<string, string>();
+  for (const file of sourceFiles(SRC)) {
+    const from = moduleOf(file);
+    for (const match of fs.readFileSync(file, 'utf8').matchAll(IMPORT)) {
+      const to = moduleOf(path.resolve(path.dirname(file), match[1] as string));
+      if (to !== from) found.set(`${from} -> ${to}`, path.relative(SRC, file));
+    }
+  }
+  return found;
+}
+
+describe('the import graph of src/', () => {
+  const graph = arrows();
+
+  it('the platform imports nothing of the service, and the HTTP layer only the platform', () => {
+    const upward = [...graph].filter(([arrow]) => {
+      const [from, to] = arrow.split(' -> ') as [string, string];
+      return (from === 'platform' && to !== 'platform') || (from === 'http' && !LOWER_LAYERS.has(to));
+    });
+    expect(upward).toEqual([]);
+  });
+
+  it('has no arrow between modules beyond the allowed list', () => {
+    const extra = [...graph]
+      .filter(([arrow]) => {
+        const [from, to] = arrow.split(' -> ') as [string, string];
+        return from !== COMPOSITION_ROOT && !LOWER_LAYERS.has(to) && !LOWER_LAYERS.has(from) && !ALLOWED.has(arrow);
+      })
+      .map(([arrow, file]) => `${arrow} (src/${file})`);
+    expect(extra).toEqual([]);
+  });
+
+  it('keeps no allowed arrow that no import makes any more (the list only shrinks)', () => {
+    expect([...ALLOWED].filter((arrow) => !graph.has(arrow))).toEqual([]);
+  });
+});
