@@ -265,5 +265,5 @@ async function main(): Promise<void> {
   console.log(`SlipReader.read end to end: ${end_to_end_times_ms.length - end_to_end_failures}/${end_to_end_times_ms.length} read, mean ${mean(end_to_end_times_ms).toFixed(1)} ms, p95 ${percentile(end_to_end_times_ms, 0.95).toFixed(1)} ms.`);
 }
 
-// Only when run as a script: test/slip-imaging.test.ts imports the corpus builders from here.
+// Only when run as a script: test/verification/slip-imaging.test.ts imports the corpus builders from here.
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main();

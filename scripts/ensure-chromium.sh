@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure Debian's chromium is installed for the browser tests (test/checkout-browser.test.ts), which
+# Makes sure Debian's chromium is installed for the browser tests (test/checkout/browser.test.ts), which
 # drive it with playwright-core: the tests never download a browser of their own. When the binary is
 # missing, it is installed from the Debian package servers with apt-get (the only servers these machines
 # reach). The package lists are refreshed only when they do not know the package or when the install

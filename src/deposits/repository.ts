@@ -198,7 +198,7 @@ export function orderLockReadKey(white_label_id: string, deposit_id: string): st
  * the order's lock with the receipt's. The subquery locks the row itself (`FOR UPDATE`), and, being
  * uncorrelated, it is run when the carrying statement projects its first row, after that statement's own
  * row locks: so the receipt is locked before the order, as the lock order says, and an order that a
- * concurrent transaction changed is answered as that transaction committed it (`test/lock-order.test.ts`).
+ * concurrent transaction changed is answered as that transaction committed it (`test/platform/lock-order.test.ts`).
  * What it answered is taken by `lockOrderInBrand` (`takeCarried`), which remembers the lock.
  */
 export function lockOrderInBrandPart(white_label_id: string, deposit_id: string): ReadPart<DepositRow | null> {

@@ -5,7 +5,7 @@
  * never has to break one with `40P01`. A lock may be taken out of this order only when it cannot wait:
  * `pg_try_advisory_xact_lock` and `FOR UPDATE SKIP LOCKED` either take the lock at once or pass.
  *
- * Every function that takes one of these locks names its rank here. `test/lock-order.test.ts` runs the
+ * Every function that takes one of these locks names its rank here. `test/platform/lock-order.test.ts` runs the
  * paths that take several of them (creation and matching, cancel, expiry, fills, ledger posts, the
  * withdrawer's own cancel and expiry) concurrently on PostgreSQL and requires zero deadlocks.
  *

@@ -2,7 +2,7 @@ import v8 from 'node:v8';
 import { limitHeapGrowth } from '../../src/platform/heap.ts';
 
 /**
- * Run by test/heap.test.ts in a child process: a service-like heap (about 30 MB that stays, and objects that
+ * Run by test/platform/heap.test.ts in a child process: a service-like heap (about 30 MB that stays, and objects that
  * live long enough to be promoted out of the young generation, then die, as a request's objects do under
  * load), with or without the service's heap setting. Prints the largest used heap seen, in MiB.
  */

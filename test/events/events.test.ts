@@ -1,0 +1,208 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, errorOf, type TestApp } from '../support/app.ts';
+import { testWriteRoutes } from '../support/test-routes.ts';
+import { applyTransition, TransitionTable } from '../../src/events/transition.ts';
+import { computePreviousAttributes } from '../../src/events/envelope.ts';
+import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
+import { InvariantViolation } from '../../src/platform/assert.ts';
+import { getJob } from '../../src/jobs/index.ts';
+
+const URL = '/v1/pay/test-writes';
+let app: TestApp;
+
+beforeAll(async () => {
+  app = await createTestApp({ extra_modules: [testWriteRoutes()] });
+});
+afterAll(async () => {
+  await app.close();
+});
+
+async function write(key: string, credentials = app.sandbox) {
+  const response = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 100 }, idempotency_key: key, credentials });
+  expect(response.statusCode).toBe(201);
+  return response;
+}
+
+interface ListBody {
+  object: string;
+  data: Array<Record<string, unknown> & { sequence: number; id: string }>;
+  has_more: boolean;
+  next_cursor: string | null;
+}
+
+describe('event envelope', () => {
+  it('has exactly the spec fields, with the request that caused it', async () => {
+    const response = await write('env-1');
+    const list = (await app.signed({ url: '/v1/pay/events?since_sequence=0' })).json() as ListBody;
+    const event = list.data.at(-1)!;
+    expect(Object.keys(event)).toEqual(['id', 'object', 'type', 'api_version', 'livemode', 'created_at', 'sequence', 'account', 'request', 'data']);
+    expect(event.id).toMatch(/^evt_[0-9A-HJKMNP-TV-Z]{26}$/);
+    expect(event.object).toBe('event');
+    expect(event.type).toBe('test_write.created');
+    expect(event.api_version).toBe('2026-08-01');
+    expect(event.livemode).toBe(false);
+    expect(event.created_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    expect(event.account).toEqual({ merchant_id: app.sandbox.merchant_id, white_label_id: app.sandbox.white_label_id });
+    expect(event.request).toEqual({ id: response.headers['request-id'], idempotency_key: 'env-1' });
+    expect(event.data).toEqual({ object: response.json(), previous_attributes: null });
+  });
+
+  it('numbers events per merchant and environment, strictly increasing', async () => {
+    const other = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+    const live = await app.createMerchant({ white_label_id: app.sandbox.white_label_id, livemode: true });
+    await write('seq-a1', other);
+    await write('seq-a2', other);
+    await write('seq-live', live);
+    const otherEvents = (await app.signed({ url: '/v1/pay/events', credentials: other })).json() as ListBody;
+    expect(otherEvents.data.map((event) => event.sequence)).toEqual([1, 2]);
+    const liveEvents = (await app.signed({ url: '/v1/pay/events', credentials: live })).json() as ListBody;
+    expect(liveEvents.data.map((event) => [event.sequence, event.livemode])).toEqual([[1, true]]);
+    const mine = (await app.signed({ url: '/v1/pay/events' })).json() as ListBody;
+    expect(mine.data.every((event) => (event.account as { merchant_id: string }).merchant_id === app.sandbox.merchant_id)).toBe(true);
+  });
+
+  it('omits previous_attributes for immutable objects and keeps only changed keys otherwise', async () => {
+    const envelope = await app.testDatabase.database.transaction((tx) =>
+      app.instance.services.events.emitEvent(tx, {
+        white_label_id: app.sandbox.white_label_id, merchant_id: app.sandbox.merchant_id, livemode: false,
+        type: 'balance.credited', object: { id: 'btxn_x', object: 'balance_transaction' }, previous_attributes: undefined, cause: SYSTEM_CAUSE,
+      }),
+    );
+    expect('previous_attributes' in envelope.data).toBe(false);
+    expect('request' in envelope).toBe(false);
+    expect(computePreviousAttributes({ version: 2, status: 'a', amount: 1, legs: [1] }, { version: 3, status: 'b', amount: 1, legs: [1, 2] })).toEqual({
+      status: 'a', legs: [1], version: 2,
+    });
+  });
+});
+
+describe('the stored envelope', () => {
+  it('is byte for byte the JSON of the returned envelope, with the number the feed handed out, even when the object holds look-alike text', async () => {
+    // Object keys and values that spell the sequence slot must not be mistaken for it.
+    const object = { id: 'obj_1', object: 'probe', note: '"sequence":0,', sequence: 0, nested: { sequence: 0 } };
+    const emitted = [];
+    for (let round = 0; round < 3; round += 1) {
+      emitted.push(
+        await app.testDatabase.database.transaction((tx) =>
+          app.instance.services.events.emitEvent(tx, {
+            white_label_id: app.sandbox.white_label_id, merchant_id: app.sandbox.merchant_id, livemode: false,
+            type: 'probe.updated', object, previous_attributes: { version: 1 }, cause: SYSTEM_CAUSE,
+          }),
+        ),
+      );
+    }
+    const sequences = emitted.map((envelope) => envelope.sequence);
+    expect(sequences[1]).toBe(sequences[0]! + 1);
+    expect(sequences[2]).toBe(sequences[0]! + 2);
+    for (const envelope of emitted) {
+      const { rows } = await app.testDatabase.database.query<{ text: string; sequence: number }>(
+        'SELECT envelope::text AS text, sequence FROM events WHERE white_label_id = $1 AND event_id = $2',
+        [app.sandbox.white_label_id, envelope.id],
+      );
+      expect(rows[0]?.sequence).toBe(envelope.sequence);
+      expect(rows[0]?.text).toBe(JSON.stringify(envelope));
+      expect((JSON.parse(rows[0]!.text) as { data: { object: unknown } }).data.object).toEqual(object);
+    }
+  });
+});
+
+describe('GET /v1/pay/events paging', () => {
+  it('pages with since_sequence, limit and next_cursor; limit may change between pages', async () => {
+    const merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+    for (let index = 0; index < 7; index += 1) await write(`page-${index}`, merchant);
+    const first = (await app.signed({ url: '/v1/pay/events?limit=3', credentials: merchant })).json() as ListBody;
+    expect(first.data.map((event) => event.sequence)).toEqual([1, 2, 3]);
+    expect(first.has_more).toBe(true);
+    const second = (await app.signed({ url: `/v1/pay/events?limit=2&cursor=${first.next_cursor}`, credentials: merchant })).json() as ListBody;
+    expect(second.data.map((event) => event.sequence)).toEqual([4, 5]);
+    const third = (await app.signed({ url: `/v1/pay/events?limit=10&cursor=${second.next_cursor}`, credentials: merchant })).json() as ListBody;
+    expect(third.data.map((event) => event.sequence)).toEqual([6, 7]);
+    expect(third.has_more).toBe(false);
+    expect(third.next_cursor).toBeNull();
+    const since = (await app.signed({ url: '/v1/pay/events?since_sequence=5', credentials: merchant })).json() as ListBody;
+    expect(since.data.map((event) => event.sequence)).toEqual([6, 7]);
+    const descending = (await app.signed({ url: '/v1/pay/events?order=desc&limit=2', credentials: merchant })).json() as ListBody;
+    expect(descending.data.map((event) => event.sequence)).toEqual([7, 6]);
+    const next = (await app.signed({ url: `/v1/pay/events?order=desc&limit=2&cursor=${descending.next_cursor}`, credentials: merchant })).json() as ListBody;
+    expect(next.data.map((event) => event.sequence)).toEqual([5, 4]);
+  });
+
+  it('cursor_filter_mismatch when a filter changes mid-cursor', async () => {
+    const merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+    for (let index = 0; index < 3; index += 1) await write(`cf-${index}`, merchant);
+    const first = (await app.signed({ url: '/v1/pay/events?limit=1&type=test_write.created', credentials: merchant })).json() as ListBody;
+    for (const changed of ['type=deposit.settled', 'order=desc', 'status=created', 'from=2026-01-01T00:00:00.000Z', '']) {
+      const response = await app.signed({ url: `/v1/pay/events?limit=1&cursor=${first.next_cursor}${changed ? `&${changed}` : ''}`, credentials: merchant });
+      expect(response.statusCode).toBe(400);
+      expect(errorOf(response).code).toBe('cursor_filter_mismatch');
+    }
+    const same = await app.signed({ url: `/v1/pay/events?limit=5&type=test_write.created&cursor=${first.next_cursor}`, credentials: merchant });
+    expect(same.statusCode).toBe(200);
+  });
+
+  it('rejects bad query values with validation_error', async () => {
+    for (const query of ['limit=0', 'limit=501', 'since_sequence=-1', 'cursor=%%%', 'from=2026-08-01', 'order=sideways', 'unknown=1']) {
+      const response = await app.signed({ url: `/v1/pay/events?${query}` });
+      expect(response.statusCode, query).toBe(422);
+      expect(errorOf(response).code).toBe('validation_error');
+    }
+  });
+});
+
+describe('applyTransition', () => {
+  type Status = 'open' | 'done' | 'void';
+  const table = new TransitionTable<Status>('sample_order', ['open', 'done', 'void'], [
+    { from: null, to: 'open', trigger: 'create' },
+    { from: 'open', to: 'done', trigger: 'finish' },
+    { from: 'open', to: 'void', trigger: 'cancel' },
+  ]);
+
+  it('checks the table, bumps version, writes the event with previous_attributes and enqueues jobs in one transaction', async () => {
+    const services = app.instance.services;
+    let stored = { id: 'dep_01K0SAMPLE00000000000000000', object: 'sample_order', version: 1, status: 'open' as Status, note: 'a' };
+    const created = await services.database.transaction((tx) =>
+      applyTransition(tx, services, {
+        table, trigger: 'create', before: null, after: stored, persist: async () => true,
+        event: { type: 'sample_order.created', white_label_id: app.sandbox.white_label_id, merchant_id: app.sandbox.merchant_id, livemode: false, cause: SYSTEM_CAUSE },
+        jobs: [{ task: 'sample.expire', payload: { id: stored.id }, job_key: `sample:${stored.id}`, run_at: new Date('2026-08-02T00:00:00.000Z') }],
+      }),
+    );
+    expect(created.ok).toBe(true);
+    const after = { ...stored, version: 2, status: 'done' as Status, note: 'b' };
+    const result = await services.database.transaction((tx) =>
+      applyTransition(tx, services, {
+        table, trigger: 'finish', before: stored, after, persist: async () => {
+          stored = after;
+          return true;
+        },
+        event: { type: 'sample_order.finished', white_label_id: app.sandbox.white_label_id, merchant_id: app.sandbox.merchant_id, livemode: false, cause: SYSTEM_CAUSE },
+      }),
+    );
+    expect(result.ok).toBe(true);
+    const { rows } = await services.database.query<{ envelope: { data: { previous_attributes: unknown } } }>(
+      "SELECT envelope FROM events WHERE type = 'sample_order.finished'",
+    );
+    expect(rows[0]!.envelope.data.previous_attributes).toEqual({ status: 'open', note: 'a', version: 1 });
+    const jobs = await services.database.query<{ job_id: string }>("SELECT job_id FROM jobs WHERE task = 'sample.expire'");
+    expect(jobs.rows).toHaveLength(1);
+    expect((await getJob(services.database, jobs.rows[0]!.job_id))?.status).toBe('pending');
+  });
+
+  it('refuses a move outside the table and reports a lost version race as a result', async () => {
+    const services = app.instance.services;
+    const before = { id: 'dep_01K0SAMPLE00000000000000001', object: 'sample_order', version: 2, status: 'done' as Status };
+    const event = { type: 'sample_order.canceled', white_label_id: app.sandbox.white_label_id, merchant_id: app.sandbox.merchant_id, livemode: false, cause: SYSTEM_CAUSE };
+    await expect(
+      services.database.transaction((tx) =>
+        applyTransition(tx, services, { table, trigger: 'cancel', before, after: { ...before, version: 3, status: 'void' }, persist: async () => true, event }),
+      ),
+    ).rejects.toBeInstanceOf(InvariantViolation);
+    const open = { ...before, status: 'open' as Status };
+    const lost = await services.database.transaction((tx) =>
+      applyTransition(tx, services, { table, trigger: 'cancel', before: open, after: { ...open, version: 3, status: 'void' }, persist: async () => false, event }),
+    );
+    expect(lost).toEqual({ ok: false, reason: 'version_conflict' });
+    const { rows } = await services.database.query("SELECT 1 FROM events WHERE type = 'sample_order.canceled'");
+    expect(rows).toHaveLength(0);
+  });
+});
