@@ -54,6 +54,7 @@ import { createBankVerifierFromConfig } from './verification/http-adapter.ts';
 import type { BankVerifier } from './verification/bank-port.ts';
 import { SandboxBank } from './sandbox/bank.ts';
 import { SandboxScenarios } from './sandbox/scenarios.ts';
+import { depositScenariosFor, withdrawalScenariosFor } from './sandbox/hooks.ts';
 import { sandboxRoutes } from './sandbox/routes.ts';
 import { QrImageLinks } from './deposits/qr-image.ts';
 import { CheckoutLinks } from './checkout/links.ts';
@@ -251,6 +252,8 @@ function createMoneyServices(base: Foundation) {
     service_owned_merchants: (db, white_label_id) => tenancy.serviceOwnedMerchantIds(db, white_label_id),
     database,
     audit: tenancy,
+    // The sandbox's scenarios act on test-mode orders only; a live order's hooks do nothing.
+    scenarios: withdrawalScenariosFor,
   });
   // Test-mode deposits find liquidity from the brand's simulated counterparty, as live ones do from real withdrawals.
   const sandboxLiquidity = new SandboxLiquidity({ clock, tenancy, beneficiaries, ledger, fees, withdrawals, events });
@@ -282,6 +285,7 @@ function createOrderServices(base: Foundation, money: MoneyServices) {
     public_base_url: () => base.addresses.publicBaseUrl(),
     upload_base_url: () => base.addresses.uploadBaseUrl(),
     claims: claimRegistry,
+    scenarios: depositScenariosFor,
   });
   // Idempotency records keep the spec's 7 days of real time, also for requests made under a test clock:
   // retention is an operational promise about retries, not a deadline of the clock's objects.

@@ -25,7 +25,7 @@ import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
 import { claimUrl, SLIP_CLAIM_PERIOD_MS, slipUploadOf, slipUploadUrl, type SlipTokenSigner, type SlipUpload } from '../slips/capability.ts';
 import { renderQrPng, type QrImageLinks } from './qr-image.ts';
-import { sandboxScenarioOf, scenarioExpiresInSeconds, scenarioLateSlipWindowMs, scenarioStartJob } from '../sandbox/scenario-table.ts';
+import type { DepositScenariosFor } from './scenario-hooks.ts';
 import {
   DEPOSIT_STATUSES,
   type CanceledBy,
@@ -366,6 +366,8 @@ export interface DepositDependencies {
   upload_base_url: () => string;
   /** Opens claims inside this module's transactions (the review module owns them; see ClaimsPort). */
   claims: ClaimsPort;
+  /** Where a test-mode order's sandbox scenario acts; live orders get hooks that do nothing. */
+  scenarios: DepositScenariosFor;
 }
 
 /** An order's payer and payees in full (see `DepositService.paymentParties`). */
@@ -491,7 +493,7 @@ export class DepositService {
 
   /** The end of an order's late-slip window: 24 h after its transfer deadline (none for sandbox scenario 112.00). */
   private lateSlipAcceptedUntil(row: DepositRow): Date {
-    const window_ms = scenarioLateSlipWindowMs(row.livemode, row.amount_minor) ?? LATE_SLIP_WINDOW_MS;
+    const window_ms = this.deps.scenarios(row.livemode).lateSlipWindowMs(row) ?? LATE_SLIP_WINDOW_MS;
     return new Date(row.expires_at.getTime() + window_ms);
   }
 
@@ -683,13 +685,13 @@ export class DepositService {
         },
       });
     }
-    if (sandboxScenarioOf('deposit', account.livemode, input.amount_minor)?.amount_minor === 11_500) {
-      // Sandbox scenario 115.00 THB: the answer to a key used before with another body, whatever the key,
-      // so that a merchant can see its handling of the 409 with one request. Nothing is created.
-      throw new ApiError('idempotency_key_reused', { details: { original_request_id: cause.request_id, sandbox_scenario: 'idempotency_conflict' } });
-    }
-    // A sandbox scenario may fix the lifetime (104.00 THB: about 4 minutes; the expiry scenarios: 60 s).
-    const expiresIn = scenarioExpiresInSeconds(account.livemode, input.amount_minor) ?? Math.min(input.expires_in_seconds ?? policy.default_expires_in_seconds, policy.max_expires_in_seconds);
+    // A sandbox scenario may answer instead of creating (115.00 THB's key conflict: a merchant sees its
+    // handling of the 409 with one request), and may fix the lifetime (104.00: about 4 minutes; the expiry
+    // scenarios: 60 s).
+    const scenario = this.deps.scenarios(account.livemode);
+    const scenarioRefusal = scenario.refuseCreation({ amount_minor: input.amount_minor, request_id: cause.request_id });
+    if (scenarioRefusal) throw scenarioRefusal;
+    const expiresIn = scenario.lifetimeSeconds(input) ?? Math.min(input.expires_in_seconds ?? policy.default_expires_in_seconds, policy.max_expires_in_seconds);
     if (input.min_ttl_seconds !== undefined && input.min_ttl_seconds > expiresIn) {
       throw validationError('min_ttl_seconds', 'exceeds_order_lifetime', `at most ${expiresIn} seconds under this brand's policy`);
     }
@@ -770,7 +772,7 @@ export class DepositService {
     if ('legs' in reservation) {
       const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
       const legs = reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at }));
-      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.expireJob(matched), ...(chunk ? [] : scenarioStartJob(matched))] });
+      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.expireJob(matched), ...(chunk ? [] : this.deps.scenarios(matched.livemode).afterCreation(matched))] });
       const withInstructions = await this.withPaymentInstructions(tx, view, account.white_label_id, { rows: legs, payees: reservation.payees });
       return {
         deposit: await this.withCheckoutUrl(tx, withInstructions, account.white_label_id),
@@ -780,7 +782,7 @@ export class DepositService {
     }
     const waiting: DepositRow = { ...row, wait_started_at: now, expires_at: new Date(now.getTime() + policy.liquidity_wait_seconds * SECOND_MS) };
     const liquidity = await this.liquidityInfo(tx, waiting, policy);
-    const view = await this.transition(tx, { before: null, after: waiting, trigger: 'create', cause, jobs: [this.retryJob(waiting, reservation.wait_until), ...scenarioStartJob(waiting)], liquidity });
+    const view = await this.transition(tx, { before: null, after: waiting, trigger: 'create', cause, jobs: [this.retryJob(waiting, reservation.wait_until), ...this.deps.scenarios(waiting.livemode).afterCreation(waiting)], liquidity });
     return { deposit: await this.withCheckoutUrl(tx, view, account.white_label_id), matched: false, retry_after_seconds: MATCH_RETRY_INTERVAL_MS / SECOND_MS };
   }
 
