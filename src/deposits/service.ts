@@ -368,6 +368,14 @@ export interface DepositDependencies {
   claims: ClaimsPort;
   /** Where a test-mode order's sandbox scenario acts; live orders get hooks that do nothing. */
   scenarios: DepositScenariosFor;
+  /** What slip intake holds of an order: cancel and expiry wait for, or refuse over, its receipts (src/slips/activity.ts). */
+  slip_activity: SlipActivityProbe;
+  /** A new review's estimated wait, from the review desk's pace (src/review/pace.ts). */
+  review_estimate: ReviewEstimate;
+  /** An order's `checkout_url` (src/checkout/addresses.ts). */
+  checkout_links: CheckoutLinkProvider;
+  /** Which late legs a resolved dispute's adjustment paid (the disputes module's covers). */
+  leg_covers: LegCover;
 }
 
 /** An order's payer and payees in full (see `DepositService.paymentParties`). */
@@ -380,32 +388,27 @@ export interface PaymentParties {
 }
 
 /**
- * What the slip intake knows about an order's slips, asked by cancel and expiry (the slips module
- * answers it; injected at wiring, because slips itself calls this service).
- */
-/**
- * The review desk's estimate of a new review's wait (`review.estimated_resolution_bucket`), from the
- * queue and the desk's pace; injected by wiring because the review module depends on this one.
+ * The review desk's estimate of a new review's wait (`review.estimated_resolution_bucket`), from the orders
+ * in review ahead of it (counted here, as the review opens) and the desk's pace (the review module's
+ * `ReviewPace`, given to this service's constructor: it reads only the desk's own decisions).
  */
 export type ReviewEstimate = (
   db: Queryable,
-  input: { white_label_id: string; livemode: boolean; four_eyes_required: boolean; escalated: boolean },
+  input: { white_label_id: string; livemode: boolean; four_eyes_required: boolean; escalated: boolean; in_review_ahead: number },
 ) => Promise<ReviewObject['estimated_resolution_bucket']>;
 
-/**
- * The hosted checkout's link of an order (`checkout_url`), made by the checkout module from the order's
- * brand and id in the caller's transaction (injected at wiring, because the checkout module calls this one).
- */
+/** An order's hosted checkout link (`checkout_url`), from its brand's checkout origin, in the caller's transaction. */
 export type CheckoutLinkProvider = (db: Queryable, order: { white_label_id: string; deposit_id: string }) => Promise<string>;
 
+/** What slip intake holds of an order, asked by cancel and expiry (the slips module's `SlipActivity`). */
 export type SlipActivityProbe = (db: Queryable, white_label_id: string, deposit_id: string) => Promise<{ total: number; unprocessed: number }>;
 
 /**
  * A leg of a late slip whose withdrawal could not take it again (ALLOCATION_CONFLICT) may be paid by
  * the withdrawer instead: once the dispute is resolved for the depositor, the withdrawing merchant's
  * wallet has been debited by an `adjustment` for what the slip paid into the leg, and settlement counts
- * that leg as paid without filling the withdrawal. The disputes module answers (injected at wiring,
- * because it calls this service).
+ * that leg as paid without filling the withdrawal. The disputes module's `DisputeCovers` answers: it
+ * reads only the disputes' own rows and posts to the ledger, so it is built before this service.
  */
 export interface LegCover {
   /** What an adjustment paid into this deposit leg, or null when nothing covers it. */
@@ -415,7 +418,6 @@ export interface LegCover {
 }
 
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
-/** The SecretBox purpose of a brand's gateway account number (see DepositPolicyService). */
 
 /** Marks, in a transaction's memo, an order locked for its own change (`DepositService.lockForOwnChange`). */
 function ownChangeMemoKey(white_label_id: string, deposit_id: string): string {
@@ -449,42 +451,13 @@ function validationError(path: string, reason: string, hint?: string): ApiError 
 }
 
 export class DepositService {
-  private slipActivity: SlipActivityProbe = async () => ({ total: 0, unprocessed: 0 });
-  // Until the disputes module is wired (src/app.ts), no leg is ever covered by a withdrawer's adjustment.
-  private legCover: LegCover = { coveredAmount: async () => null, reverseCover: async () => undefined };
-  // Until the review desk is wired (src/app.ts), a new review is estimated as a desk with no queue would be.
-  private reviewEstimate: ReviewEstimate = async () => 'under_1h';
-  // Until the checkout module is wired (src/app.ts), orders carry no `checkout_url`.
-  private checkoutLink: CheckoutLinkProvider | null = null;
-
   constructor(private readonly deps: DepositDependencies) {}
-
-  /** Wiring: the review desk estimates how long a new review will take (see ReviewEstimate). */
-  useReviewEstimate(estimate: ReviewEstimate): void {
-    this.reviewEstimate = estimate;
-  }
-
-  /** Wiring: the slips module tells cancel and expiry whether an order has slips (see SlipActivityProbe). */
-  useSlipActivity(probe: SlipActivityProbe): void {
-    this.slipActivity = probe;
-  }
-
-  /** Wiring: the checkout module makes each order's `checkout_url` (see CheckoutLinkProvider). */
-  useCheckoutLinks(provider: CheckoutLinkProvider): void {
-    this.checkoutLink = provider;
-  }
 
   /** The view with its `checkout_url`, placed after `expires_at` as the spec's field table has it. */
   private async withCheckoutUrl(db: Queryable, view: DepositView, white_label_id: string): Promise<DepositView> {
-    if (!this.checkoutLink) return view;
-    const checkout_url = await this.checkoutLink(db, { white_label_id, deposit_id: view.id });
+    const checkout_url = await this.deps.checkout_links(db, { white_label_id, deposit_id: view.id });
     const { id, object, version, status, is_terminal, merchant_reference, end_user_ref, amount_minor, currency, created_at, expires_at, ...rest } = view;
     return { id, object, version, status, is_terminal, merchant_reference, end_user_ref, amount_minor, currency, created_at, expires_at, checkout_url, ...rest };
-  }
-
-  /** Wiring: the disputes module says which late legs a withdrawer's adjustment paid (see LegCover). */
-  useLegCover(cover: LegCover): void {
-    this.legCover = cover;
   }
 
   private now(): Date {
@@ -973,7 +946,7 @@ export class DepositService {
   async expire(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositView | null> {
     const row = await this.lockForChange(tx, white_label_id, deposit_id);
     if (!row || row.status !== 'awaiting_payment' || row.expires_at.getTime() > this.now().getTime()) return null;
-    if ((await this.slipActivity(tx, white_label_id, deposit_id)).unprocessed > 0) return null;
+    if ((await this.deps.slip_activity(tx, white_label_id, deposit_id)).unprocessed > 0) return null;
     const legs = await repository.listLegs(tx, white_label_id, deposit_id);
     const paid = legs.filter((leg) => leg.status === 'reserved' && leg.paid_minor > 0);
     if (paid.length > 0) {
@@ -1011,7 +984,7 @@ export class DepositService {
     invariant(row, 'the order exists');
     if (row.status !== 'awaiting_liquidity' && row.status !== 'awaiting_payment') return fail('deposit_not_cancelable', { details: { status: row.status } });
     // Once a slip exists (uploaded, even unread or unreadable) the end user may have paid: no cancel (spec).
-    if (row.slip_attempts > 0 || (await this.slipActivity(tx, row.white_label_id, row.deposit_id)).total > 0) {
+    if (row.slip_attempts > 0 || (await this.deps.slip_activity(tx, row.white_label_id, row.deposit_id)).total > 0) {
       return fail('deposit_not_cancelable', { details: { status: row.status, reason: 'slip_received' } });
     }
     const legs = row.status === 'awaiting_payment' ? await this.releaseLegs(tx, row, 'deposit_canceled', cause) : [];
@@ -1246,7 +1219,13 @@ export class DepositService {
       opened_at: formatTimestamp(this.now()),
       escalated: false,
       four_eyes_required,
-      estimated_resolution_bucket: await this.reviewEstimate(db, { white_label_id: row.white_label_id, livemode: row.livemode, four_eyes_required, escalated: false }),
+      estimated_resolution_bucket: await this.deps.review_estimate(db, {
+        white_label_id: row.white_label_id,
+        livemode: row.livemode,
+        four_eyes_required,
+        escalated: false,
+        in_review_ahead: await repository.countInReview(db, row.white_label_id, row.livemode),
+      }),
       reasons,
     };
   }
@@ -1474,7 +1453,7 @@ export class DepositService {
     for (const { leg, fill_minor } of plan) {
       if (leg.status !== 'released' || fill_minor === 0) continue;
       if (leg.destination === 'withdrawal') {
-        const cover = await this.legCover.coveredAmount(tx, { white_label_id: row.white_label_id, deposit_id: row.deposit_id, deposit_leg_ref: leg.leg_ref });
+        const cover = await this.deps.leg_covers.coveredAmount(tx, { white_label_id: row.white_label_id, deposit_id: row.deposit_id, deposit_leg_ref: leg.leg_ref });
         if (cover !== null) {
           // The adjustment paid exactly what this settlement fills into the leg, or the money would not balance.
           if (cover !== fill_minor) throw new ApiError('alloc_state_conflict', { details: { leg_ref: leg.leg_ref, withdrawal_id: leg.withdrawal_id, reason: 'covered_amount_differs' } });
@@ -1609,9 +1588,9 @@ export class DepositService {
     for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
       if (leg.status !== 'filled' || leg.destination !== 'withdrawal' || !leg.withdrawal_leg_ref) continue;
       const coverTarget = { white_label_id: row.white_label_id, deposit_id: row.deposit_id, deposit_leg_ref: leg.leg_ref };
-      if ((await this.legCover.coveredAmount(tx, coverTarget)) !== null) {
+      if ((await this.deps.leg_covers.coveredAmount(tx, coverTarget)) !== null) {
         // A leg the withdrawer paid by adjustment filled no withdrawal: the adjustment is what goes back.
-        await this.legCover.reverseCover(tx, { ...coverTarget, cause: input.cause });
+        await this.deps.leg_covers.reverseCover(tx, { ...coverTarget, cause: input.cause });
         continue;
       }
       const reversed = await this.deps.withdrawals.reverseFill(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code: 'deposit_reversed', cause: input.cause });
