@@ -30,7 +30,7 @@ import { FeeService } from './fees/service.ts';
 import { WithdrawalPolicyService } from './withdrawals/policy.ts';
 import { withdrawalRoutes } from './withdrawals/routes.ts';
 import { createWithdrawalJobHandlers, WithdrawalService } from './withdrawals/service.ts';
-import { createDisputeJobHandlers, DisputeService } from './withdrawals/disputes.ts';
+import { createDisputeJobHandlers, DisputeCovers, DisputeService } from './withdrawals/disputes.ts';
 import { disputeRoutes } from './withdrawals/dispute-routes.ts';
 import { DepositPolicyService } from './deposits/policy.ts';
 import { depositRoutes } from './deposits/routes.ts';
@@ -54,9 +54,13 @@ import { createBankVerifierFromConfig } from './verification/http-adapter.ts';
 import type { BankVerifier } from './verification/bank-port.ts';
 import { SandboxBank } from './sandbox/bank.ts';
 import { SandboxScenarios } from './sandbox/scenarios.ts';
+import { depositScenariosFor, withdrawalScenariosFor } from './sandbox/hooks.ts';
 import { sandboxRoutes } from './sandbox/routes.ts';
 import { QrImageLinks } from './deposits/qr-image.ts';
 import { CheckoutLinks } from './checkout/links.ts';
+import { CheckoutAddresses } from './checkout/addresses.ts';
+import { SlipActivity } from './slips/activity.ts';
+import { ReviewPace } from './review/pace.ts';
 import { CheckoutService } from './checkout/service.ts';
 import { checkoutAdminRoutes, registerCheckoutPages } from './checkout/routes.ts';
 import { IdempotencyService } from './idempotency/service.ts';
@@ -113,6 +117,15 @@ export interface Services {
   testClocks: TestClockService;
   /** Webhook endpoints, signing keys and delivery. */
   webhooks: Webhooks;
+  /** What slip intake holds of an order (the deposit service's cancel and expiry ask it). */
+  slipActivity: SlipActivity;
+  /** The review desk's pace, for a new review's estimated wait. */
+  reviewPace: ReviewPace;
+  /** Each brand's checkout origin and each order's `checkout_url`. */
+  checkoutAddresses: CheckoutAddresses;
+  checkoutLinks: CheckoutLinks;
+  /** Which late legs a resolved dispute's adjustment paid. */
+  disputeCovers: DisputeCovers;
   /** Load shedding of this process: refuses the least protected requests when it is overloaded. */
   loadShedder: LoadShedder;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
@@ -251,6 +264,8 @@ function createMoneyServices(base: Foundation) {
     service_owned_merchants: (db, white_label_id) => tenancy.serviceOwnedMerchantIds(db, white_label_id),
     database,
     audit: tenancy,
+    // The sandbox's scenarios act on test-mode orders only; a live order's hooks do nothing.
+    scenarios: withdrawalScenariosFor,
   });
   // Test-mode deposits find liquidity from the brand's simulated counterparty, as live ones do from real withdrawals.
   const sandboxLiquidity = new SandboxLiquidity({ clock, tenancy, beneficiaries, ledger, fees, withdrawals, events });
@@ -259,13 +274,35 @@ function createMoneyServices(base: Foundation) {
 
 type MoneyServices = ReturnType<typeof createMoneyServices>;
 
+/**
+ * What the deposit service is given of the modules that call it: each reads only its own rows, so it is
+ * built before the deposit service, and the module's workflow that calls the deposit service after it.
+ */
+function createDepositCollaborators(base: Foundation, money: MoneyServices) {
+  const checkoutLinks = new CheckoutLinks(base.master_key);
+  return {
+    // Claims belong to the review module; the deposit service opens them in its own transactions.
+    claimRegistry: new ClaimRegistry({ clock: base.clock, events: money.events }),
+    slipActivity: new SlipActivity(),
+    reviewPace: new ReviewPace(base.clock),
+    checkoutAddresses: new CheckoutAddresses({
+      config: base.config,
+      tenancy: money.tenancy,
+      links: checkoutLinks,
+      public_base_url: () => base.addresses.publicBaseUrl(),
+    }),
+    checkoutLinks,
+    disputeCovers: new DisputeCovers({ clock: base.clock, ledger: money.ledger }),
+  };
+}
+
+type DepositCollaborators = ReturnType<typeof createDepositCollaborators>;
+
 /** Deposits, idempotency and slip intake. */
-function createOrderServices(base: Foundation, money: MoneyServices) {
+function createOrderServices(base: Foundation, money: MoneyServices, collaborators: DepositCollaborators) {
   const { clock, secretBox, database, config, metrics } = base;
   const slipTokens = new SlipTokenSigner(base.master_key);
-  // Claims belong to the review module; the deposit service opens them through this port in its own
-  // transactions, and the claim desk calls the deposit service: no import cycle either way.
-  const claimRegistry = new ClaimRegistry({ clock, events: money.events });
+  const claimRegistry = collaborators.claimRegistry;
   const depositPolicies = new DepositPolicyService({ clock, database, audit: money.tenancy, secretBox });
   const deposits = new DepositService({
     events: money.events,
@@ -282,6 +319,11 @@ function createOrderServices(base: Foundation, money: MoneyServices) {
     public_base_url: () => base.addresses.publicBaseUrl(),
     upload_base_url: () => base.addresses.uploadBaseUrl(),
     claims: claimRegistry,
+    scenarios: depositScenariosFor,
+    slip_activity: (db, white_label_id, deposit_id) => collaborators.slipActivity.activity(db, white_label_id, deposit_id),
+    review_estimate: collaborators.reviewPace.estimate,
+    checkout_links: (db, order) => collaborators.checkoutAddresses.checkoutUrl(db, order),
+    leg_covers: collaborators.disputeCovers,
   });
   // Idempotency records keep the spec's 7 days of real time, also for requests made under a test clock:
   // retention is an operational promise about retries, not a deadline of the clock's objects.
@@ -304,8 +346,6 @@ function createOrderServices(base: Foundation, money: MoneyServices) {
     }),
     on_intake_refused: (refusal) => metrics.slip_uploads_refused_total.inc({ reason: refusal }),
   });
-  // Cancel and expiry ask the intake whether an order has slips; slips itself calls the deposit service.
-  deposits.useSlipActivity((db, white_label_id, deposit_id) => slips.activity(db, white_label_id, deposit_id));
   return { slipTokens, claimRegistry, depositPolicies, deposits, idempotency, slips };
 }
 
@@ -318,21 +358,7 @@ function createDecisionServices(base: Foundation, money: MoneyServices, orders: 
   const sandboxBank = new SandboxBank({ clock, deposits, database });
   // Test-mode slips are verified by the sandbox bank, live ones by the configured provider; never the other.
   const liveVerifier = options.live_bank_verifier ?? createBankVerifierFromConfig(base.config.slip_verifier);
-  const verification = new VerificationService({
-    database,
-    clock,
-    logger,
-    metrics,
-    slips,
-    deposits,
-    reader: new SlipReader(),
-    verifierFor: (livemode) => (livemode ? liveVerifier : sandboxBank),
-  });
-  const review = new ReviewService({ database, clock, deposits, slips, verification, tenancy: money.tenancy });
-  const claims = new ClaimService({ database, clock, deposits, tenancy: money.tenancy, events: money.events, registry: orders.claimRegistry });
-  // A new review's estimated wait comes from the desk's queue and pace; the desk calls the deposit service.
-  deposits.useReviewEstimate((db, input) => review.estimate(db, input));
-  // Disputes call the deposit and withdrawal services; those learn of disputes only through these two ports.
+  // Disputes call the deposit and withdrawal services; verification opens the dispute of an allocation conflict.
   const disputes = new DisputeService({
     database,
     clock,
@@ -342,8 +368,19 @@ function createDecisionServices(base: Foundation, money: MoneyServices, orders: 
     tenancy: money.tenancy,
     public_base_url: () => base.addresses.publicBaseUrl(),
   });
-  deposits.useLegCover(disputes.legCover());
-  verification.useAllocationConflict((tx, input) => disputes.openForAllocationConflict(tx, input));
+  const verification = new VerificationService({
+    database,
+    clock,
+    logger,
+    metrics,
+    slips,
+    deposits,
+    reader: new SlipReader(),
+    verifierFor: (livemode) => (livemode ? liveVerifier : sandboxBank),
+    allocation_conflicts: (tx, input) => disputes.openForAllocationConflict(tx, input),
+  });
+  const review = new ReviewService({ database, clock, deposits, slips, verification, tenancy: money.tenancy });
+  const claims = new ClaimService({ database, clock, deposits, tenancy: money.tenancy, events: money.events, registry: orders.claimRegistry });
   return { sandboxBank, verification, review, claims, disputes };
 }
 
@@ -361,7 +398,8 @@ function createLoadShedder(base: Foundation): LoadShedder {
 /** Every service, built in the order their constructors need. */
 function createServices(base: Foundation, options: CreateInstanceOptions): { services: Services; sandboxLiquidity: SandboxLiquidity } {
   const money = createMoneyServices(base);
-  const orders = createOrderServices(base, money);
+  const collaborators = createDepositCollaborators(base, money);
+  const orders = createOrderServices(base, money, collaborators);
   const decisions = createDecisionServices(base, money, orders, options);
   const { database, clock, logger, metrics, secretBox, config } = base;
   const testClocks = new TestClockService({
@@ -394,6 +432,11 @@ function createServices(base: Foundation, options: CreateInstanceOptions): { ser
     depositPolicies: orders.depositPolicies,
     slipTokens: orders.slipTokens,
     slips: orders.slips,
+    slipActivity: collaborators.slipActivity,
+    reviewPace: collaborators.reviewPace,
+    checkoutAddresses: collaborators.checkoutAddresses,
+    checkoutLinks: collaborators.checkoutLinks,
+    disputeCovers: collaborators.disputeCovers,
     ...decisions,
     testClocks,
     webhooks,
@@ -428,25 +471,24 @@ function createSandboxScenarios(services: Services, liquidity: SandboxLiquidity)
  * The hosted checkout page (src/checkout/): orders get their `checkout_url` from it, and it reads and pays
  * orders through the deposit, slip and sandbox services.
  */
-function createCheckout(services: Services, master_key: Buffer): CheckoutService {
-  const checkout = new CheckoutService({
+function createCheckout(services: Services): CheckoutService {
+  return new CheckoutService({
     clock: services.clock,
     config: services.config,
     tenancy: services.tenancy,
     deposits: services.deposits,
-    slips: services.slips,
+    slip_activity: services.slipActivity,
     sandboxBank: services.sandboxBank,
     idempotency: services.idempotency,
-    links: new CheckoutLinks(master_key),
+    links: services.checkoutLinks,
+    addresses: services.checkoutAddresses,
     public_base_url: () => services.publicBaseUrl(),
     upload_base_url: () => services.uploadBaseUrl(),
   });
-  services.deposits.useCheckoutLinks((db, order) => checkout.checkoutUrl(db, order));
-  return checkout;
 }
 
 /** Every API route module, each given the services it declares. */
-function routeModules(services: Services, checkout: CheckoutService): RouteModule[] {
+function routeModules(services: Services): RouteModule[] {
   const { database, clock, config, tenancy, events } = services;
   return [
     tenancyRoutes({ tenancy }),
@@ -468,7 +510,7 @@ function routeModules(services: Services, checkout: CheckoutService): RouteModul
     disputeRoutes({ database, disputes: services.disputes }),
     claimRoutes({ database, claims: services.claims }),
     testClockRoutes({ database, testClocks: services.testClocks }),
-    checkoutAdminRoutes({ checkout, tenancy }),
+    checkoutAdminRoutes({ checkoutAddresses: services.checkoutAddresses, tenancy }),
   ];
 }
 
@@ -502,7 +544,7 @@ function jobHandlers(services: Services, scenarios: SandboxScenarios, extra: Rec
 
 /** The HTTP server of the api role, with every route and the pages served beside the API. */
 function createServer(services: Services, checkout: CheckoutService, extra: readonly ExtraRouteModule[], isReady: () => boolean): FastifyInstance {
-  const modules = [...routeModules(services, checkout), ...extra.map((module) => module(services))];
+  const modules = [...routeModules(services), ...extra.map((module) => module(services))];
   // The OpenAPI document reads the catalogue of this very server on its first request, once every route is registered.
   const app: FastifyInstance = buildServer(
     {
@@ -530,7 +572,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
   const base = foundationOf(options);
   const { services, sandboxLiquidity } = createServices(base, options);
   const scenarios = createSandboxScenarios(services, sandboxLiquidity);
-  const checkout = createCheckout(services, options.master_key);
+  const checkout = createCheckout(services);
   const state = { ready: false, stopping: false };
   const app = createServer(services, checkout, options.extra_modules ?? [], () => state.ready && !state.stopping);
   const worker = new Worker({

@@ -16,6 +16,7 @@ import { checkoutOrigin, cookieValues, isCheckoutPath, SESSION_COOKIE, type Chec
 import { checkoutAssets, renderCheckoutShell, renderMessagePage } from './page.ts';
 import { checkoutLanguage, checkoutTexts } from './texts.ts';
 import type { CheckoutService } from './service.ts';
+import type { CheckoutAddresses } from './addresses.ts';
 import { brandSchema } from '../tenancy/resources.ts';
 
 /**
@@ -231,8 +232,7 @@ const brandCheckoutSchema = z
  * brand's checkout pages are served, or null for the deployment's. Every order's `checkout_url` is
  * made from it when the order is read, so a change applies to existing orders too.
  */
-export function checkoutAdminRoutes(services: { checkout: CheckoutService; tenancy: TenancyService }): RouteModule {
-  const { checkout } = services;
+export function checkoutAdminRoutes(services: { checkoutAddresses: CheckoutAddresses; tenancy: TenancyService }): RouteModule {
   return (registrar) => {
     registrar.backoffice({
       method: 'POST',
@@ -245,7 +245,7 @@ export function checkoutAdminRoutes(services: { checkout: CheckoutService; tenan
         const brand_id = params.brand_id ?? '';
         const origin = body.checkout_base_url === null ? null : checkoutOrigin(body.checkout_base_url);
         const brand = await services.tenancy.setBrandCheckoutBaseUrl(actorOf(context), brand_id, origin);
-        checkout.forgetBrandOrigin(brand_id);
+        services.checkoutAddresses.forgetBrandOrigin(brand_id);
         return { status: 200, body: brand };
       },
     });

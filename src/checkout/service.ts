@@ -8,7 +8,8 @@ import { findBank } from '../banks/service.ts';
 import type { DepositService, DepositView } from '../deposits/service.ts';
 import type { DepositStatus } from '../deposits/types.ts';
 import type { TenancyService } from '../tenancy/service.ts';
-import type { SlipsService } from '../slips/service.ts';
+import type { SlipActivity } from '../slips/activity.ts';
+import type { CheckoutAddresses } from './addresses.ts';
 import { MAX_RECEIPTS_PER_ORDER } from '../slips/service.ts';
 import type { SlipUpload } from '../slips/capability.ts';
 import type { SandboxBank } from '../sandbox/bank.ts';
@@ -31,8 +32,6 @@ import { checkoutPath, SESSION_LIFETIME_SECONDS, type CheckoutLinks, type Checko
  * and loads a handful of files, so 120 a minute is far above use and far below guessing anything.
  */
 export const CHECKOUT_BUCKET: BucketPolicy = { name: 'checkout', limit: 120, window_seconds: 60, scope: 'user' };
-/** How long a process trusts its copy of a brand's checkout origin (an operator's change reaches every process within this). */
-export const BRAND_ORIGIN_TTL_MS = 10_000;
 
 /** A leg as the payer's page shows it: where to transfer, never the QR payload or a full account number. */
 export interface CheckoutLeg {
@@ -87,51 +86,21 @@ export interface CheckoutDependencies {
   config: Config;
   tenancy: TenancyService;
   deposits: DepositService;
-  slips: SlipsService;
+  /** Whether the order has slips, and whether one is being processed. */
+  slip_activity: SlipActivity;
   sandboxBank: SandboxBank;
   idempotency: IdempotencyService;
   links: CheckoutLinks;
-  /** The service's own address: the default checkout origin, and where QR images are served. */
+  /** Where each brand's checkout pages are served, and each order's `checkout_url`. */
+  addresses: CheckoutAddresses;
+  /** The service's own address: where QR images are served. */
   public_base_url: () => string;
   /** The base of slip upload addresses: the page's script sends the slip there. */
   upload_base_url: () => string;
 }
 
 export class CheckoutService {
-  private readonly brandOrigins = new Map<string, { origin: string | null; read_at: number }>();
-
   constructor(private readonly deps: CheckoutDependencies) {}
-
-  /** The deployment's checkout origin: CHECKOUT_BASE_URL, else the origin of the service's own address. */
-  defaultOrigin(): string {
-    return this.deps.config.checkout_base_url ?? new URL(this.deps.public_base_url()).origin;
-  }
-
-  /**
-   * The origin of a brand's checkout pages: its own when it has one, else the deployment's. A process
-   * keeps each brand's answer for BRAND_ORIGIN_TTL_MS (process time: a freshness bound, not business
-   * time), so that creating and reading orders does not read the brand every time.
-   */
-  async originFor(db: Queryable, white_label_id: string): Promise<string> {
-    const cached = this.brandOrigins.get(white_label_id);
-    const now = performance.now();
-    if (cached && now - cached.read_at < BRAND_ORIGIN_TTL_MS) return cached.origin ?? this.defaultOrigin();
-    const brand = await this.deps.tenancy.brandCheckoutBaseUrl(db, white_label_id);
-    const origin = brand?.checkout_base_url ?? null;
-    if (this.brandOrigins.size > 10_000) this.brandOrigins.clear();
-    this.brandOrigins.set(white_label_id, { origin, read_at: now });
-    return origin ?? this.defaultOrigin();
-  }
-
-  /** Forgets a brand's cached origin in this process (after an operator changed it here). */
-  forgetBrandOrigin(white_label_id: string): void {
-    this.brandOrigins.delete(white_label_id);
-  }
-
-  /** The order's `checkout_url` (the deposit service asks for it in its own transaction). */
-  async checkoutUrl(db: Queryable, order: { white_label_id: string; deposit_id: string }): Promise<string> {
-    return this.deps.links.url(await this.originFor(db, order.white_label_id), order.white_label_id, order.deposit_id);
-  }
 
   /**
    * Opening `checkout_url`: a valid secret gives a session cookie for the order's checkout path. The
@@ -144,7 +113,7 @@ export class CheckoutService {
     if (!found) return null;
     const scope: CheckoutScope = { white_label_id, merchant_id: found.row.merchant_id, livemode: found.row.livemode, deposit_id };
     const expires = Math.floor(this.deps.clock.now().getTime() / 1000) + SESSION_LIFETIME_SECONDS;
-    const origin = await this.originFor(db, white_label_id);
+    const origin = await this.deps.addresses.originFor(db, white_label_id);
     return {
       cookie: this.deps.links.session(scope, expires),
       path: checkoutPath(white_label_id, deposit_id),
@@ -180,7 +149,7 @@ export class CheckoutService {
     const found = await this.deps.deposits.forCheckout(db, scope, scope.deposit_id);
     if (!found) return null;
     const { view } = found;
-    const activity = await this.deps.slips.activity(db, scope.white_label_id, scope.deposit_id);
+    const activity = await this.deps.slip_activity.activity(db, scope.white_label_id, scope.deposit_id);
     const now = this.deps.clock.now();
     const uploadsLeft = Math.max(0, MAX_RECEIPTS_PER_ORDER - activity.total);
     const processing = activity.unprocessed > 0;

@@ -25,7 +25,7 @@ import * as repository from './repository.ts';
 import type { DepositPolicy, DepositPolicyService } from './policy.ts';
 import { claimUrl, SLIP_CLAIM_PERIOD_MS, slipUploadOf, slipUploadUrl, type SlipTokenSigner, type SlipUpload } from '../slips/capability.ts';
 import { renderQrPng, type QrImageLinks } from './qr-image.ts';
-import { sandboxScenarioOf, scenarioExpiresInSeconds, scenarioLateSlipWindowMs, scenarioStartJob } from '../sandbox/scenario-table.ts';
+import type { DepositScenariosFor } from './scenario-hooks.ts';
 import {
   DEPOSIT_STATUSES,
   type CanceledBy,
@@ -366,6 +366,16 @@ export interface DepositDependencies {
   upload_base_url: () => string;
   /** Opens claims inside this module's transactions (the review module owns them; see ClaimsPort). */
   claims: ClaimsPort;
+  /** Where a test-mode order's sandbox scenario acts; live orders get hooks that do nothing. */
+  scenarios: DepositScenariosFor;
+  /** What slip intake holds of an order: cancel and expiry wait for, or refuse over, its receipts (src/slips/activity.ts). */
+  slip_activity: SlipActivityProbe;
+  /** A new review's estimated wait, from the review desk's pace (src/review/pace.ts). */
+  review_estimate: ReviewEstimate;
+  /** An order's `checkout_url` (src/checkout/addresses.ts). */
+  checkout_links: CheckoutLinkProvider;
+  /** Which late legs a resolved dispute's adjustment paid (the disputes module's covers). */
+  leg_covers: LegCover;
 }
 
 /** An order's payer and payees in full (see `DepositService.paymentParties`). */
@@ -378,32 +388,27 @@ export interface PaymentParties {
 }
 
 /**
- * What the slip intake knows about an order's slips, asked by cancel and expiry (the slips module
- * answers it; injected at wiring, because slips itself calls this service).
- */
-/**
- * The review desk's estimate of a new review's wait (`review.estimated_resolution_bucket`), from the
- * queue and the desk's pace; injected by wiring because the review module depends on this one.
+ * The review desk's estimate of a new review's wait (`review.estimated_resolution_bucket`), from the orders
+ * in review ahead of it (counted here, as the review opens) and the desk's pace (the review module's
+ * `ReviewPace`, given to this service's constructor: it reads only the desk's own decisions).
  */
 export type ReviewEstimate = (
   db: Queryable,
-  input: { white_label_id: string; livemode: boolean; four_eyes_required: boolean; escalated: boolean },
+  input: { white_label_id: string; livemode: boolean; four_eyes_required: boolean; escalated: boolean; in_review_ahead: number },
 ) => Promise<ReviewObject['estimated_resolution_bucket']>;
 
-/**
- * The hosted checkout's link of an order (`checkout_url`), made by the checkout module from the order's
- * brand and id in the caller's transaction (injected at wiring, because the checkout module calls this one).
- */
+/** An order's hosted checkout link (`checkout_url`), from its brand's checkout origin, in the caller's transaction. */
 export type CheckoutLinkProvider = (db: Queryable, order: { white_label_id: string; deposit_id: string }) => Promise<string>;
 
+/** What slip intake holds of an order, asked by cancel and expiry (the slips module's `SlipActivity`). */
 export type SlipActivityProbe = (db: Queryable, white_label_id: string, deposit_id: string) => Promise<{ total: number; unprocessed: number }>;
 
 /**
  * A leg of a late slip whose withdrawal could not take it again (ALLOCATION_CONFLICT) may be paid by
  * the withdrawer instead: once the dispute is resolved for the depositor, the withdrawing merchant's
  * wallet has been debited by an `adjustment` for what the slip paid into the leg, and settlement counts
- * that leg as paid without filling the withdrawal. The disputes module answers (injected at wiring,
- * because it calls this service).
+ * that leg as paid without filling the withdrawal. The disputes module's `DisputeCovers` answers: it
+ * reads only the disputes' own rows and posts to the ledger, so it is built before this service.
  */
 export interface LegCover {
   /** What an adjustment paid into this deposit leg, or null when nothing covers it. */
@@ -413,7 +418,6 @@ export interface LegCover {
 }
 
 const SENDER_ACCOUNT_PURPOSE = 'deposit.sender_account_number';
-/** The SecretBox purpose of a brand's gateway account number (see DepositPolicyService). */
 
 /** Marks, in a transaction's memo, an order locked for its own change (`DepositService.lockForOwnChange`). */
 function ownChangeMemoKey(white_label_id: string, deposit_id: string): string {
@@ -447,42 +451,13 @@ function validationError(path: string, reason: string, hint?: string): ApiError 
 }
 
 export class DepositService {
-  private slipActivity: SlipActivityProbe = async () => ({ total: 0, unprocessed: 0 });
-  // Until the disputes module is wired (src/app.ts), no leg is ever covered by a withdrawer's adjustment.
-  private legCover: LegCover = { coveredAmount: async () => null, reverseCover: async () => undefined };
-  // Until the review desk is wired (src/app.ts), a new review is estimated as a desk with no queue would be.
-  private reviewEstimate: ReviewEstimate = async () => 'under_1h';
-  // Until the checkout module is wired (src/app.ts), orders carry no `checkout_url`.
-  private checkoutLink: CheckoutLinkProvider | null = null;
-
   constructor(private readonly deps: DepositDependencies) {}
-
-  /** Wiring: the review desk estimates how long a new review will take (see ReviewEstimate). */
-  useReviewEstimate(estimate: ReviewEstimate): void {
-    this.reviewEstimate = estimate;
-  }
-
-  /** Wiring: the slips module tells cancel and expiry whether an order has slips (see SlipActivityProbe). */
-  useSlipActivity(probe: SlipActivityProbe): void {
-    this.slipActivity = probe;
-  }
-
-  /** Wiring: the checkout module makes each order's `checkout_url` (see CheckoutLinkProvider). */
-  useCheckoutLinks(provider: CheckoutLinkProvider): void {
-    this.checkoutLink = provider;
-  }
 
   /** The view with its `checkout_url`, placed after `expires_at` as the spec's field table has it. */
   private async withCheckoutUrl(db: Queryable, view: DepositView, white_label_id: string): Promise<DepositView> {
-    if (!this.checkoutLink) return view;
-    const checkout_url = await this.checkoutLink(db, { white_label_id, deposit_id: view.id });
+    const checkout_url = await this.deps.checkout_links(db, { white_label_id, deposit_id: view.id });
     const { id, object, version, status, is_terminal, merchant_reference, end_user_ref, amount_minor, currency, created_at, expires_at, ...rest } = view;
     return { id, object, version, status, is_terminal, merchant_reference, end_user_ref, amount_minor, currency, created_at, expires_at, checkout_url, ...rest };
-  }
-
-  /** Wiring: the disputes module says which late legs a withdrawer's adjustment paid (see LegCover). */
-  useLegCover(cover: LegCover): void {
-    this.legCover = cover;
   }
 
   private now(): Date {
@@ -491,7 +466,7 @@ export class DepositService {
 
   /** The end of an order's late-slip window: 24 h after its transfer deadline (none for sandbox scenario 112.00). */
   private lateSlipAcceptedUntil(row: DepositRow): Date {
-    const window_ms = scenarioLateSlipWindowMs(row.livemode, row.amount_minor) ?? LATE_SLIP_WINDOW_MS;
+    const window_ms = this.deps.scenarios(row.livemode).lateSlipWindowMs(row) ?? LATE_SLIP_WINDOW_MS;
     return new Date(row.expires_at.getTime() + window_ms);
   }
 
@@ -683,13 +658,13 @@ export class DepositService {
         },
       });
     }
-    if (sandboxScenarioOf('deposit', account.livemode, input.amount_minor)?.amount_minor === 11_500) {
-      // Sandbox scenario 115.00 THB: the answer to a key used before with another body, whatever the key,
-      // so that a merchant can see its handling of the 409 with one request. Nothing is created.
-      throw new ApiError('idempotency_key_reused', { details: { original_request_id: cause.request_id, sandbox_scenario: 'idempotency_conflict' } });
-    }
-    // A sandbox scenario may fix the lifetime (104.00 THB: about 4 minutes; the expiry scenarios: 60 s).
-    const expiresIn = scenarioExpiresInSeconds(account.livemode, input.amount_minor) ?? Math.min(input.expires_in_seconds ?? policy.default_expires_in_seconds, policy.max_expires_in_seconds);
+    // A sandbox scenario may answer instead of creating (115.00 THB's key conflict: a merchant sees its
+    // handling of the 409 with one request), and may fix the lifetime (104.00: about 4 minutes; the expiry
+    // scenarios: 60 s).
+    const scenario = this.deps.scenarios(account.livemode);
+    const scenarioRefusal = scenario.refuseCreation({ amount_minor: input.amount_minor, request_id: cause.request_id });
+    if (scenarioRefusal) throw scenarioRefusal;
+    const expiresIn = scenario.lifetimeSeconds(input) ?? Math.min(input.expires_in_seconds ?? policy.default_expires_in_seconds, policy.max_expires_in_seconds);
     if (input.min_ttl_seconds !== undefined && input.min_ttl_seconds > expiresIn) {
       throw validationError('min_ttl_seconds', 'exceeds_order_lifetime', `at most ${expiresIn} seconds under this brand's policy`);
     }
@@ -770,7 +745,7 @@ export class DepositService {
     if ('legs' in reservation) {
       const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
       const legs = reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at }));
-      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.expireJob(matched), ...(chunk ? [] : scenarioStartJob(matched))] });
+      const view = await this.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.expireJob(matched), ...(chunk ? [] : this.deps.scenarios(matched.livemode).afterCreation(matched))] });
       const withInstructions = await this.withPaymentInstructions(tx, view, account.white_label_id, { rows: legs, payees: reservation.payees });
       return {
         deposit: await this.withCheckoutUrl(tx, withInstructions, account.white_label_id),
@@ -780,7 +755,7 @@ export class DepositService {
     }
     const waiting: DepositRow = { ...row, wait_started_at: now, expires_at: new Date(now.getTime() + policy.liquidity_wait_seconds * SECOND_MS) };
     const liquidity = await this.liquidityInfo(tx, waiting, policy);
-    const view = await this.transition(tx, { before: null, after: waiting, trigger: 'create', cause, jobs: [this.retryJob(waiting, reservation.wait_until), ...scenarioStartJob(waiting)], liquidity });
+    const view = await this.transition(tx, { before: null, after: waiting, trigger: 'create', cause, jobs: [this.retryJob(waiting, reservation.wait_until), ...this.deps.scenarios(waiting.livemode).afterCreation(waiting)], liquidity });
     return { deposit: await this.withCheckoutUrl(tx, view, account.white_label_id), matched: false, retry_after_seconds: MATCH_RETRY_INTERVAL_MS / SECOND_MS };
   }
 
@@ -971,7 +946,7 @@ export class DepositService {
   async expire(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositView | null> {
     const row = await this.lockForChange(tx, white_label_id, deposit_id);
     if (!row || row.status !== 'awaiting_payment' || row.expires_at.getTime() > this.now().getTime()) return null;
-    if ((await this.slipActivity(tx, white_label_id, deposit_id)).unprocessed > 0) return null;
+    if ((await this.deps.slip_activity(tx, white_label_id, deposit_id)).unprocessed > 0) return null;
     const legs = await repository.listLegs(tx, white_label_id, deposit_id);
     const paid = legs.filter((leg) => leg.status === 'reserved' && leg.paid_minor > 0);
     if (paid.length > 0) {
@@ -1009,7 +984,7 @@ export class DepositService {
     invariant(row, 'the order exists');
     if (row.status !== 'awaiting_liquidity' && row.status !== 'awaiting_payment') return fail('deposit_not_cancelable', { details: { status: row.status } });
     // Once a slip exists (uploaded, even unread or unreadable) the end user may have paid: no cancel (spec).
-    if (row.slip_attempts > 0 || (await this.slipActivity(tx, row.white_label_id, row.deposit_id)).total > 0) {
+    if (row.slip_attempts > 0 || (await this.deps.slip_activity(tx, row.white_label_id, row.deposit_id)).total > 0) {
       return fail('deposit_not_cancelable', { details: { status: row.status, reason: 'slip_received' } });
     }
     const legs = row.status === 'awaiting_payment' ? await this.releaseLegs(tx, row, 'deposit_canceled', cause) : [];
@@ -1244,7 +1219,13 @@ export class DepositService {
       opened_at: formatTimestamp(this.now()),
       escalated: false,
       four_eyes_required,
-      estimated_resolution_bucket: await this.reviewEstimate(db, { white_label_id: row.white_label_id, livemode: row.livemode, four_eyes_required, escalated: false }),
+      estimated_resolution_bucket: await this.deps.review_estimate(db, {
+        white_label_id: row.white_label_id,
+        livemode: row.livemode,
+        four_eyes_required,
+        escalated: false,
+        in_review_ahead: await repository.countInReview(db, row.white_label_id, row.livemode),
+      }),
       reasons,
     };
   }
@@ -1472,7 +1453,7 @@ export class DepositService {
     for (const { leg, fill_minor } of plan) {
       if (leg.status !== 'released' || fill_minor === 0) continue;
       if (leg.destination === 'withdrawal') {
-        const cover = await this.legCover.coveredAmount(tx, { white_label_id: row.white_label_id, deposit_id: row.deposit_id, deposit_leg_ref: leg.leg_ref });
+        const cover = await this.deps.leg_covers.coveredAmount(tx, { white_label_id: row.white_label_id, deposit_id: row.deposit_id, deposit_leg_ref: leg.leg_ref });
         if (cover !== null) {
           // The adjustment paid exactly what this settlement fills into the leg, or the money would not balance.
           if (cover !== fill_minor) throw new ApiError('alloc_state_conflict', { details: { leg_ref: leg.leg_ref, withdrawal_id: leg.withdrawal_id, reason: 'covered_amount_differs' } });
@@ -1607,9 +1588,9 @@ export class DepositService {
     for (const leg of await repository.listLegs(tx, row.white_label_id, row.deposit_id)) {
       if (leg.status !== 'filled' || leg.destination !== 'withdrawal' || !leg.withdrawal_leg_ref) continue;
       const coverTarget = { white_label_id: row.white_label_id, deposit_id: row.deposit_id, deposit_leg_ref: leg.leg_ref };
-      if ((await this.legCover.coveredAmount(tx, coverTarget)) !== null) {
+      if ((await this.deps.leg_covers.coveredAmount(tx, coverTarget)) !== null) {
         // A leg the withdrawer paid by adjustment filled no withdrawal: the adjustment is what goes back.
-        await this.legCover.reverseCover(tx, { ...coverTarget, cause: input.cause });
+        await this.deps.leg_covers.reverseCover(tx, { ...coverTarget, cause: input.cause });
         continue;
       }
       const reversed = await this.deps.withdrawals.reverseFill(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code: 'deposit_reversed', cause: input.cause });

@@ -3,7 +3,7 @@ import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
 import { ID_PREFIXES, newId } from '../platform/ids.ts';
-import { formatTimestamp, HOUR_MS } from '../platform/time.ts';
+import { formatTimestamp } from '../platform/time.ts';
 import { CURRENT_API_VERSION } from '../platform/cause.ts';
 import type { EventCause } from '../platform/cause.ts';
 import type { Actor } from '../platform/access.ts';
@@ -41,13 +41,6 @@ import * as repository from './repository.ts';
 /** Evidence items a merchant may attach to one order, and force-complete requests it may make. */
 export const MAX_EVIDENCE_PER_ORDER = 20;
 export const MAX_FORCE_COMPLETES_PER_ORDER = 5;
-/** How far back the desk's pace is measured for `estimated_resolution_bucket`. */
-export const DESK_PACE_WINDOW_MS = 4 * HOUR_MS;
-/**
- * The pace assumed of a staffed desk (reviews ended per hour) when it ended fewer in the window: a
- * quiet desk has few reviews to end, which says nothing about how fast it would end the next one.
- */
-export const ASSUMED_REVIEWS_PER_HOUR = 4;
 
 export interface ReviewDependencies {
   database: Database;
@@ -169,27 +162,6 @@ function validationError(path: string, reason: string, hint?: string): ApiError 
 
 export class ReviewService {
   constructor(private readonly deps: ReviewDependencies) {}
-
-  /**
-   * `estimated_resolution_bucket` from the desk's real state: the orders ahead in the queue and the pace
-   * at which the desk ended reviews in the last four hours (never assumed slower than a staffed desk).
-   * Four eyes takes two reviewers' time; an escalated review is `extended`.
-   */
-  async estimate(
-    db: Queryable,
-    input: { white_label_id: string; livemode: boolean; four_eyes_required: boolean; escalated: boolean },
-  ): Promise<ReviewObject['estimated_resolution_bucket']> {
-    if (input.escalated) return 'extended';
-    const now = this.deps.clock.now();
-    const ahead = await this.deps.deposits.countInReview(db, input.white_label_id, input.livemode);
-    const ended = await repository.countReviewsEndedSince(db, input.white_label_id, input.livemode, new Date(now.getTime() - DESK_PACE_WINDOW_MS));
-    const reviewsPerHour = Math.max(ended / (DESK_PACE_WINDOW_MS / HOUR_MS), ASSUMED_REVIEWS_PER_HOUR);
-    const minutes = ((ahead + 1) * 60 * (input.four_eyes_required ? 2 : 1)) / reviewsPerHour;
-    if (minutes <= 15) return 'under_15m';
-    if (minutes <= 60) return 'under_1h';
-    if (minutes <= 240) return 'under_4h';
-    return 'extended';
-  }
 
   /** The brand's queue, oldest entry first, filterable by reason code and by escalation. */
   async queue(db: Queryable, white_label_id: string, filters: Omit<Parameters<DepositService['reviewQueue']>[2], 'limit'> & { limit: number }): Promise<ReviewQueueItem[]> {

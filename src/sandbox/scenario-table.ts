@@ -6,8 +6,8 @@ import { SECOND_MS } from '../platform/time.ts';
  * descriptions are the spec's table, copied; the timings below are the spec's, or our choice where the
  * table gives none (docs/decisions/sandbox.md).
  *
- * This file has no dependencies, so that the deposit and withdrawal services can ask it about an order
- * (its lifetime, its late-slip window) without depending on the sandbox module, which depends on them.
+ * The deposit and withdrawal services never read it: they call the scenario hooks at named points, which
+ * the sandbox implements from this table for test-mode orders (src/sandbox/hooks.ts).
  */
 
 export type ScenarioAmount =
@@ -42,6 +42,11 @@ export const SANDBOX_SCENARIOS: readonly SandboxScenario[] = [
   { amount_minor: 11_500, applies_to: 'deposit', description: 'Idempotency conflict (same key, different body)' },
   { amount_minor: 11_600, applies_to: 'deposit', description: 'Same-slip overpayment: X=11600, V=12100; one `deposit.settled` with A=X and E=500' },
 ];
+
+/** 113.00 THB: the withdrawal amount that always answers 402 on creation (spec, Sandbox scenarios). */
+export const SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR = 11_300;
+/** 115.00 THB: the deposit amount whose creation answers 409 idempotency_key_reused and creates nothing. */
+export const SANDBOX_KEY_CONFLICT_AMOUNT_MINOR = 11_500;
 
 /** The scenario a test-mode order of this kind and amount follows; null for live and for any other amount. */
 export function sandboxScenarioOf(kind: SandboxScenario['applies_to'], livemode: boolean, amount_minor: number): SandboxScenario | null {

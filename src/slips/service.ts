@@ -395,11 +395,6 @@ export class SlipsService {
     );
   }
 
-  /** For cancel and expiry: how many slips an order has, and how many are still being processed. */
-  activity(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ total: number; unprocessed: number }> {
-    return repository.receiptCounts(db, white_label_id, deposit_id);
-  }
-
   /** POST at `claim_url`: opens a late-slip claim with the order's capability, idempotent by key. */
   async openClaim(input: {
     claims: SlipTokenClaims;

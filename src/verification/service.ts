@@ -75,12 +75,14 @@ export interface VerificationDependencies {
   reader: SlipReader;
   /** The bank-verification adapter of an environment: the sandbox bank for test mode, the provider for live. */
   verifierFor: (livemode: boolean) => BankVerifier;
+  /** Opens the dispute of an allocation conflict (the disputes module, built before this service). */
+  allocation_conflicts: AllocationConflictHandler;
 }
 
 /**
  * What happens beside the review when a late slip paid a leg whose withdrawal could not take it again
- * (ALLOCATION_CONFLICT): the disputes module opens a dispute on that withdrawal. Injected at wiring,
- * in the transaction that sends the order to review (which holds the order's locks).
+ * (ALLOCATION_CONFLICT): the disputes module opens a dispute on that withdrawal, in the transaction that
+ * sends the order to review (which holds the order's locks).
  */
 export type AllocationConflictHandler = (
   tx: Queryable,
@@ -109,15 +111,7 @@ function transferRecord(transfer: VerifiedTransfer): Record<string, unknown> {
 }
 
 export class VerificationService {
-  // Until the disputes module is wired (src/app.ts), an allocation conflict only sends the order to review.
-  private allocationConflict: AllocationConflictHandler = async () => undefined;
-
   constructor(private readonly deps: VerificationDependencies) {}
-
-  /** Wiring: the disputes module opens a dispute on the withdrawal of an allocation conflict. */
-  useAllocationConflict(handler: AllocationConflictHandler): void {
-    this.allocationConflict = handler;
-  }
 
   /**
    * V as the bank verified it for an order: the sum of the transfers its slips claimed (each transfer
@@ -428,7 +422,7 @@ export class VerificationService {
       if (conflicted?.withdrawal_id && conflicted.withdrawal_leg_ref) {
         // What the slip paid into that leg (at most the leg): the amount the withdrawer is asked about.
         const paid = assessment.paid_by_leg[conflicted.leg_ref] ?? assessment.transferred_minor;
-        await this.allocationConflict(tx, {
+        await this.deps.allocation_conflicts(tx, {
           white_label_id: receipt.white_label_id,
           deposit_id: receipt.deposit_id,
           deposit_leg_ref: conflicted.leg_ref,

@@ -542,35 +542,45 @@ export class DisputeService {
     });
     return ok(undefined);
   }
+}
 
-  /** The hook DepositService uses to settle (and reverse) a late leg a withdrawer paid by adjustment. */
-  legCover(): LegCover {
-    return {
-      coveredAmount: async (db, input) => (await repository.findStandingCover(db, input.white_label_id, input.deposit_id, input.deposit_leg_ref))?.amount_minor ?? null,
-      reverseCover: async (tx, input) => {
-        const cover = await repository.findStandingCover(tx, input.white_label_id, input.deposit_id, input.deposit_leg_ref);
-        if (!cover) return;
-        // The deposit's locks are held by the reversal; the dispute row, then the withdrawer's wallet, follow.
-        const row = await repository.lockDispute(tx, input.white_label_id, cover.dispute_id);
-        invariant(row && row.adjustment_balance_transaction_id && row.adjustment_reversal_balance_transaction_id === null, 'a standing cover is given back once');
-        const posted = await this.deps.ledger.post(tx, {
-          account: { white_label_id: row.white_label_id, merchant_id: row.withdrawal_merchant_id, livemode: row.livemode },
-          type: 'adjustment',
-          amount_minor: row.amount_minor,
-          bucket_from: null,
-          bucket_to: 'available',
-          movement_key: `dispute_adjustment_reversal:${row.dispute_id}`,
-          source: { type: 'withdrawal_dispute', id: row.dispute_id },
-          reason_code: ALLOCATION_CONFLICT_REASON_CODE,
-          cause: input.cause,
-        });
-        invariant(posted.ok, 'a credit cannot be refused');
-        const after: repository.DisputeRow = { ...row, adjustment_reversal_balance_transaction_id: posted.value.id, updated_at: this.deps.clock.now() };
-        invariant(await repository.updateDispute(tx, after, 'resolved'), 'the dispute is locked');
-      },
-    };
+/**
+ * Which late deposit legs a resolved dispute's adjustment paid (ALLOCATION_CONFLICT: the withdrawer was
+ * credited what a late slip paid into a withdrawal that could no longer take it), and the giving back of
+ * such an adjustment when the deposit is reversed. The deposit service asks this while it settles and
+ * reverses; it reads only the disputes' own rows and posts to the ledger, so it is built before the
+ * deposit service and the dispute workflow (`DisputeService`), which calls the deposit service.
+ */
+export class DisputeCovers implements LegCover {
+  constructor(private readonly deps: { clock: Clock; ledger: LedgerService }) {}
+
+  async coveredAmount(db: Queryable, input: { white_label_id: string; deposit_id: string; deposit_leg_ref: string }): Promise<number | null> {
+    return (await repository.findStandingCover(db, input.white_label_id, input.deposit_id, input.deposit_leg_ref))?.amount_minor ?? null;
+  }
+
+  async reverseCover(tx: Queryable, input: { white_label_id: string; deposit_id: string; deposit_leg_ref: string; cause: EventCause }): Promise<void> {
+    const cover = await repository.findStandingCover(tx, input.white_label_id, input.deposit_id, input.deposit_leg_ref);
+    if (!cover) return;
+    // The deposit's locks are held by the reversal; the dispute row, then the withdrawer's wallet, follow.
+    const row = await repository.lockDispute(tx, input.white_label_id, cover.dispute_id);
+    invariant(row && row.adjustment_balance_transaction_id && row.adjustment_reversal_balance_transaction_id === null, 'a standing cover is given back once');
+    const posted = await this.deps.ledger.post(tx, {
+      account: { white_label_id: row.white_label_id, merchant_id: row.withdrawal_merchant_id, livemode: row.livemode },
+      type: 'adjustment',
+      amount_minor: row.amount_minor,
+      bucket_from: null,
+      bucket_to: 'available',
+      movement_key: `dispute_adjustment_reversal:${row.dispute_id}`,
+      source: { type: 'withdrawal_dispute', id: row.dispute_id },
+      reason_code: ALLOCATION_CONFLICT_REASON_CODE,
+      cause: input.cause,
+    });
+    invariant(posted.ok, 'a credit cannot be refused');
+    const after: repository.DisputeRow = { ...row, adjustment_reversal_balance_transaction_id: posted.value.id, updated_at: this.deps.clock.now() };
+    invariant(await repository.updateDispute(tx, after, 'resolved'), 'the dispute is locked');
   }
 }
+
 
 /** The deadline job handler: one short transaction, a no-op once the dispute moved on. */
 export function createDisputeJobHandlers(disputes: DisputeService): Record<string, JobHandler> {

@@ -15,7 +15,7 @@ import { cancelJobsByKey, scheduleJob, unscheduleJob, type JobHandler, type JobS
 import type { LedgerService, PostInput } from '../ledger/service.ts';
 import { recognizeFee, recognizeFill, type FeeComputation, type FeeService } from '../fees/service.ts';
 import type { BeneficiaryService, Payee } from '../beneficiaries/service.ts';
-import { sandboxScenarioOf, scenarioWithdrawalStartJob } from '../sandbox/scenario-table.ts';
+import type { WithdrawalScenariosFor } from './scenario-hooks.ts';
 import * as repository from './repository.ts';
 import type { WithdrawalPolicyService } from './policy.ts';
 import {
@@ -46,8 +46,6 @@ export const AUTO_CONFIRM_FILL_TASK = 'withdrawals.auto_confirm_fill';
 export const FILL_AUTO_CONFIRM_MS = 3 * HOUR_MS;
 /** What a cancel refused for a pending fill tells the caller to wait: about one leg's transfer window. */
 export const PENDING_FILL_RETRY_AFTER_SECONDS = 60;
-/** The sandbox amount that always answers 402 on withdrawal creation (spec, Sandbox scenarios, 113.00). */
-export const SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR = 11_300;
 
 const ORDER_SOURCE = 'withdrawal_order';
 
@@ -293,6 +291,8 @@ export interface WithdrawalDependencies {
   /** For the back office's decisions, each with its audit row in one transaction. */
   database: Database;
   audit: AuditTrail;
+  /** Where a test-mode order's sandbox scenario acts; live orders get hooks that do nothing. */
+  scenarios: WithdrawalScenariosFor;
 }
 
 function legReservation(leg: WithdrawalLegRow, order: Pick<WithdrawalRow, 'beneficiary_id'>): LegReservation {
@@ -410,12 +410,12 @@ export class WithdrawalService {
    * The beneficiary must be the caller's and verified; the route checks that before calling.
    */
   /**
-   * Sandbox scenario 113.00 THB: the 402 `insufficient_balance` a merchant must handle, whatever its
-   * balance and whatever the state of the beneficiary (so the creation route asks this before it looks
-   * at the beneficiary). Null for every other amount and in live mode.
+   * A sandbox scenario's 402 `insufficient_balance` (113.00 THB), which a merchant must handle whatever its
+   * balance and whatever the state of the beneficiary (so the creation route asks this before it looks at
+   * the beneficiary), with the balance's real figures. Null for every other amount and in live mode.
    */
   async sandboxScenarioRefusal(tx: Queryable, account: WithdrawalAccount, amount_minor: number): Promise<Result<never> | null> {
-    if (sandboxScenarioOf('withdrawal', account.livemode, amount_minor)?.amount_minor !== SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR) return null;
+    if (!this.deps.scenarios(account.livemode).refusesAsInsufficient(amount_minor)) return null;
     const fee = await this.deps.fees.quote(tx, { ...account, channel: 'withdrawal' }, amount_minor);
     const balance = await this.deps.ledger.balance(tx, account);
     const pendingAt = await this.deps.ledger.nextClearingAt(tx, account);
@@ -548,7 +548,7 @@ export class WithdrawalService {
       trigger: 'create',
       cause,
       // Sandbox scenario 107.00 THB: the counterparty's deposits fill a merchant's order in three chunks.
-      jobs: [needsApproval ? approvalTtlJob(row) : expireJob(row), ...(internal ? [] : scenarioWithdrawalStartJob(row))],
+      jobs: [needsApproval ? approvalTtlJob(row) : expireJob(row), ...(internal ? [] : this.deps.scenarios(row.livemode).afterCreation(row))],
     });
     // A creation has no version to lose; a reference taken meanwhile is thrown by the insert's flush.
     invariant(created.ok, 'a creation transition always persists');

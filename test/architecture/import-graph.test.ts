@@ -42,7 +42,6 @@ const ALLOWED = new Set([
   'deposits -> jobs',
   'deposits -> ledger',
   'deposits -> matching',
-  'deposits -> sandbox',
   'deposits -> slips',
   'deposits -> tenancy',
   'deposits -> withdrawals',
@@ -100,7 +99,6 @@ const ALLOWED = new Set([
   'withdrawals -> jobs',
   'withdrawals -> ledger',
   'withdrawals -> review',
-  'withdrawals -> sandbox',
   'withdrawals -> tenancy',
 ]);
 

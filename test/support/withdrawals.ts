@@ -6,6 +6,7 @@ import { DepositService } from '../../src/deposits/service.ts';
 import { deriveAccountLookupKey } from '../../src/beneficiaries/service.ts';
 import { QrImageLinks } from '../../src/deposits/qr-image.ts';
 import { MatchingService } from '../../src/matching/service.ts';
+import { depositScenariosFor } from '../../src/sandbox/hooks.ts';
 
 /**
  * Helpers for tests of the payout side: money into a wallet, a verified beneficiary, and a short
@@ -73,6 +74,11 @@ export function depositServiceWithoutSandboxLiquidity(app: TestApp): DepositServ
     slip_tokens: services.slipTokens,
     qr_links: new QrImageLinks(TEST_MASTER_KEY),
     public_base_url: () => services.publicBaseUrl(),
+    scenarios: depositScenariosFor,
+    slip_activity: (db, white_label_id, deposit_id) => services.slipActivity.activity(db, white_label_id, deposit_id),
+    review_estimate: services.reviewPace.estimate,
+    checkout_links: (db, order) => services.checkoutAddresses.checkoutUrl(db, order),
+    leg_covers: services.disputeCovers,
     upload_base_url: () => services.uploadBaseUrl(),
     matching: new MatchingService({ withdrawals: services.withdrawals, events: services.events, liquidity: null }),
     ledger: services.ledger,

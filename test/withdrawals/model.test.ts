@@ -8,7 +8,8 @@ import { CLEARING_PERIOD_MS } from '../../src/ledger/service.ts';
 import type { WalletAccount } from '../../src/ledger/types.ts';
 import type { Result } from '../../src/platform/errors.ts';
 import { DEFAULT_WITHDRAWAL_POLICY, type WithdrawalPolicy } from '../../src/withdrawals/policy.ts';
-import { FILL_AUTO_CONFIRM_MS, SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR } from '../../src/withdrawals/service.ts';
+import { FILL_AUTO_CONFIRM_MS } from '../../src/withdrawals/service.ts';
+import { SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR } from '../../src/sandbox/scenario-table.ts';
 import type { LegStatus, ReceiptState, WithdrawalStatus } from '../../src/withdrawals/types.ts';
 
 /**

@@ -1,0 +1,43 @@
+import { ApiError } from '../platform/errors.ts';
+import { NO_DEPOSIT_SCENARIOS, type DepositScenarioHooks } from '../deposits/scenario-hooks.ts';
+import { NO_WITHDRAWAL_SCENARIOS, type WithdrawalScenarioHooks } from '../withdrawals/scenario-hooks.ts';
+import {
+  SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR,
+  SANDBOX_KEY_CONFLICT_AMOUNT_MINOR,
+  sandboxScenarioOf,
+  scenarioExpiresInSeconds,
+  scenarioLateSlipWindowMs,
+  scenarioStartJob,
+  scenarioWithdrawalStartJob,
+} from './scenario-table.ts';
+
+/**
+ * The sandbox's side of the scenario hooks the deposit and withdrawal services call at their named points
+ * (src/deposits/scenario-hooks.ts, src/withdrawals/scenario-hooks.ts). The composition root gives these to
+ * test-mode orders only; every rule here is the spec's table (src/sandbox/scenario-table.ts).
+ */
+export const SANDBOX_DEPOSIT_SCENARIOS: DepositScenarioHooks = {
+  // 115.00 THB: the answer to a key used before with another body, whatever the key, and nothing is created.
+  refuseCreation(order) {
+    if (sandboxScenarioOf('deposit', false, order.amount_minor)?.amount_minor !== SANDBOX_KEY_CONFLICT_AMOUNT_MINOR) return null;
+    return new ApiError('idempotency_key_reused', { details: { original_request_id: order.request_id, sandbox_scenario: 'idempotency_conflict' } });
+  },
+  lifetimeSeconds: (order) => scenarioExpiresInSeconds(false, order.amount_minor),
+  lateSlipWindowMs: (order) => scenarioLateSlipWindowMs(false, order.amount_minor),
+  afterCreation: (order) => scenarioStartJob({ ...order, livemode: false }),
+};
+
+export const SANDBOX_WITHDRAWAL_SCENARIOS: WithdrawalScenarioHooks = {
+  refusesAsInsufficient: (amount_minor) => sandboxScenarioOf('withdrawal', false, amount_minor)?.amount_minor === SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR,
+  afterCreation: (order) => scenarioWithdrawalStartJob({ ...order, livemode: false }),
+};
+
+/** The deposit hooks of an environment: the sandbox's in test mode, none in live mode. */
+export function depositScenariosFor(livemode: boolean): DepositScenarioHooks {
+  return livemode ? NO_DEPOSIT_SCENARIOS : SANDBOX_DEPOSIT_SCENARIOS;
+}
+
+/** The withdrawal hooks of an environment: the sandbox's in test mode, none in live mode. */
+export function withdrawalScenariosFor(livemode: boolean): WithdrawalScenarioHooks {
+  return livemode ? NO_WITHDRAWAL_SCENARIOS : SANDBOX_WITHDRAWAL_SCENARIOS;
+}
