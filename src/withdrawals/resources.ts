@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { listSchema, minorSchema, openEnum, pagedListSchema, timestampSchema, type Describes } from '../http/response-fields.ts';
 import { feeBreakdownItemSchema } from '../fees/resources.ts';
-import type { FillView, WithdrawalView } from './service.ts';
+import type { FillView, WithdrawalView } from './views.ts';
 import type { DisputeDetail, DisputeRecord, MerchantDisputeView } from './disputes.ts';
 import type { WithdrawalPolicy } from './policy.ts';
 import { WITHDRAWAL_STATUSES } from './types.ts';

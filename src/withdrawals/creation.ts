@@ -1,0 +1,187 @@
+import type { Queryable } from '../platform/db.ts';
+import { invariant } from '../platform/assert.ts';
+import { fail, type Result } from '../platform/errors.ts';
+import { takeCarried } from '../platform/unit-of-work.ts';
+import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
+import { newId } from '../platform/ids.ts';
+import { formatTimestamp, SECOND_MS } from '../platform/time.ts';
+import type { EventCause } from '../platform/cause.ts';
+import type { FeeComputation } from '../fees/service.ts';
+import type { WithdrawalDependencies } from './dependencies.ts';
+import { approvalTtlJob, expireJob } from './jobs.ts';
+import * as repository from './repository.ts';
+import { ORDER_SOURCE, type OrderTransitions } from './transitions.ts';
+import type { WithdrawalAccount, WithdrawalRow } from './types.ts';
+import type { WithdrawalView } from './views.ts';
+
+export interface CreateWithdrawalInput {
+  amount_minor: number;
+  merchant_reference: string;
+  end_user_ref: string;
+  beneficiary_id: string;
+  metadata?: Record<string, string> | undefined;
+  client?: Record<string, string | undefined> | undefined;
+  refund_of_deposit_id?: string | undefined;
+}
+
+/** How a creation differs from a merchant's request, when it is not one. */
+export interface CreateWithdrawalOptions {
+  /** Set when the order pays again a reversed fill of a settled order: the service's own order, not
+   * a new request, so it skips the amount range, approval, the sandbox 402 and the fee. */
+  replacement_of_withdrawal_id?: string | null;
+  /** The sandbox counterparty's standing liquidity: skips the amount range, approval and the sandbox 402. */
+  sandbox_liquidity?: boolean;
+}
+
+/** Where a creation's carried first read is kept: the reference and amount it was read for are part of the key. */
+function creationReadKey(account: WithdrawalAccount, input: Pick<CreateWithdrawalInput, 'merchant_reference' | 'amount_minor'>): string {
+  return `withdrawals:creation-context:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${input.amount_minor}:${input.merchant_reference}`;
+}
+
+/** The creation of withdrawal orders: a merchant's request, the sandbox counterparty's liquidity, and replacements. */
+export class WithdrawalCreation {
+  constructor(
+    private readonly deps: WithdrawalDependencies,
+    private readonly transitions: OrderTransitions,
+  ) {}
+
+  /**
+   * A sandbox scenario's 402 `insufficient_balance` (113.00 THB), which a merchant must handle whatever its
+   * balance and whatever the state of the beneficiary (so the creation route asks this before it looks at
+   * the beneficiary), with the balance's real figures. Null for every other amount and in live mode.
+   */
+  async sandboxScenarioRefusal(tx: Queryable, account: WithdrawalAccount, amount_minor: number): Promise<Result<never> | null> {
+    if (!this.deps.scenarios(account.livemode).refusesAsInsufficient(amount_minor)) return null;
+    const fee = await this.deps.fees.quote(tx, { ...account, channel: 'withdrawal' }, amount_minor);
+    const balance = await this.deps.ledger.balance(tx, account);
+    const pendingAt = await this.deps.ledger.nextClearingAt(tx, account);
+    return fail('insufficient_balance', {
+      details: {
+        available_minor: balance.available_minor,
+        required_minor: amount_minor + fee.fee_total_minor,
+        pending_clearing_minor: balance.pending_clearing_minor,
+        pending_clearing_available_at: pendingAt ? formatTimestamp(pendingAt) : null,
+      },
+    });
+  }
+
+  private creationContextPart(account: WithdrawalAccount, input: Pick<CreateWithdrawalInput, 'merchant_reference' | 'amount_minor'>, replacement: boolean): ReadPart<repository.CreationContext<FeeComputation>> {
+    return repository.creationContextPart(account, input.merchant_reference, replacement ? null : this.deps.fees.quotePart({ ...account, channel: 'withdrawal' }, input.amount_minor));
+  }
+
+  /** The first read of a merchant's creation (`create`), for the request's idempotency statement to carry (src/platform/read-part.ts). */
+  creationRead(account: WithdrawalAccount, input: Pick<CreateWithdrawalInput, 'merchant_reference' | 'amount_minor'>): CarriedRead {
+    return { key: creationReadKey(account, input), part: this.creationContextPart(account, input, false) };
+  }
+
+  /**
+   * Creates an order: fee locked from the schedule of this moment, amount plus fee moved from
+   * available to reserved, status `open` or `pending_approval` by the brand's policy. Returns
+   * `insufficient_balance` (nothing created, nothing locked) or `merchant_reference_in_use`.
+   * The beneficiary must be the caller's and verified; the route checks that before calling.
+   */
+  async create(tx: Queryable, account: WithdrawalAccount, input: CreateWithdrawalInput, cause: EventCause, options: CreateWithdrawalOptions = {}): Promise<Result<WithdrawalView>> {
+    const now = this.deps.clock.now();
+    const replacement_of_withdrawal_id = options.replacement_of_withdrawal_id ?? null;
+    const replacement = replacement_of_withdrawal_id !== null;
+    const internal = replacement || options.sandbox_liquidity === true;
+    invariant(!options.sandbox_liquidity || !account.livemode, 'sandbox liquidity exists in test mode only');
+    // The policy, the reference and the fee quote are read in one round trip, carried by the request's
+    // idempotency statement when it came through HTTP (`creationRead`); a replacement pays no fee.
+    const carriedContext = replacement ? ({ found: false } as const) : takeCarried(tx, creationReadKey(account, input));
+    const context = carriedContext.found
+      ? (carriedContext.value as repository.CreationContext<FeeComputation>)
+      : await repository.readCreationContext(tx, this.creationContextPart(account, input, replacement));
+    const policy = this.deps.policies.fromRow(context.policy);
+    if (!internal && (input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor)) {
+      return fail('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
+    }
+    if (context.reference_taken) {
+      return fail('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
+    }
+    if (input.refund_of_deposit_id && (await repository.findOpenRefund(tx, account.white_label_id, input.refund_of_deposit_id))) {
+      return fail('refund_already_open', { details: { refund_of_deposit_id: input.refund_of_deposit_id } });
+    }
+    const fee = replacement
+      ? {
+          fee_total_minor: 0,
+          fee_breakdown: [
+            { component: 'processing_fee', amount_minor: 0, rate_bps: 0 },
+            { component: 'fixed_fee', amount_minor: 0 },
+            { component: 'vat', amount_minor: 0, rate_bps: 0 },
+          ],
+        }
+      : context.carried;
+    invariant(fee !== null, 'a creation that pays a fee has its quote');
+    const withdrawal_id = newId('withdrawal');
+    const locked = input.amount_minor + fee.fee_total_minor;
+    invariant(Number.isSafeInteger(locked), 'amount plus fee is a safe integer');
+
+    if (!internal) {
+      const scenario = await this.sandboxScenarioRefusal(tx, account, input.amount_minor);
+      if (scenario) return scenario;
+    }
+    const reserved = await this.deps.ledger.post(tx, {
+      account,
+      type: 'withdrawal_reserved',
+      amount_minor: locked,
+      bucket_from: 'available',
+      bucket_to: 'reserved',
+      movement_key: `withdrawal_reserved:${withdrawal_id}`,
+      source: { type: ORDER_SOURCE, id: withdrawal_id },
+      cause,
+    });
+    if (!reserved.ok) return reserved;
+
+    const needsApproval = !internal && policy.approval_threshold_minor !== null && input.amount_minor >= policy.approval_threshold_minor;
+    const approvalExpiresAt = needsApproval ? new Date(now.getTime() + policy.approval_ttl_seconds * SECOND_MS) : null;
+    const expiresAt = new Date((approvalExpiresAt ?? now).getTime() + policy.expires_in_seconds * SECOND_MS);
+    const client = input.client ? (Object.fromEntries(Object.entries(input.client).filter(([, value]) => value !== undefined)) as Record<string, string>) : null;
+    const row: WithdrawalRow = {
+      ...account,
+      withdrawal_id,
+      version: 1,
+      status: needsApproval ? 'pending_approval' : 'open',
+      merchant_reference: input.merchant_reference,
+      end_user_ref: input.end_user_ref,
+      beneficiary_id: input.beneficiary_id,
+      amount_total_minor: input.amount_minor,
+      fee_total_minor: fee.fee_total_minor,
+      fee_breakdown: fee.fee_breakdown,
+      fee_recognized_minor: 0,
+      filled_minor: 0,
+      reserved_minor: 0,
+      remaining_minor: input.amount_minor,
+      refunded_minor: null,
+      settled_splits: 0,
+      max_splits: policy.max_splits,
+      expires_at: expiresAt,
+      approval_expires_at: approvalExpiresAt,
+      refund_of_deposit_id: input.refund_of_deposit_id ?? null,
+      replacement_of_withdrawal_id,
+      metadata: input.metadata ?? null,
+      client,
+      close_reason_code: null,
+      closed_by: null,
+      review_note: null,
+      reserve_balance_transaction_id: reserved.value.id,
+      release_balance_transaction_id: null,
+      created_at: now,
+      updated_at: now,
+      closed_at: null,
+      dispute: null,
+      funds_on_hold: false,
+    };
+    const created = await this.transitions.apply(tx, {
+      before: null,
+      after: row,
+      trigger: 'create',
+      cause,
+      // Sandbox scenario 107.00 THB: the counterparty's deposits fill a merchant's order in three chunks.
+      jobs: [needsApproval ? approvalTtlJob(row) : expireJob(row), ...(internal ? [] : this.deps.scenarios(row.livemode).afterCreation(row))],
+    });
+    // A creation has no version to lose; a reference taken meanwhile is thrown by the insert's flush.
+    invariant(created.ok, 'a creation transition always persists');
+    return created;
+  }
+}
