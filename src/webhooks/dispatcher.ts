@@ -4,8 +4,9 @@ import { performance } from 'node:perf_hooks';
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
-import * as repository from './repository.ts';
-import type { AttemptCompletion, ClaimedDelivery } from './repository.ts';
+import * as deliveryRepository from './delivery-repository.ts';
+import * as fanoutRepository from './fanout-repository.ts';
+import type { AttemptCompletion, ClaimedDelivery } from './delivery-repository.ts';
 import type { DeliveryClient, AttemptResponse } from './http-client.ts';
 import type { SigningKeyService } from './signing-keys.ts';
 import { signWebhookPayload } from './signing.ts';
@@ -247,13 +248,13 @@ export class DeliveryDispatcher {
     if (options.sweep !== 'paced' || sweepDue) {
       this.lastSweepAt = performance.now();
       fanned_out = await this.fanOut();
-      recovered = await repository.recoverExpiredLeases(this.dependencies.database, this.dependencies.clock.now(), RECOVER_BATCH);
+      recovered = await deliveryRepository.recoverExpiredLeases(this.dependencies.database, this.dependencies.clock.now(), RECOVER_BATCH);
     }
     const free = this.dependencies.settings.max_in_flight - this.inFlight.size;
     let claimed = 0;
     if (free > 0 && !this.stopping) {
       const limit = Math.min(free, CLAIM_BATCH);
-      const claims = await repository.claimDeliveries(this.dependencies.database, {
+      const claims = await deliveryRepository.claimDeliveries(this.dependencies.database, {
         now: this.dependencies.clock.now(),
         limit,
         scan: limit * CLAIM_SCAN_FACTOR,
@@ -281,23 +282,23 @@ export class DeliveryDispatcher {
     const { database, clock } = this.dependencies;
     let created = 0;
     for (let round = 0; round < FANOUT_MAX_ROUNDS; round += 1) {
-      const feeds = await repository.feedsBehind(database, FANOUT_FEEDS_PER_ROUND);
+      const feeds = await fanoutRepository.feedsBehind(database, FANOUT_FEEDS_PER_ROUND);
       let progressed = false;
       for (const feed of feeds) {
         const inserted = await database.transaction(async (tx) => {
-          const cursor = await repository.lockFeed(tx, feed);
+          const cursor = await fanoutRepository.lockFeed(tx, feed);
           if (!cursor || cursor.head <= cursor.last_sequence) return null;
           const upto = Math.min(cursor.head, cursor.last_sequence + FANOUT_EVENTS_PER_FEED);
           const now = clock.now();
-          const pairs = await repository.fanoutPairs(tx, feed, cursor.last_sequence, upto);
-          const count = await repository.insertDeliveries(
+          const pairs = await fanoutRepository.fanoutPairs(tx, feed, cursor.last_sequence, upto);
+          const count = await fanoutRepository.insertDeliveries(
             tx,
             feed,
             pairs.map((pair) => ({ ...pair, delivery_id: newWebhookId('delivery') })),
             false,
             now,
           );
-          await repository.advanceFeedCursor(tx, feed, upto, now);
+          await fanoutRepository.advanceFeedCursor(tx, feed, upto, now);
           return count;
         });
         if (inserted !== null) {
@@ -460,12 +461,12 @@ export class DeliveryDispatcher {
     const { database, clock, endpointGone } = this.dependencies;
     const gone = batch.filter((item) => item.failure_reason === 'endpoint_gone');
     if (gone.length === 0) {
-      await repository.completeAttempts(database, this.worker_id, clock.now(), batch);
+      await deliveryRepository.completeAttempts(database, this.worker_id, clock.now(), batch);
       return;
     }
     // The 410 and the disabling of its endpoint (with its event) commit together or not at all.
     await database.transaction(async (tx) => {
-      const recorded = new Set(await repository.completeAttempts(tx, this.worker_id, clock.now(), batch));
+      const recorded = new Set(await deliveryRepository.completeAttempts(tx, this.worker_id, clock.now(), batch));
       for (const item of gone) {
         if (recorded.has(item.delivery_id)) await endpointGone(tx, item.white_label_id, item.endpoint_id);
       }

@@ -11,7 +11,7 @@ import type { TenancyService } from '../tenancy/service.ts';
 import type { RouteRegistrar } from '../http/context.ts';
 import { DeliveryDispatcher, type DispatcherMetrics } from './dispatcher.ts';
 import { DeliveryClient } from './http-client.ts';
-import { deleteFinishedDeliveriesBefore } from './repository.ts';
+import { deleteFinishedDeliveriesBefore } from './delivery-repository.ts';
 import { registerWebhookRoutesWith } from './routes.ts';
 import { WebhookService } from './service.ts';
 import { loadWebhookSettings, type WebhookSettings } from './settings.ts';

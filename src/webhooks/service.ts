@@ -8,7 +8,9 @@ import { SYSTEM_CAUSE } from '../platform/cause.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { Actor } from '../platform/access.ts';
 import type { Logger } from '../platform/logger.ts';
-import * as repository from './repository.ts';
+import * as deliveryRepository from './delivery-repository.ts';
+import * as endpointRepository from './endpoint-repository.ts';
+import * as fanoutRepository from './fanout-repository.ts';
 import { checkEndpointUrl, type AddressPolicy, type HostResolver } from './url-policy.ts';
 import {
   ENDPOINT_DISABLED_EVENT,
@@ -250,7 +252,7 @@ export class WebhookService {
 
   /** An endpoint visible in the scope, else 404; deleted endpoints are gone for good. */
   private async visibleEndpoint(db: Queryable, scope_white_label_id: string | null, endpoint_id: string, lock = false): Promise<EndpointRow> {
-    const row = await repository.findEndpoint(db, endpoint_id, scope_white_label_id, lock);
+    const row = await endpointRepository.findEndpoint(db, endpoint_id, scope_white_label_id, lock);
     if (!row || row.status === 'deleted') throw new ApiError('resource_not_found');
     return row;
   }
@@ -280,12 +282,12 @@ export class WebhookService {
       deleted_at: null,
     };
     await database.transaction(async (tx) => {
-      const existing = await repository.countEndpointsOfFeed(tx, row.white_label_id, row.merchant_id, row.livemode);
+      const existing = await endpointRepository.countEndpointsOfFeed(tx, row.white_label_id, row.merchant_id, row.livemode);
       if (existing >= MAX_ENDPOINTS_PER_FEED) {
         throw validationError([{ path: 'merchant_id', reason: 'too_many_endpoints', hint: `at most ${MAX_ENDPOINTS_PER_FEED} per merchant and mode` }]);
       }
-      await repository.insertEndpoint(tx, row);
-      await repository.ensureFeedCursor(tx, row, now);
+      await endpointRepository.insertEndpoint(tx, row);
+      await fanoutRepository.ensureFeedCursor(tx, row, now);
       await tenancy.audit(tx, actor, row.white_label_id, 'webhook_endpoint.created', 'webhook_endpoint', row.endpoint_id, {
         merchant_id: row.merchant_id,
         livemode: row.livemode,
@@ -297,8 +299,8 @@ export class WebhookService {
     return endpointView(row);
   }
 
-  async listEndpoints(filter: repository.EndpointListFilter): Promise<{ data: EndpointView[]; has_more: boolean }> {
-    const rows = await repository.listEndpoints(this.dependencies.database, { ...filter, limit: filter.limit + 1 });
+  async listEndpoints(filter: endpointRepository.EndpointListFilter): Promise<{ data: EndpointView[]; has_more: boolean }> {
+    const rows = await endpointRepository.listEndpoints(this.dependencies.database, { ...filter, limit: filter.limit + 1 });
     return { data: rows.slice(0, filter.limit).map(endpointView), has_more: rows.length > filter.limit };
   }
 
@@ -339,9 +341,9 @@ export class WebhookService {
       if (changed.length === 0) return before;
       after.version = before.version + 1;
       after.updated_at = now;
-      if (!(await repository.updateEndpoint(tx, after, before.version))) throw new ApiError('resource_not_found');
+      if (!(await endpointRepository.updateEndpoint(tx, after, before.version))) throw new ApiError('resource_not_found');
       if (after.status === 'disabled' && before.status === 'enabled') {
-        await repository.failPendingDeliveries(tx, after.white_label_id, endpoint_id, 'endpoint_disabled', now);
+        await deliveryRepository.failPendingDeliveries(tx, after.white_label_id, endpoint_id, 'endpoint_disabled', now);
       }
       await tenancy.audit(tx, actor, after.white_label_id, 'webhook_endpoint.updated', 'webhook_endpoint', endpoint_id, {
         changed,
@@ -361,8 +363,8 @@ export class WebhookService {
       const before = await this.visibleEndpoint(tx, scope_white_label_id, endpoint_id, true);
       const now = clock.now();
       const after: EndpointRow = { ...before, status: 'deleted', disabled_reason: null, disabled_at: null, deleted_at: now, version: before.version + 1, updated_at: now };
-      if (!(await repository.updateEndpoint(tx, after, before.version))) throw new ApiError('resource_not_found');
-      await repository.failPendingDeliveries(tx, after.white_label_id, endpoint_id, 'endpoint_deleted', now);
+      if (!(await endpointRepository.updateEndpoint(tx, after, before.version))) throw new ApiError('resource_not_found');
+      await deliveryRepository.failPendingDeliveries(tx, after.white_label_id, endpoint_id, 'endpoint_deleted', now);
       await tenancy.audit(tx, actor, after.white_label_id, 'webhook_endpoint.deleted', 'webhook_endpoint', endpoint_id, {
         url_origin: urlOrigin(before.url),
       });
@@ -376,7 +378,7 @@ export class WebhookService {
     filter: { status: DeliveryStatus | null; event_id: string | null; starting_after: string | null; limit: number },
   ): Promise<{ data: DeliveryView[]; has_more: boolean }> {
     const endpoint = await this.visibleEndpoint(this.dependencies.database, scope_white_label_id, endpoint_id);
-    const rows = await repository.listDeliveries(this.dependencies.database, {
+    const rows = await deliveryRepository.listDeliveries(this.dependencies.database, {
       white_label_id: endpoint.white_label_id,
       endpoint_id,
       ...filter,
@@ -389,9 +391,9 @@ export class WebhookService {
   async getDelivery(scope_white_label_id: string | null, endpoint_id: string, delivery_id: string): Promise<DeliveryView> {
     const { database } = this.dependencies;
     const endpoint = await this.visibleEndpoint(database, scope_white_label_id, endpoint_id);
-    const row = await repository.findDelivery(database, endpoint.white_label_id, endpoint_id, delivery_id);
+    const row = await deliveryRepository.findDelivery(database, endpoint.white_label_id, endpoint_id, delivery_id);
     if (!row) throw new ApiError('resource_not_found');
-    return deliveryView(row, await repository.listAttempts(database, row.white_label_id, delivery_id));
+    return deliveryView(row, await deliveryRepository.listAttempts(database, row.white_label_id, delivery_id));
   }
 
   /**
@@ -403,9 +405,9 @@ export class WebhookService {
     const row = await database.transaction(async (tx) => {
       const endpoint = await this.visibleEndpoint(tx, scope_white_label_id, endpoint_id, true);
       if (endpoint.status !== 'enabled') throw new ApiError('webhook_endpoint_disabled', { details: { endpoint_id, disabled_reason: endpoint.disabled_reason } });
-      const existing = await repository.findDelivery(tx, endpoint.white_label_id, endpoint_id, delivery_id);
+      const existing = await deliveryRepository.findDelivery(tx, endpoint.white_label_id, endpoint_id, delivery_id);
       if (!existing) throw new ApiError('resource_not_found');
-      const rearmed = await repository.rearmDelivery(tx, endpoint.white_label_id, delivery_id, clock.now());
+      const rearmed = await deliveryRepository.rearmDelivery(tx, endpoint.white_label_id, delivery_id, clock.now());
       if (!rearmed) throw new ApiError('resource_not_found');
       await tenancy.audit(tx, actor, endpoint.white_label_id, 'webhook_delivery.resent', 'webhook_delivery', delivery_id, {
         endpoint_id,
@@ -441,7 +443,7 @@ export class WebhookService {
     return database.transaction(async (tx) => {
       const endpoint = await this.visibleEndpoint(tx, scope_white_label_id, endpoint_id, true);
       if (endpoint.status !== 'enabled') throw new ApiError('webhook_endpoint_disabled', { details: { endpoint_id, disabled_reason: endpoint.disabled_reason } });
-      const rearmed = await repository.rearmDeliveries(
+      const rearmed = await deliveryRepository.rearmDeliveries(
         tx,
         { white_label_id: endpoint.white_label_id, endpoint_id, event_types, created_after, created_before, only_failed, limit: REPLAY_MAX_DELIVERIES },
         now,
@@ -450,8 +452,8 @@ export class WebhookService {
       if (!only_failed && rearmed.length < REPLAY_MAX_DELIVERIES) {
         // Without explicit types, a full replay follows the endpoint's subscription (plus the five).
         const types = event_types ?? (endpoint.event_types ? [...endpoint.event_types, ...UNSUBSCRIBABLE_EVENT_TYPES] : null);
-        const missing = await repository.eventsWithoutDelivery(tx, endpoint, types, created_after, created_before, REPLAY_MAX_DELIVERIES - rearmed.length);
-        created = await repository.insertDeliveries(
+        const missing = await fanoutRepository.eventsWithoutDelivery(tx, endpoint, types, created_after, created_before, REPLAY_MAX_DELIVERIES - rearmed.length);
+        created = await fanoutRepository.insertDeliveries(
           tx,
           endpoint,
           missing.map((event) => ({ ...event, endpoint_id, delivery_id: newWebhookId('delivery') })),
@@ -489,7 +491,7 @@ export class WebhookService {
    */
   async disableGoneEndpoint(tx: Queryable, white_label_id: string, endpoint_id: string): Promise<void> {
     const { clock, events } = this.dependencies;
-    const before = await repository.findEndpoint(tx, endpoint_id, white_label_id, true);
+    const before = await endpointRepository.findEndpoint(tx, endpoint_id, white_label_id, true);
     if (!before || before.status !== 'enabled') return;
     const now = clock.now();
     const after: EndpointRow = {
@@ -500,8 +502,8 @@ export class WebhookService {
       version: before.version + 1,
       updated_at: now,
     };
-    if (!(await repository.updateEndpoint(tx, after, before.version))) return;
-    await repository.failPendingDeliveries(tx, white_label_id, endpoint_id, 'endpoint_disabled', now);
+    if (!(await endpointRepository.updateEndpoint(tx, after, before.version))) return;
+    await deliveryRepository.failPendingDeliveries(tx, white_label_id, endpoint_id, 'endpoint_disabled', now);
     const beforeView = endpointView(before) as unknown as Record<string, unknown>;
     const afterView = endpointView(after) as unknown as Record<string, unknown>;
     await events.emitEvent(tx, {

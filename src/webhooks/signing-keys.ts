@@ -9,8 +9,8 @@ import type { EventsService } from '../events/service.ts';
 import type { EventCause } from '../platform/cause.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { Actor } from '../platform/access.ts';
-import * as repository from './repository.ts';
-import type { KeyAnnouncementRow, SigningKeySetKey } from './repository.ts';
+import * as repository from './signing-key-repository.ts';
+import type { KeyAnnouncementRow, SigningKeySetKey } from './signing-key-repository.ts';
 import { generateSigningKeyPair, privateKeyFromPkcs8 } from './signing.ts';
 import { KEY_ROTATING_EVENT, newWebhookId, type SigningKeyRow } from './types.ts';
 
