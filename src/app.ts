@@ -30,11 +30,12 @@ import { FeeService } from './fees/service.ts';
 import { WithdrawalPolicyService } from './withdrawals/policy.ts';
 import { withdrawalRoutes } from './withdrawals/routes.ts';
 import { createWithdrawalJobHandlers, WithdrawalService } from './withdrawals/service.ts';
-import { createDisputeJobHandlers, DisputeCovers, DisputeService } from './withdrawals/disputes.ts';
-import { disputeRoutes } from './withdrawals/dispute-routes.ts';
+import { createDisputeJobHandlers, DisputeCovers, DisputeService } from './disputes/service.ts';
+import { disputeRoutes } from './disputes/routes.ts';
 import { DepositPolicyService } from './deposits/policy.ts';
 import { depositRoutes } from './deposits/routes.ts';
 import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
+import { createSettlementJobHandlers, SettlementService } from './settlement/service.ts';
 import { SandboxLiquidity } from './sandbox/liquidity.ts';
 import { MatchingService } from './matching/service.ts';
 import { replayOutOfOrderRoutes } from './webhooks/replay-out-of-order.ts';
@@ -98,6 +99,8 @@ export interface Services {
   withdrawalPolicies: WithdrawalPolicyService;
   /** Deposit orders: creation, matching, the liquidity wait, expiry and cancel. */
   deposits: DepositService;
+  /** Settlement: a verified transfer's credit, fills and claims; reversals; fund holds of disputed fills. */
+  settlement: SettlementService;
   depositPolicies: DepositPolicyService;
   /** Signs and verifies the per-order slip upload capability. */
   slipTokens: SlipTokenSigner;
@@ -323,6 +326,14 @@ function createOrderServices(base: Foundation, money: MoneyServices, collaborato
     slip_activity: (db, white_label_id, deposit_id) => collaborators.slipActivity.activity(db, white_label_id, deposit_id),
     review_estimate: collaborators.reviewPace.estimate,
     checkout_links: (db, order) => collaborators.checkoutAddresses.checkoutUrl(db, order),
+  });
+  const settlement = new SettlementService({
+    clock,
+    deposits,
+    withdrawals: money.withdrawals,
+    ledger: money.ledger,
+    fees: money.fees,
+    claims: claimRegistry,
     leg_covers: collaborators.disputeCovers,
   });
   // Idempotency records keep the spec's 7 days of real time, also for requests made under a test clock:
@@ -346,7 +357,7 @@ function createOrderServices(base: Foundation, money: MoneyServices, collaborato
     }),
     on_intake_refused: (refusal) => metrics.slip_uploads_refused_total.inc({ reason: refusal }),
   });
-  return { slipTokens, claimRegistry, depositPolicies, deposits, idempotency, slips };
+  return { slipTokens, claimRegistry, depositPolicies, deposits, settlement, idempotency, slips };
 }
 
 type OrderServices = ReturnType<typeof createOrderServices>;
@@ -354,7 +365,7 @@ type OrderServices = ReturnType<typeof createOrderServices>;
 /** Verification, the review desk, claims and disputes: what decides an order after its slip. */
 function createDecisionServices(base: Foundation, money: MoneyServices, orders: OrderServices, options: CreateInstanceOptions) {
   const { clock, database, logger, metrics } = base;
-  const { deposits, slips } = orders;
+  const { deposits, settlement, slips } = orders;
   const sandboxBank = new SandboxBank({ clock, deposits, database });
   // Test-mode slips are verified by the sandbox bank, live ones by the configured provider; never the other.
   const liveVerifier = options.live_bank_verifier ?? createBankVerifierFromConfig(base.config.slip_verifier);
@@ -364,6 +375,7 @@ function createDecisionServices(base: Foundation, money: MoneyServices, orders: 
     clock,
     withdrawals: money.withdrawals,
     deposits,
+    settlement,
     ledger: money.ledger,
     tenancy: money.tenancy,
     public_base_url: () => base.addresses.publicBaseUrl(),
@@ -375,11 +387,12 @@ function createDecisionServices(base: Foundation, money: MoneyServices, orders: 
     metrics,
     slips,
     deposits,
+    settlement,
     reader: new SlipReader(),
     verifierFor: (livemode) => (livemode ? liveVerifier : sandboxBank),
     allocation_conflicts: (tx, input) => disputes.openForAllocationConflict(tx, input),
   });
-  const review = new ReviewService({ database, clock, deposits, slips, verification, tenancy: money.tenancy });
+  const review = new ReviewService({ database, clock, deposits, settlement, slips, verification, tenancy: money.tenancy });
   const claims = new ClaimService({ database, clock, deposits, tenancy: money.tenancy, events: money.events, registry: orders.claimRegistry });
   return { sandboxBank, verification, review, claims, disputes };
 }
@@ -429,6 +442,7 @@ function createServices(base: Foundation, options: CreateInstanceOptions): { ser
     withdrawals: money.withdrawals,
     withdrawalPolicies: money.withdrawalPolicies,
     deposits: orders.deposits,
+    settlement: orders.settlement,
     depositPolicies: orders.depositPolicies,
     slipTokens: orders.slipTokens,
     slips: orders.slips,
@@ -528,8 +542,9 @@ function jobHandlers(services: Services, scenarios: SandboxScenarios, extra: Rec
     [VERIFY_BENEFICIARY_TASK]: createBeneficiaryVerifyHandler({ events: services.events, secretBox: services.secretBox }),
     // Withdrawal deadlines: expiry, approval time-to-live, fill auto-confirm.
     ...createWithdrawalJobHandlers(database, services.withdrawals),
-    // Deposit deadlines: the matching retry of a waiting order and the transfer deadline.
+    // Deposit deadlines: the matching retry of a waiting order, and the transfer deadline (settlement's: a partly paid order settles short).
     ...createDepositJobHandlers(database, services.deposits),
+    ...createSettlementJobHandlers(database, services.settlement),
     // Dispute deadlines: at respond_by, closed for the depositor without evidence, else left to an operator.
     ...createDisputeJobHandlers(services.disputes),
     // Slips: read, verified with the bank and settled or sent to review, one receipt at a time per order.

@@ -9,6 +9,7 @@ import type { EventCause } from '../platform/cause.ts';
 import type { Actor } from '../platform/access.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { DepositService, DepositView } from '../deposits/service.ts';
+import type { SettlementService } from '../settlement/service.ts';
 import type { DepositAccount, DepositRow, ReviewObject } from '../deposits/types.ts';
 import type { ReviewedReceipt, SlipsService } from '../slips/service.ts';
 import type { VerificationService } from '../verification/service.ts';
@@ -46,6 +47,8 @@ export interface ReviewDependencies {
   database: Database;
   clock: Clock;
   deposits: DepositService;
+  /** Settles, reverses and records the payments of an order: the layer above deposits, withdrawals and the ledger. */
+  settlement: SettlementService;
   slips: SlipsService;
   verification: VerificationService;
   tenancy: TenancyService;
@@ -361,7 +364,7 @@ export class ReviewService {
     if (first && first.verified_amount_minor !== verified_amount_minor) {
       throw validationError('verified_amount_minor', 'differs_from_first_approval', `the first approver verified ${String(first.verified_amount_minor)}`);
     }
-    const settled = await this.deps.deposits.settle(tx, {
+    const settled = await this.deps.settlement.settle(tx, {
       white_label_id: row.white_label_id,
       deposit_id: row.deposit_id,
       transferred_amount_minor: verified_amount_minor,
@@ -552,7 +555,7 @@ export class ReviewService {
         return ok({ view: found.view, replayed: true });
       }
       if (row.status !== 'settled') return fail('deposit_state_conflict', { details: { status: row.status } });
-      const reversed = await this.deps.deposits.reverse(tx, {
+      const reversed = await this.deps.settlement.reverse(tx, {
         white_label_id,
         deposit_id,
         reason_code: input.reason_code,

@@ -9,6 +9,7 @@ import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
 import { findBank } from '../banks/service.ts';
 import type { JobHandler } from '../jobs/index.ts';
 import { LegsChangedMeanwhile, senderVerified, type DepositService, type PaymentParties } from '../deposits/service.ts';
+import type { SettlementService } from '../settlement/service.ts';
 import type { DepositStatus, ReviewReason, VerificationBooleans } from '../deposits/types.ts';
 import { MAX_RECEIPTS_PER_ORDER, PROCESS_SLIP_TASK, type SlipsService, type StoredEvidence } from '../slips/service.ts';
 import type { SlipReceiptRow } from '../slips/types.ts';
@@ -72,6 +73,8 @@ export interface VerificationDependencies {
   metrics: Metrics;
   slips: SlipsService;
   deposits: DepositService;
+  /** Settles, reverses and records the payments of an order: the layer above deposits, withdrawals and the ledger. */
+  settlement: SettlementService;
   reader: SlipReader;
   /** The bank-verification adapter of an environment: the sandbox bank for test mode, the provider for live. */
   verifierFor: (livemode: boolean) => BankVerifier;
@@ -439,12 +442,12 @@ export class VerificationService {
         await toReview(assessment.reasons, assessment.verification);
         return finish('under_review', summary, transfer);
       case 'wait': {
-        const recorded = await this.deps.deposits.recordLegPayments(tx, { ...target, paid_by_leg: assessment.paid_by_leg, verification: assessment.verification });
+        const recorded = await this.deps.settlement.recordLegPayments(tx, { ...target, paid_by_leg: assessment.paid_by_leg, verification: assessment.verification });
         invariant(recorded.ok, 'an order processing a slip records a paid leg');
         return finish('leg_paid', summary, transfer);
       }
       case 'settle': {
-        const settled = await this.deps.deposits.settle(tx, {
+        const settled = await this.deps.settlement.settle(tx, {
           ...target,
           transferred_amount_minor: assessment.transferred_minor,
           paid_by_leg: assessment.paid_by_leg,
@@ -489,7 +492,7 @@ export class VerificationService {
       created_at: this.deps.clock.now(),
     });
     if (holder.receipt_id !== receipt.receipt_id) return finish('ignored_after_settlement', { reasons: ['DUPLICATE_SLIP'] }, transfer);
-    const recorded = await this.deps.deposits.recordAdditionalTransfer(tx, {
+    const recorded = await this.deps.settlement.recordAdditionalTransfer(tx, {
       white_label_id: receipt.white_label_id,
       deposit_id: receipt.deposit_id,
       amount_minor: transfer.amount_minor,

@@ -1,14 +1,14 @@
 import { z } from 'zod';
-import { listSchema, minorSchema, openEnum, pagedListSchema, timestampSchema, type Describes } from '../http/response-fields.ts';
+import { listSchema, minorSchema, openEnum, timestampSchema, type Describes } from '../http/response-fields.ts';
 import { feeBreakdownItemSchema } from '../fees/resources.ts';
 import type { FillView, WithdrawalView } from './views.ts';
-import type { DisputeDetail, DisputeRecord, MerchantDisputeView } from './disputes.ts';
 import type { WithdrawalPolicy } from './policy.ts';
 import { WITHDRAWAL_STATUSES } from './types.ts';
 
-/** Response schemas of the withdrawals module (spec, withdrawal_order, fills[] and dispute). */
+/** Response schemas of the withdrawals module (spec, withdrawal_order, fills[] and the dispute snapshot of a fill; the dispute objects are src/disputes/resources.ts). */
 
-const disputeReasonCode = openEnum(['FUNDS_NOT_RECEIVED', 'AMOUNT_DIFFERS', 'ALLOCATION_CONFLICT']);
+/** The reasons a withdrawer disputes a fill for (also the disputes module's). */
+export const disputeReasonCode = openEnum(['FUNDS_NOT_RECEIVED', 'AMOUNT_DIFFERS', 'ALLOCATION_CONFLICT']);
 
 export const withdrawalFillSchema = z
   .object({
@@ -95,82 +95,7 @@ export const withdrawalPolicySchema = z
   })
   .meta({ id: 'withdrawal_policy' });
 
-/** A dispute as the withdrawing merchant reads it (202 of POST /v1/pay/disputes/{id}/evidence). */
-export const merchantDisputeSchema = z
-  .object({
-    object: z.literal('dispute'),
-    id: z.string(),
-    withdrawal_id: z.string(),
-    leg_ref: z.string(),
-    reason_code: disputeReasonCode,
-    amount_minor: minorSchema,
-    currency: z.literal('THB'),
-    status: z.enum(['open', 'resolved']),
-    opened_at: timestampSchema,
-    respond_by: timestampSchema,
-    evidence_count: z.number().int(),
-    resolution: z.object({ outcome: z.enum(['withdrawer', 'depositor']), resolved_at: timestampSchema }).optional(),
-    livemode: z.boolean(),
-  })
-  .meta({ id: 'dispute' });
-
-const disputeRecordFields = {
-  object: z.literal('dispute'),
-  id: z.string(),
-  kind: z.enum(['non_receipt', 'allocation_conflict']),
-  status: z.enum(['open', 'awaiting_decision', 'resolved']),
-  reason_code: disputeReasonCode,
-  amount_minor: minorSchema,
-  currency: z.literal('THB'),
-  livemode: z.boolean(),
-  withdrawal_id: z.string(),
-  withdrawal_merchant_id: z.string(),
-  leg_ref: z.string(),
-  deposit_id: z.string(),
-  deposit_merchant_id: z.string(),
-  deposit_leg_ref: z.string().nullable(),
-  note: z.string().nullable(),
-  funds_on_hold: z.boolean(),
-  opened_at: timestampSchema,
-  respond_by: timestampSchema,
-  evidence_count: z.number().int(),
-  resolution: z
-    .object({
-      outcome: z.enum(['withdrawer', 'depositor']),
-      resolved_by: z.enum(['operator', 'system']),
-      resolver_id: z.string().nullable(),
-      note: z.string().nullable(),
-      resolved_at: timestampSchema,
-      adjustment_balance_transaction_id: z.string().nullable(),
-      adjustment_reversal_balance_transaction_id: z.string().nullable(),
-    })
-    .nullable(),
-};
-
-/** A dispute as an operator reads it (back office). */
-export const backofficeDisputeSchema = z.object(disputeRecordFields).meta({ id: 'backoffice_dispute' });
-
-const disputeEvidenceSchema = z.object({
-  evidence_id: z.string(),
-  kind: z.enum(['bank_statement_line', 'chat_transcript', 'id_document_ref', 'other']),
-  reference: z.string(),
-  note: z.string(),
-  created_at: timestampSchema,
-});
-
-export const backofficeDisputeDetailSchema = z
-  .object({ ...disputeRecordFields, evidence: z.array(disputeEvidenceSchema) })
-  .meta({ id: 'backoffice_dispute_detail' });
-
-/** POST /v1/bo/disputes/{id}/resolve: the dispute after the decision, and whether this repeated one already made. */
-export const disputeResolutionSchema = z.object({ ...disputeRecordFields, evidence: z.array(disputeEvidenceSchema), replayed: z.boolean() });
-
-export const backofficeDisputeListSchema = pagedListSchema(backofficeDisputeSchema);
-
 const _fill: Describes<typeof withdrawalFillSchema, FillView> = true;
 const _withdrawal: Describes<typeof withdrawalOrderSchema, WithdrawalView> = true;
 const _policy: Describes<typeof withdrawalPolicySchema, WithdrawalPolicy & { object: 'withdrawal_policy'; white_label_id: string; mode: 'test' | 'live'; source: 'brand' | 'default' }> = true;
-const _merchantDispute: Describes<typeof merchantDisputeSchema, MerchantDisputeView> = true;
-const _dispute: Describes<typeof backofficeDisputeSchema, DisputeRecord> = true;
-const _disputeDetail: Describes<typeof backofficeDisputeDetailSchema, DisputeDetail> = true;
-void [_fill, _withdrawal, _policy, _merchantDispute, _dispute, _disputeDetail];
+void [_fill, _withdrawal, _policy];

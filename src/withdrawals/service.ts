@@ -197,7 +197,7 @@ export class WithdrawalService {
   }
 
   // -------------------------------------------------------------------------------------------------
-  // Disputes (src/withdrawals/disputes.ts decides; these keep the order and its fills consistent).
+  // Disputes (src/disputes/service.ts decides; these keep the order and its fills consistent).
 
   /**
    * Locks an order for a dispute change and returns it with its legs. A dispute's transaction takes the

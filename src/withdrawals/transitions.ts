@@ -52,7 +52,7 @@ export const WITHDRAWAL_TRANSITIONS = new TransitionTable<WithdrawalStatus>('wit
   { from: 'settled', to: 'settled', trigger: 'fill_reversed' },
   { from: 'expired', to: 'expired', trigger: 'fill_reversed' },
   { from: 'canceled', to: 'canceled', trigger: 'fill_reversed' },
-  // A dispute opened or resolved (src/withdrawals/disputes.ts): `version` moves, the status does not
+  // A dispute opened or resolved (src/disputes/service.ts): `version` moves, the status does not
   // (spec). Any order that has had a fill or a reservation can carry one.
   ...(['open', 'partially_filled', 'settled', 'expired', 'canceled'] as const).flatMap((status) => [
     { from: status, to: status, trigger: 'disputed' },

@@ -632,7 +632,7 @@ describe('external gateway fallback liquidity', () => {
     const services = app.instance.services;
     await inTransaction(app, (tx) => services.deposits.markSlipReceived(tx, { white_label_id: app.sandbox.white_label_id, deposit_id: deposit.id, received_at: app.clock.now(), cause: SYSTEM_CAUSE }));
     const settled = await inTransaction(app, (tx) =>
-      services.deposits.settle(tx, { white_label_id: app.sandbox.white_label_id, deposit_id: deposit.id, transferred_amount_minor: 30_000, settled_via: 'auto', cause: SYSTEM_CAUSE }),
+      services.settlement.settle(tx, { white_label_id: app.sandbox.white_label_id, deposit_id: deposit.id, transferred_amount_minor: 30_000, settled_via: 'auto', cause: SYSTEM_CAUSE }),
     );
     expect(settled.ok && settled.value).toMatchObject({ status: 'settled', legs: [{ leg_status: 'complete' }] });
     expect((await app.signed({ url: '/v1/pay/balance', credentials: live })).json()).toMatchObject({ pending_clearing_minor: 30_000 - 482 });

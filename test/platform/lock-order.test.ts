@@ -157,12 +157,12 @@ describe('lock order (issue 13, cycle A)', () => {
               .then((response) => expectAnswered('cancel', response.statusCode, response.body), record('cancel')),
           );
         } else if (index % 3 === 1) {
-          work.push(inTransaction(app, (tx) => services.deposits.expire(tx, brand, deposit.id)).catch(record('expire')));
+          work.push(inTransaction(app, (tx) => services.settlement.expire(tx, brand, deposit.id)).catch(record('expire')));
         } else {
           const receive = (tx: Queryable) =>
             services.deposits.markSlipReceived(tx, { white_label_id: brand, deposit_id: deposit.id, received_at: app.clock.now(), cause: SYSTEM_CAUSE });
           const settle = (tx: Queryable) =>
-            services.deposits.settle(tx, { white_label_id: brand, deposit_id: deposit.id, transferred_amount_minor: deposit.amount_minor, settled_via: 'auto', cause: SYSTEM_CAUSE });
+            services.settlement.settle(tx, { white_label_id: brand, deposit_id: deposit.id, transferred_amount_minor: deposit.amount_minor, settled_via: 'auto', cause: SYSTEM_CAUSE });
           work.push(
             // As the slip consumer does it. With the bank's answer in hand: one transaction that takes a
             // settlement's locks first (the payment parties), then receives the slip and settles. Without it:
@@ -252,11 +252,11 @@ describe('lock order: the slip consumer takes the receipt, then the order, in on
 
 describe('lock order: a change of a deposit order alone, and a wider one, in one transaction', () => {
   it('receiving a slip may widen into a settlement only when the settlement’s locks were taken first', async () => {
-    const { database, deposits } = app.instance.services;
+    const { database, deposits, settlement } = app.instance.services;
     const white_label_id = app.sandbox.white_label_id;
     const receive = (tx: Queryable, deposit_id: string) => deposits.markSlipReceived(tx, { white_label_id, deposit_id, received_at: app.clock.now(), cause: SYSTEM_CAUSE });
     const settle = (tx: Queryable, deposit_id: string) =>
-      deposits.settle(tx, { white_label_id, deposit_id, transferred_amount_minor: 10_000, settled_via: 'auto', cause: SYSTEM_CAUSE });
+      settlement.settle(tx, { white_label_id, deposit_id, transferred_amount_minor: 10_000, settled_via: 'auto', cause: SYSTEM_CAUSE });
 
     // The order alone first: its feed is locked before the withdrawals its legs name, which a settlement
     // would then lock after that feed, against the lock order. Refused at once, and rolled back whole.

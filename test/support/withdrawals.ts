@@ -78,7 +78,6 @@ export function depositServiceWithoutSandboxLiquidity(app: TestApp): DepositServ
     slip_activity: (db, white_label_id, deposit_id) => services.slipActivity.activity(db, white_label_id, deposit_id),
     review_estimate: services.reviewPace.estimate,
     checkout_links: (db, order) => services.checkoutAddresses.checkoutUrl(db, order),
-    leg_covers: services.disputeCovers,
     upload_base_url: () => services.uploadBaseUrl(),
     matching: new MatchingService({ withdrawals: services.withdrawals, events: services.events, liquidity: null }),
     ledger: services.ledger,

@@ -49,6 +49,7 @@ async function matchedDeposit(credentials: MerchantCredentials, amount_minor: nu
 }
 
 const deposits = () => app.instance.services.deposits;
+const settlement = () => app.instance.services.settlement;
 const brand = () => app.sandbox.white_label_id;
 
 async function receiveSlip(deposit: DepositView) {
@@ -58,7 +59,7 @@ async function receiveSlip(deposit: DepositView) {
 }
 
 async function settle(deposit: DepositView, transferred_amount_minor: number, settled_via: 'auto' | 'review' = 'auto') {
-  return inTransaction(app, (tx) => deposits().settle(tx, { white_label_id: brand(), deposit_id: deposit.id, transferred_amount_minor, settled_via, cause: SYSTEM_CAUSE }));
+  return inTransaction(app, (tx) => settlement().settle(tx, { white_label_id: brand(), deposit_id: deposit.id, transferred_amount_minor, settled_via, cause: SYSTEM_CAUSE }));
 }
 
 async function withdrawalsPaidBy(deposit: DepositView): Promise<{ withdrawal_id: string; status: string; amount_minor: number }[]> {
@@ -180,7 +181,7 @@ describe('reverse and additional transfers', () => {
     const settled = await settle(deposit, 10_300);
     if (!settled.ok) throw settled.error;
     app.clock.advance(60_000);
-    const result = await inTransaction(app, (tx) => deposits().reverse(tx, { white_label_id: brand(), deposit_id: deposit.id, reason_code: 'BANK_RECALL', cause: SYSTEM_CAUSE }));
+    const result = await inTransaction(app, (tx) => settlement().reverse(tx, { white_label_id: brand(), deposit_id: deposit.id, reason_code: 'BANK_RECALL', cause: SYSTEM_CAUSE }));
     expect(result.ok).toBe(true);
     if (!result.ok) return;
     expect(result.value).toMatchObject({
@@ -194,7 +195,7 @@ describe('reverse and additional transfers', () => {
     expect(balance.json()).toMatchObject({ pending_clearing_minor: 0, available_minor: 0 });
     expect((await withdrawalsPaidBy(deposit))[0]?.status).toBe('reversed');
     expect((await eventTypes(deposit.id, merchant.merchant_id)).slice(-2)).toEqual(['balance.debited', 'deposit.reversed']);
-    const again = await inTransaction(app, (tx) => deposits().reverse(tx, { white_label_id: brand(), deposit_id: deposit.id, reason_code: 'BANK_RECALL', cause: SYSTEM_CAUSE }));
+    const again = await inTransaction(app, (tx) => settlement().reverse(tx, { white_label_id: brand(), deposit_id: deposit.id, reason_code: 'BANK_RECALL', cause: SYSTEM_CAUSE }));
     expect(again.ok && again.value.version).toBe(result.value.version);
     const ledgerCheck = await app.instance.services.ledger.verify(app.testDatabase.database, accountOf(merchant));
     expect(ledgerCheck.consistent).toBe(true);
@@ -209,7 +210,7 @@ describe('reverse and additional transfers', () => {
     app.clock.advance(45_000);
     const record = () =>
       inTransaction(app, (tx) =>
-        deposits().recordAdditionalTransfer(tx, { white_label_id: brand(), deposit_id: deposit.id, amount_minor: 10_800, slip_received_at: app.clock.now(), transfer_key: 'TXREF-1', cause: SYSTEM_CAUSE }),
+        settlement().recordAdditionalTransfer(tx, { white_label_id: brand(), deposit_id: deposit.id, amount_minor: 10_800, slip_received_at: app.clock.now(), transfer_key: 'TXREF-1', cause: SYSTEM_CAUSE }),
       );
     const result = await record();
     expect(result.ok).toBe(true);
@@ -288,7 +289,7 @@ describe('registered senders and the list', () => {
     const deposit = await matchedDeposit(merchant, 20_000);
     await receiveSlip(deposit);
     const settled = await inTransaction(app, (tx) =>
-      deposits().settle(tx, { white_label_id: brand(), deposit_id: deposit.id, transferred_amount_minor: 20_000, settled_via: 'auto', sender_verified: true, cause: SYSTEM_CAUSE }),
+      settlement().settle(tx, { white_label_id: brand(), deposit_id: deposit.id, transferred_amount_minor: 20_000, settled_via: 'auto', sender_verified: true, cause: SYSTEM_CAUSE }),
     );
     expect(settled.ok).toBe(true);
     const list = await app.signed({ url: `/v1/pay/senders?end_user_ref=${deposit.end_user_ref}`, credentials: merchant });
@@ -454,7 +455,7 @@ describe('the whole table', () => {
     const partlyPaid = await matchedDeposit(merchant, 16_000);
     await receiveSlip(partlyPaid);
     const legPaid = await inTransaction(app, (tx) =>
-      deposits().recordLegPayments(tx, {
+      settlement().recordLegPayments(tx, {
         white_label_id: brand(),
         deposit_id: partlyPaid.id,
         paid_by_leg: { [partlyPaid.legs[0]!.leg_ref]: 6_000 },

@@ -6,7 +6,7 @@ import { createDeposit, eventsOfMerchant, getDeposit, runJobs, sandboxTransfer, 
 import { accountOf, fundAvailable, verifiedBeneficiary } from '../support/withdrawals.ts';
 import type { WithdrawalView } from '../../src/withdrawals/service.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
-import type { DisputeDetail, MerchantDisputeView } from '../../src/withdrawals/disputes.ts';
+import type { DisputeDetail, MerchantDisputeView } from '../../src/disputes/service.ts';
 
 /**
  * Withdrawal disputes (issue 11, item 6) through the doors their users use: the withdrawing merchant

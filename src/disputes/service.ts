@@ -9,12 +9,13 @@ import { cancelJobsByKey, scheduleJob, type JobHandler, type JobSpec } from '../
 import type { LedgerService } from '../ledger/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { Actor } from '../platform/access.ts';
-import type { DepositService, LegCover } from '../deposits/service.ts';
+import type { DepositService } from '../deposits/service.ts';
+import type { LegCover, SettlementService } from '../settlement/service.ts';
 import type { DepositRow } from '../deposits/types.ts';
 import { REVERSAL_DISPLAY_TH } from '../review/catalogue.ts';
-import type { WithdrawalService, WithdrawalView } from './service.ts';
-import type { DisputeSnapshot, ReceiptState, WithdrawalAccount } from './types.ts';
-import * as repository from './dispute-repository.ts';
+import type { WithdrawalService, WithdrawalView } from '../withdrawals/service.ts';
+import type { DisputeSnapshot, ReceiptState, WithdrawalAccount } from '../withdrawals/types.ts';
+import * as repository from './repository.ts';
 
 /**
  * Withdrawal disputes (issue 11, item 6). A withdrawing merchant reports that a fill did not reach its
@@ -25,7 +26,7 @@ import * as repository from './dispute-repository.ts';
  * deadline job when no evidence came, resolves it for one side:
  *
  * - non-receipt, for the withdrawer: the deposit is reversed (MERCHANT_DISPUTE_LOST) through
- *   DepositService.reverse, which reverses its fills and pays them again as the ledger design says;
+ *   SettlementService.reverse, which reverses its fills and pays them again as the ledger design says;
  * - non-receipt, for the depositor: the hold is lifted and the fill's receipt is confirmed;
  * - allocation conflict, for the depositor (the payee did get the late transfer): the withdrawing
  *   merchant pays for it by an `adjustment` debit, which lets the review settle the deposit (LegCover);
@@ -52,6 +53,8 @@ export interface DisputeDependencies {
   clock: Clock;
   withdrawals: WithdrawalService;
   deposits: DepositService;
+  /** Holds, releases and reverses the money of the deposit a disputed fill was paid by. */
+  settlement: SettlementService;
   ledger: LedgerService;
   tenancy: TenancyService;
   /** The service's own address, for `dispute.evidence_url`. */
@@ -292,7 +295,7 @@ export class DisputeService {
     }
     const dispute_id = newId('dispute');
     // The depositor's credit is held before the dispute is written, so that the row says whether it was.
-    const hold = unwrap(await this.deps.deposits.holdFunds(tx, { white_label_id: brand, deposit_id: deposit.deposit_id, hold_reason: `dispute ${dispute_id}`, cause: input.cause }));
+    const hold = unwrap(await this.deps.settlement.holdFunds(tx, { white_label_id: brand, deposit_id: deposit.deposit_id, hold_reason: `dispute ${dispute_id}`, cause: input.cause }));
     const row = this.newRow({
       white_label_id: brand,
       dispute_id,
@@ -482,14 +485,14 @@ export class DisputeService {
         if (leg.status !== 'filled') return fail('dispute_not_resolvable', { details: { reason: 'fill_reversed', leg_ref: leg.leg_ref } });
         // Another open dispute on a fill of the same deposit keeps its credit held.
         if (row.clearing_held && (await repository.countOtherHolds(tx, brand, row.deposit_id, row.dispute_id)) === 0) {
-          unwrap(await this.deps.deposits.releaseFunds(tx, { white_label_id: brand, deposit_id: row.deposit_id, cause: resolver.cause }));
+          unwrap(await this.deps.settlement.releaseFunds(tx, { white_label_id: brand, deposit_id: row.deposit_id, cause: resolver.cause }));
         }
         receipt = { leg_ref: leg.leg_ref, from: 'disputed', to: 'confirmed' };
       } else if (leg.status === 'filled') {
         // The beneficiary did not get the chunk: the deposit is reversed, which takes the (held) credit
         // back from pending clearing, reverses its fills and pays them again as the ledger design says.
         unwrap(
-          await this.deps.deposits.reverse(tx, {
+          await this.deps.settlement.reverse(tx, {
             white_label_id: brand,
             deposit_id: row.deposit_id,
             reason_code: 'MERCHANT_DISPUTE_LOST',

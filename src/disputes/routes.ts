@@ -7,8 +7,9 @@ import { idText } from '../tenancy/schemas.ts';
 import { merchantEvidenceSchema } from '../http/order-fields.ts';
 import { limitParameter } from '../http/paging.ts';
 import { requireStaffNote, staffNoteSchema } from '../http/staff-note.ts';
-import { DISPUTE_REASON_CODES, type DisputeService } from './disputes.ts';
-import { backofficeDisputeDetailSchema, backofficeDisputeListSchema, disputeResolutionSchema, merchantDisputeSchema, withdrawalOrderSchema } from './resources.ts';
+import { DISPUTE_REASON_CODES, type DisputeService } from './service.ts';
+import { backofficeDisputeDetailSchema, backofficeDisputeListSchema, disputeResolutionSchema, merchantDisputeSchema } from './resources.ts';
+import { withdrawalOrderSchema } from '../withdrawals/resources.ts';
 import type { Queryable } from '../platform/db.ts';
 
 /**
