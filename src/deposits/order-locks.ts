@@ -4,7 +4,7 @@ import type { EventsService } from '../events/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { WithdrawalRow } from '../withdrawals/types.ts';
 import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
-import { isUnitOfWork, keepCarried, takeCarried } from '../platform/unit-of-work.ts';
+import { isUnitOfWork, keepCarried, takeCarried, TransactionFacts } from '../platform/unit-of-work.ts';
 import * as repository from './repository.ts';
 import type { DepositLegRow, DepositRow } from './types.ts';
 
@@ -14,15 +14,11 @@ import type { DepositLegRow, DepositRow } from './types.ts';
  * order takes its locks here, so that there is one place to read which path takes which lock.
  */
 
-/** Marks, in a transaction's memo, an order locked for its own change (`DepositService.lockForOwnChange`). */
-function ownChangeMemoKey(white_label_id: string, deposit_id: string): string {
-  return `deposits:own_change:${white_label_id}:${deposit_id}`;
-}
+/** Orders a transaction locked for their own change (`lockForOwnChange`), by `orderRowKey`. */
+const LOCKED_FOR_OWN_CHANGE = new TransactionFacts<true>('deposits.locked_for_own_change');
 
-/** Where a transaction keeps the legs a settlement lock read answered until a later statement confirms them (`settlementLockRead`). */
-function unconfirmedLegsMemoKey(white_label_id: string, deposit_id: string): string {
-  return `deposits:unconfirmed_legs:${white_label_id}:${deposit_id}`;
-}
+/** The legs a settlement lock read answered (`settlementLockRead`), by `orderRowKey`, until a later statement confirms them. */
+const UNCONFIRMED_LEGS = new TransactionFacts<DepositLegRow[]>('deposits.unconfirmed_legs');
 
 /**
  * Thrown at the feed-lock statement of a transaction whose settlement lock read (`settlementLockRead`) answered
@@ -36,10 +32,8 @@ export class LegsChangedMeanwhile extends Error {
   }
 }
 
-/** Marks, in a transaction's memo, an order locked with its withdrawals and feeds (`lockWithdrawalsAndFeedsOf`). */
-function wideChangeMemoKey(white_label_id: string, deposit_id: string): string {
-  return `deposits:wide_change:${white_label_id}:${deposit_id}`;
-}
+/** Orders a transaction locked with their withdrawals and feeds (`lockWithdrawalsAndFeedsOf`), by `orderRowKey`. */
+const LOCKED_FOR_WIDE_CHANGE = new TransactionFacts<true>('deposits.locked_for_wide_change');
 
 export class DepositLocks {
   constructor(private readonly deps: { events: EventsService; withdrawals: WithdrawalService }) {}
@@ -70,8 +64,9 @@ export class DepositLocks {
   async lockForOwnChange(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
     const row = await this.lockOrderRow(tx, white_label_id, deposit_id);
     if (!row) return null;
-    if (isUnitOfWork(tx) && tx.memo.has(wideChangeMemoKey(white_label_id, deposit_id))) return row;
-    if (isUnitOfWork(tx)) tx.memo.set(ownChangeMemoKey(white_label_id, deposit_id), true);
+    const key = repository.orderRowKey(white_label_id, deposit_id);
+    if (LOCKED_FOR_WIDE_CHANGE.has(tx, key)) return row;
+    LOCKED_FOR_OWN_CHANGE.set(tx, key, true);
     const readLegs = repository.knownLegs(tx, white_label_id, deposit_id) === null;
     const answers = await this.deps.events.lockFeedsAndRead(tx, white_label_id, [row.merchant_id], row.livemode, readLegs ? [repository.legsPart(white_label_id, deposit_id)] : []);
     if (readLegs) repository.keepLegs(tx, white_label_id, deposit_id, answers[0] as DepositLegRow[]);
@@ -85,7 +80,8 @@ export class DepositLocks {
    */
   async lockWithdrawalsAndFeedsOf(tx: Queryable, row: DepositRow, carry: (legs: DepositLegRow[]) => readonly ReadPart<unknown>[] = () => []): Promise<unknown[]> {
     // The withdrawals come before the feeds in the lock order: after `lockForOwnChange`, locking them would wait out of order.
-    invariant(!isUnitOfWork(tx) || !tx.memo.has(ownChangeMemoKey(row.white_label_id, row.deposit_id)), 'an order locked for its own change is not locked for a wider one');
+    const key = repository.orderRowKey(row.white_label_id, row.deposit_id);
+    invariant(!LOCKED_FOR_OWN_CHANGE.has(tx, key), 'an order locked for its own change is not locked for a wider one');
     const { legs, owners, unconfirmed } = await this.lockWithdrawalsOf(tx, row);
     const parts = carry(legs);
     // Legs read before the order's lock was granted are read again here, after it, and must be the same.
@@ -95,7 +91,7 @@ export class DepositLocks {
       if (JSON.stringify(current) !== JSON.stringify(legs)) throw new LegsChangedMeanwhile();
       repository.keepLegs(tx, row.white_label_id, row.deposit_id, current);
     }
-    if (isUnitOfWork(tx)) tx.memo.set(wideChangeMemoKey(row.white_label_id, row.deposit_id), true);
+    LOCKED_FOR_WIDE_CHANGE.set(tx, key, true);
     return answers;
   }
 
@@ -107,12 +103,11 @@ export class DepositLocks {
    */
   async lockWithdrawalsOf(tx: Queryable, row: DepositRow): Promise<{ legs: DepositLegRow[]; owners: string[]; unconfirmed?: true }> {
     const known = repository.knownLegs(tx, row.white_label_id, row.deposit_id);
-    const unconfirmed = known === null && isUnitOfWork(tx) ? (tx.memo.get(unconfirmedLegsMemoKey(row.white_label_id, row.deposit_id)) as DepositLegRow[] | undefined) : undefined;
-    if (unconfirmed !== undefined && isUnitOfWork(tx)) {
+    const unconfirmed = known === null ? UNCONFIRMED_LEGS.take(tx, repository.orderRowKey(row.white_label_id, row.deposit_id)) : { found: false as const };
+    if (unconfirmed.found) {
       // The settlement lock read locked the withdrawals these legs name: locking them again costs nothing.
-      tx.memo.delete(unconfirmedLegsMemoKey(row.white_label_id, row.deposit_id));
-      const withdrawals = unconfirmed.flatMap((leg) => (leg.withdrawal_id ? [leg.withdrawal_id] : []));
-      return { legs: unconfirmed, owners: await this.deps.withdrawals.lockOrdersOf(tx, row.white_label_id, withdrawals), unconfirmed: true };
+      const withdrawals = unconfirmed.value.flatMap((leg) => (leg.withdrawal_id ? [leg.withdrawal_id] : []));
+      return { legs: unconfirmed.value, owners: await this.deps.withdrawals.lockOrdersOf(tx, row.white_label_id, withdrawals), unconfirmed: true };
     }
     if (known === null && repository.holdsOrder(tx, row.white_label_id, row.deposit_id)) {
       const locked = await this.deps.withdrawals.lockOrdersNamedBy(tx, row.white_label_id, repository.legWithdrawalIdsPart(row.white_label_id, row.deposit_id), [
@@ -171,6 +166,6 @@ export class DepositLocks {
     keepCarried(tx, repository.orderLockReadKey(white_label_id, deposit_id), answer?.order ?? null);
     if (answer === null || !isUnitOfWork(tx)) return;
     this.deps.withdrawals.keepLockedOrders(tx, answer.named);
-    tx.memo.set(unconfirmedLegsMemoKey(white_label_id, deposit_id), answer.legs);
+    UNCONFIRMED_LEGS.set(tx, repository.orderRowKey(white_label_id, deposit_id), answer.legs);
   }
 }

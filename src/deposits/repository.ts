@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
-import { deferWrite, holdsLock, isUnitOfWork, rememberLocked, takeCarried } from '../platform/unit-of-work.ts';
+import { deferWrite, holdsLock, rememberLocked, takeCarried, TransactionFacts } from '../platform/unit-of-work.ts';
 import { appendParts, rowFromJson, type ReadPart } from '../platform/read-part.ts';
 import { invariant } from '../platform/assert.ts';
 import type { SenderRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
@@ -64,7 +64,7 @@ export function orderRowKey(white_label_id: string, deposit_id: string): string 
 }
 
 /**
- * What a transaction knows of an order it locked, kept in its `memo` (src/platform/unit-of-work.ts) so
+ * What a transaction knows of an order it locked, kept among its facts (`LOCKED_ORDERS`) so
  * that the order and its legs are read once per transaction: the order's row lock keeps every other
  * transaction from changing them (the legs change only under their order's lock), and this
  * transaction's own writes of them all go through this file, which keeps the copy up to date.
@@ -75,14 +75,13 @@ interface LockedOrder {
   legs: DepositLegRow[] | null;
 }
 
-function lockedOrderMemoKey(white_label_id: string, deposit_id: string): string {
-  return `deposits:locked_order:${white_label_id}:${deposit_id}`;
-}
+/** The orders a transaction holds locked, by `orderRowKey` (src/platform/unit-of-work.ts `TransactionFacts`). */
+const LOCKED_ORDERS = new TransactionFacts<LockedOrder>('deposits.locked_orders');
 
 /** The transaction's copy of an order it holds locked, if it has one. */
 function lockedOrder(db: Queryable, white_label_id: string, deposit_id: string): LockedOrder | undefined {
-  if (!isUnitOfWork(db) || !holdsLock(db, orderRowKey(white_label_id, deposit_id))) return undefined;
-  return db.memo.get(lockedOrderMemoKey(white_label_id, deposit_id)) as LockedOrder | undefined;
+  const key = orderRowKey(white_label_id, deposit_id);
+  return holdsLock(db, key) ? LOCKED_ORDERS.get(db, key) : undefined;
 }
 
 /** Copies, so that a caller changing what it was given cannot change the transaction's copy. */
@@ -178,7 +177,7 @@ export async function lockOrderInBrand(db: Queryable, white_label_id: string, de
     : ((await db.query<DepositRow>(`SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE`, [white_label_id, deposit_id])).rows[0] ?? null);
   if (!row) return null;
   rememberLocked(db, orderRowKey(white_label_id, deposit_id));
-  if (isUnitOfWork(db)) db.memo.set(lockedOrderMemoKey(white_label_id, deposit_id), { row: { ...row }, legs: null } satisfies LockedOrder);
+  LOCKED_ORDERS.set(db, orderRowKey(white_label_id, deposit_id), { row: { ...row }, legs: null });
   return row;
 }
 

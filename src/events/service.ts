@@ -5,15 +5,17 @@ import { invariant } from '../platform/assert.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import type { EventEnvelope } from './envelope.ts';
 import type { EventCause } from '../platform/cause.ts';
-import { isUnitOfWork } from '../platform/unit-of-work.ts';
+import { isUnitOfWork, TransactionFacts } from '../platform/unit-of-work.ts';
 import type { ReadPart } from '../platform/read-part.ts';
 import * as repository from './repository.ts';
 
 /**
- * The key under which a transaction remembers a feed's last sequence while it holds the feed's lock
- * (src/platform/unit-of-work.ts `memo`): its events are then numbered without asking the database.
+ * A feed's last sequence, which a transaction remembers while it holds the feed's lock (src/platform/unit-of-work.ts
+ * `TransactionFacts`, by `feedKey`): its events are then numbered without asking the database.
  */
-function feedMemoKey(white_label_id: string, merchant_id: string, livemode: boolean): string {
+const LOCKED_FEEDS = new TransactionFacts<number>('events.locked_feeds');
+
+function feedKey(white_label_id: string, merchant_id: string, livemode: boolean): string {
   return `event_feed:${white_label_id}:${merchant_id}:${livemode}`;
 }
 
@@ -64,7 +66,7 @@ export class EventsService {
 
   /** True when this transaction holds the merchant's feed (locked by `lockFeeds`, held until it ends). */
   holdsFeed(tx: Queryable, white_label_id: string, merchant_id: string, livemode: boolean): boolean {
-    return isUnitOfWork(tx) && tx.memo.has(feedMemoKey(white_label_id, merchant_id, livemode));
+    return LOCKED_FEEDS.has(tx, feedKey(white_label_id, merchant_id, livemode));
   }
 
   /**
@@ -73,12 +75,10 @@ export class EventsService {
    */
   async lockFeedsAndRead<Carried>(tx: Queryable, white_label_id: string, merchant_ids: readonly string[], livemode: boolean, carried: readonly ReadPart<Carried>[]): Promise<Carried[]> {
     // Feeds this transaction locked already stay locked until it ends: asking again would change nothing.
-    const missing = isUnitOfWork(tx) ? merchant_ids.filter((merchant_id) => !tx.memo.has(feedMemoKey(white_label_id, merchant_id, livemode))) : merchant_ids;
+    const missing = merchant_ids.filter((merchant_id) => !LOCKED_FEEDS.has(tx, feedKey(white_label_id, merchant_id, livemode)));
     if (missing.length === 0 && carried.length === 0) return [];
     const locked = await repository.lockFeeds(tx, white_label_id, missing, livemode, carried);
-    if (isUnitOfWork(tx)) {
-      for (const feed of locked.feeds) tx.memo.set(feedMemoKey(white_label_id, feed.merchant_id, livemode), feed.last_sequence);
-    }
+    for (const feed of locked.feeds) LOCKED_FEEDS.set(tx, feedKey(white_label_id, feed.merchant_id, livemode), feed.last_sequence);
     return locked.carried;
   }
 
@@ -89,14 +89,14 @@ export class EventsService {
    */
   private async nextSequence(tx: Queryable, white_label_id: string, merchant_id: string, livemode: boolean): Promise<number | null> {
     if (!isUnitOfWork(tx)) return null;
-    const key = feedMemoKey(white_label_id, merchant_id, livemode);
-    let last = tx.memo.get(key) as number | undefined;
+    const key = feedKey(white_label_id, merchant_id, livemode);
+    let last = LOCKED_FEEDS.get(tx, key);
     if (last === undefined) {
       await this.lockFeeds(tx, white_label_id, [merchant_id], livemode);
-      last = tx.memo.get(key) as number | undefined;
+      last = LOCKED_FEEDS.get(tx, key);
     }
     invariant(last !== undefined && Number.isSafeInteger(last) && last >= 0, 'a locked feed has a last sequence');
-    tx.memo.set(key, last + 1);
+    LOCKED_FEEDS.set(tx, key, last + 1);
     return last + 1;
   }
 

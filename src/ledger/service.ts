@@ -4,7 +4,7 @@ import { invariant } from '../platform/assert.ts';
 import { fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { assertPositiveMinor } from '../platform/money.ts';
-import { isUnitOfWork, takeCarried } from '../platform/unit-of-work.ts';
+import { isUnitOfWork, takeCarried, TransactionFacts } from '../platform/unit-of-work.ts';
 import type { CarriedRead } from '../platform/read-part.ts';
 import { formatNullableTimestamp, formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import type { EventsService } from '../events/service.ts';
@@ -134,22 +134,19 @@ function depositCreditKey(deposit_id: string): string {
   return `deposit_settled:${deposit_id}`;
 }
 
-function walletMemoSuffix(account: WalletAccount): string {
+/** The id of a wallet among a transaction's facts (src/platform/unit-of-work.ts `TransactionFacts`). */
+function walletKey(account: WalletAccount): string {
   return `${account.white_label_id}:${account.livemode}:${account.merchant_id}`;
 }
 
-function expectedPrefix(account: Pick<WalletAccount, 'white_label_id' | 'livemode'>): string {
-  return `ledger:expected:${account.white_label_id}:${account.livemode}:`;
+/** A wallet a transaction will post on later, with the keys it will post (`expectDepositCredit`). */
+interface ExpectedPost {
+  account: WalletAccount;
+  movement_keys: readonly string[];
 }
 
-/** Where a transaction keeps the keys it will post on a wallet later (`expectDepositCredit`). */
-function expectedMemoKey(account: WalletAccount): string {
-  return `ledger:expected:${walletMemoSuffix(account)}`;
-}
-
-function lockedWalletMemoKey(account: WalletAccount): string {
-  return `ledger:locked_wallet:${walletMemoSuffix(account)}`;
-}
+/** The wallets a transaction will post on later (`expectDepositCredit`), by `walletKey`. */
+const EXPECTED_POSTS = new TransactionFacts<ExpectedPost>('ledger.expected_posts');
 
 /**
  * A wallet locked ahead of its post (`lockWalletWithExpected`), as the lock statement answered it, with the
@@ -163,15 +160,16 @@ interface LockedWallet {
   movement_keys: readonly string[];
 }
 
+/** Wallets locked ahead of their post, by `walletKey`. */
+const LOCKED_WALLETS = new TransactionFacts<LockedWallet>('ledger.locked_wallets');
+
 /** The key under which a transaction keeps the wallets another module's statement locked (`walletsLockRead`). */
 function carriedWalletLocksKey(scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>): string {
   return `ledger:wallet-locks:${scope.white_label_id}:${scope.livemode}`;
 }
 
-/** Marks, in a transaction's memo, a wallet that a carried read (`walletsLockRead`) found not to exist yet. */
-function absentWalletMemoKey(account: WalletAccount): string {
-  return `ledger:absent_wallet:${walletMemoSuffix(account)}`;
-}
+/** Wallets that a carried read (`walletsLockRead`) found not to exist yet, by `walletKey`. */
+const ABSENT_WALLETS = new TransactionFacts<true>('ledger.absent_wallets');
 
 /**
  * Keeps each wallet a carried read locked (`walletsLockRead`) as a wallet locked ahead of its post, once, and
@@ -186,8 +184,8 @@ function keepCarriedWalletLocks(tx: Queryable, scope: Pick<WalletAccount, 'white
     const found = answered.get(merchant_id);
     // Keys posted only under locks the transaction held before the statement began were looked up exactly (see
     // `walletsLockRead`): the wallet's other movements since the statement's snapshot cannot be these.
-    if (found) tx.memo.set(lockedWalletMemoKey(wallet), { ...found, stale: false, movement_keys } satisfies LockedWallet);
-    else tx.memo.set(absentWalletMemoKey(wallet), true);
+    if (found) LOCKED_WALLETS.set(tx, walletKey(wallet), { ...found, stale: false, movement_keys });
+    else ABSENT_WALLETS.set(tx, walletKey(wallet), true);
   }
 }
 
@@ -204,8 +202,7 @@ interface WalletLocksAnswer {
  * look for, and they are looked up again (`stale`). Null when no carried read said the wallet was absent.
  */
 async function createAbsentWallet(tx: Queryable, account: WalletAccount, now: Date): Promise<repository.LockedWalletAnswer | null> {
-  if (!isUnitOfWork(tx) || !tx.memo.has(absentWalletMemoKey(account))) return null;
-  tx.memo.delete(absentWalletMemoKey(account));
+  if (!ABSENT_WALLETS.take(tx, walletKey(account)).found) return null;
   const wallet = await repository.createAndLockWallet(tx, account, now);
   return { wallet, existing: new Map(), stale: wallet.last_sequence !== 0 };
 }
@@ -219,10 +216,9 @@ async function createAbsentWallet(tx: Queryable, account: WalletAccount, now: Da
 function takeLockedWallet(tx: Queryable, account: WalletAccount, movement_keys: readonly string[]): { wallet: WalletRow; existing: Map<string, string>; stale: boolean } | null {
   if (!isUnitOfWork(tx)) return null;
   keepCarriedWalletLocks(tx, account);
-  const key = lockedWalletMemoKey(account);
-  const kept = tx.memo.get(key) as LockedWallet | undefined;
-  if (kept === undefined) return null;
-  tx.memo.delete(key);
+  const taken = LOCKED_WALLETS.take(tx, walletKey(account));
+  if (!taken.found) return null;
+  const kept = taken.value;
   if (!movement_keys.every((movement_key) => kept.movement_keys.includes(movement_key))) return null;
   return { wallet: kept.wallet, existing: kept.existing, stale: kept.stale };
 }
@@ -419,9 +415,9 @@ export class LedgerService {
     if (!isUnitOfWork(tx) || !this.events.holdsFeed(tx, account.white_label_id, account.merchant_id, account.livemode)) return;
     // Locked already, with the credit's key looked up (`walletsLockRead`), or found absent: the credit takes that answer.
     keepCarriedWalletLocks(tx, account);
-    const kept = tx.memo.get(lockedWalletMemoKey(account)) as LockedWallet | undefined;
-    if (kept?.movement_keys.includes(depositCreditKey(deposit_id)) || tx.memo.has(absentWalletMemoKey(account))) return;
-    tx.memo.set(expectedMemoKey(account), [depositCreditKey(deposit_id)]);
+    const kept = LOCKED_WALLETS.get(tx, walletKey(account));
+    if (kept?.movement_keys.includes(depositCreditKey(deposit_id)) || ABSENT_WALLETS.has(tx, walletKey(account))) return;
+    EXPECTED_POSTS.set(tx, walletKey(account), { account, movement_keys: [depositCreditKey(deposit_id)] });
   }
 
   /**
@@ -433,14 +429,14 @@ export class LedgerService {
     const now = this.clock.now();
     if (!isUnitOfWork(tx)) return repository.lockWalletFindingMovements(tx, account, movement_keys, now);
     // The wallet's own expectation is answered by this lock.
-    tx.memo.delete(expectedMemoKey(account));
+    EXPECTED_POSTS.delete(tx, walletKey(account));
     const expected: { merchant_id: string; movement_keys: readonly string[] }[] = [];
-    for (const [key, value] of tx.memo) {
-      if (!key.startsWith(expectedPrefix(account))) continue;
-      const merchant_id = key.slice(expectedPrefix(account).length);
+    for (const [, post] of EXPECTED_POSTS.entries(tx)) {
+      if (post.account.white_label_id !== account.white_label_id || post.account.livemode !== account.livemode) continue;
+      const merchant_id = post.account.merchant_id;
       // Only wallets whose feed the transaction holds: their locks cannot wait (see `expectDepositCredit`).
       if (!this.events.holdsFeed(tx, account.white_label_id, merchant_id, account.livemode)) continue;
-      expected.push({ merchant_id, movement_keys: value as string[] });
+      expected.push({ merchant_id, movement_keys: post.movement_keys });
     }
     if (expected.length === 0) return repository.lockWalletFindingMovements(tx, account, movement_keys, now);
     const answered = await repository.lockWalletsFindingMovements(tx, account.white_label_id, account.livemode, [
@@ -449,10 +445,10 @@ export class LedgerService {
     ]);
     for (const { merchant_id, movement_keys: keys } of expected) {
       const wallet = { white_label_id: account.white_label_id, merchant_id, livemode: account.livemode };
-      tx.memo.delete(expectedMemoKey(wallet));
+      EXPECTED_POSTS.delete(tx, walletKey(wallet));
       const found = answered.get(merchant_id);
       // A wallet that does not exist yet is created by its first post, as always.
-      if (found) tx.memo.set(lockedWalletMemoKey(wallet), { ...found, movement_keys: keys } satisfies LockedWallet);
+      if (found) LOCKED_WALLETS.set(tx, walletKey(wallet), { ...found, movement_keys: keys });
     }
     const own = answered.get(account.merchant_id);
     // The wallet's first movement: created and locked by the single lock, which finds no row.

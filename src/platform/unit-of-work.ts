@@ -152,15 +152,17 @@ export function combineWrites(writes: readonly DeferredWrite[], options: { check
 
 /**
  * A transaction's connection with a queue of deferred writes. Every other statement goes through it
- * unchanged, after the queue is flushed. `memo` holds facts that stay true while the transaction's
- * locks are held (an event feed's last sequence), for the modules that took those locks.
+ * unchanged, after the queue is flushed. It also holds the facts that stay true while the transaction's
+ * locks are held (an event feed's last sequence, an order it locked), each kind under the typed
+ * `TransactionFacts` its owning module declares.
  */
 export class UnitOfWork implements Queryable {
   /** The queue, cut into statements: a new batch starts where a row would be written twice or one is full. */
   private batches: DeferredWrite[][] = [];
   /** Rows written by the last batch. */
   private readonly written = new Set<string>();
-  readonly memo = new Map<string, unknown>();
+  /** The facts the transaction keeps, by kind (see `TransactionFacts`, the only reader and writer). */
+  readonly facts = new Map<TransactionFacts<unknown>, Map<string, unknown>>();
 
   constructor(private readonly connection: TransactionConnection) {}
 
@@ -268,22 +270,82 @@ export async function deferWrite(db: Queryable, write: DeferredWrite): Promise<v
 }
 
 /**
+ * A kind of fact that a transaction keeps while it holds the locks the fact was read under (an order it locked, an
+ * event feed's last sequence, a wallet locked ahead of its post, what a carried read answered), declared once by
+ * the module that owns it, with the type of its values. Facts of a kind are found by an id the owner chooses (the
+ * row's key). Outside a unit of work (a plain connection) nothing is kept and nothing is found: every owner then
+ * reads as if the transaction had just begun. This replaces string keys in one untyped map, under which a reader
+ * had to know, and cast to, what some other statement had put there.
+ */
+export class TransactionFacts<Value> {
+  /** `kind` names the facts in messages and debugging only: two kinds never share values, whatever their names. */
+  constructor(readonly kind: string) {}
+
+  private factsOf(db: Queryable, create: boolean): Map<string, Value> | undefined {
+    if (!isUnitOfWork(db)) return undefined;
+    let facts = db.facts.get(this) as Map<string, Value> | undefined;
+    if (!facts && create) {
+      facts = new Map<string, Value>();
+      db.facts.set(this, facts as Map<string, unknown>);
+    }
+    return facts;
+  }
+
+  get(db: Queryable, id: string): Value | undefined {
+    return this.factsOf(db, false)?.get(id);
+  }
+
+  has(db: Queryable, id: string): boolean {
+    return this.factsOf(db, false)?.has(id) ?? false;
+  }
+
+  /** Keeps the fact in a unit of work; outside one, does nothing. */
+  set(db: Queryable, id: string, value: Value): void {
+    this.factsOf(db, true)?.set(id, value);
+  }
+
+  delete(db: Queryable, id: string): void {
+    this.factsOf(db, false)?.delete(id);
+  }
+
+  /** The fact, once: it is forgotten as it is taken. */
+  take(db: Queryable, id: string): { found: true; value: Value } | { found: false } {
+    const facts = this.factsOf(db, false);
+    if (!facts || !facts.has(id)) return { found: false };
+    const value = facts.get(id) as Value;
+    facts.delete(id);
+    return { found: true, value };
+  }
+
+  /** Every fact of this kind the transaction keeps, in the order they were kept. */
+  entries(db: Queryable): [string, Value][] {
+    return [...(this.factsOf(db, false) ?? [])];
+  }
+}
+
+/** The rows a transaction locked or inserted, by row key (see `rememberLocked`). */
+const LOCKED_ROWS = new TransactionFacts<true>('platform.locked_rows');
+
+/** What carried reads answered (src/platform/read-part.ts `CarriedRead`), by the read's key, until their owners take them. */
+const CARRIED_ANSWERS = new TransactionFacts<unknown>('platform.carried_answers');
+
+/**
  * Row locks a transaction holds, remembered so that a later write of the row can be queued: a row this
  * transaction locked (FOR UPDATE) or inserted cannot change under it, so a version or status guard on
  * it can only fail through a bug, and the flush checks that it did not.
  */
 export function rememberLocked(db: Queryable, row_key: string): void {
-  if (isUnitOfWork(db)) db.memo.set(`locked:${row_key}`, true);
+  LOCKED_ROWS.set(db, row_key, true);
 }
 
 /** True when `db` is a transaction that locked or inserted this row (see `rememberLocked`). */
 export function holdsLock(db: Queryable, row_key: string): boolean {
-  return isUnitOfWork(db) && db.memo.get(`locked:${row_key}`) === true;
+  return LOCKED_ROWS.has(db, row_key);
 }
 
 /** Keeps what a carried read answered (src/platform/read-part.ts `CarriedRead`) for its owner to take. */
 export function keepCarried(db: Queryable, key: string, value: unknown): void {
-  if (isUnitOfWork(db)) db.memo.set(`carried:${key}`, value);
+  CARRIED_ANSWERS.set(db, key, value);
 }
 
 /**
@@ -302,8 +364,5 @@ export function keepCarriedAnswers(db: Queryable, carried: readonly CarriedRead[
  * the read again reads it anew). `found: false` when nothing carried it (another door, a plain connection).
  */
 export function takeCarried(db: Queryable, key: string): { found: true; value: unknown } | { found: false } {
-  if (!isUnitOfWork(db) || !db.memo.has(`carried:${key}`)) return { found: false };
-  const value = db.memo.get(`carried:${key}`);
-  db.memo.delete(`carried:${key}`);
-  return { found: true, value };
+  return CARRIED_ANSWERS.take(db, key);
 }

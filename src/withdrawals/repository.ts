@@ -1,6 +1,6 @@
 import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
-import { deferWrite, holdsLock, isUnitOfWork, keepCarried, rememberLocked, takeCarried } from '../platform/unit-of-work.ts';
+import { deferWrite, holdsLock, keepCarried, rememberLocked, takeCarried, TransactionFacts } from '../platform/unit-of-work.ts';
 import { appendParts, rowFromJson, type CarriedRead, type ReadPart } from '../platform/read-part.ts';
 import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
@@ -149,7 +149,7 @@ export async function updateOrder(db: Queryable, row: WithdrawalRow, expected_ve
   if (!holdsLock(db, key)) return (await db.query(sql, params)).rowCount === 1;
   // The transaction holds the row: the version cannot have moved, and the write is queued.
   await deferWrite(db, { sql, params, expected_rows: 1, rows_written: [key] });
-  if (isUnitOfWork(db) && lockedOrder(db, row.white_label_id, row.withdrawal_id)) db.memo.set(lockedOrderMemoKey(row.white_label_id, row.withdrawal_id), { ...row });
+  if (lockedOrder(db, row.white_label_id, row.withdrawal_id)) LOCKED_ORDERS.set(db, key, { ...row });
   return true;
 }
 
@@ -163,18 +163,17 @@ export async function findOrder(db: Queryable, account: WithdrawalAccount, withd
   return rows[0] ?? null;
 }
 
-function lockedOrderMemoKey(white_label_id: string, withdrawal_id: string): string {
-  return `withdrawals:locked_order:${white_label_id}:${withdrawal_id}`;
-}
+/** The orders a transaction locked through this file, by `orderRowKey` (src/platform/unit-of-work.ts `TransactionFacts`). */
+const LOCKED_ORDERS = new TransactionFacts<WithdrawalRow>('withdrawals.locked_orders');
 
 /**
- * The transaction's copy of an order it locked through this file (src/platform/unit-of-work.ts `memo`),
+ * The transaction's copy of an order it locked through this file (`LOCKED_ORDERS`),
  * so that the order is read once per transaction: its row lock keeps every other transaction from
  * changing it, and this transaction's own writes of it (`updateOrder`) keep the copy up to date.
  */
 function lockedOrder(db: Queryable, white_label_id: string, withdrawal_id: string): WithdrawalRow | undefined {
-  if (!isUnitOfWork(db) || !holdsLock(db, orderRowKey(white_label_id, withdrawal_id))) return undefined;
-  return db.memo.get(lockedOrderMemoKey(white_label_id, withdrawal_id)) as WithdrawalRow | undefined;
+  const key = orderRowKey(white_label_id, withdrawal_id);
+  return holdsLock(db, key) ? LOCKED_ORDERS.get(db, key) : undefined;
 }
 
 /** The transaction's copy of an order it holds locked (see `lockedOrder`), or null. */
@@ -185,8 +184,9 @@ export function heldOrder(db: Queryable, white_label_id: string, withdrawal_id: 
 
 /** Remembers the lock of an order just read FOR UPDATE, and keeps a copy of the row. */
 function keepLocked(db: Queryable, row: WithdrawalRow): void {
-  rememberLocked(db, orderRowKey(row.white_label_id, row.withdrawal_id));
-  if (isUnitOfWork(db)) db.memo.set(lockedOrderMemoKey(row.white_label_id, row.withdrawal_id), { ...row });
+  const key = orderRowKey(row.white_label_id, row.withdrawal_id);
+  rememberLocked(db, key);
+  LOCKED_ORDERS.set(db, key, { ...row });
 }
 
 /**
@@ -377,10 +377,8 @@ async function lockMatchableWith(
   return { candidates, answered: first !== undefined };
 }
 
-/** The memo key of an order as the matching queue read and locked it (src/platform/unit-of-work.ts). */
-function candidateMemoKey(white_label_id: string, withdrawal_id: string): string {
-  return `candidate:${orderRowKey(white_label_id, withdrawal_id)}`;
-}
+/** Orders as the matching queue read and locked them, by `orderRowKey` (src/platform/unit-of-work.ts `TransactionFacts`). */
+const CANDIDATES = new TransactionFacts<LockedCandidate>('withdrawals.candidates');
 
 /**
  * Remembers an order as the matching queue locked it, with its legs holding a reservation, for a
@@ -389,7 +387,7 @@ function candidateMemoKey(white_label_id: string, withdrawal_id: string): string
  * version, so an unchanged version means the count holds.
  */
 function rememberCandidate(db: Queryable, row: WithdrawalRow, reserved_legs: number, read_at: Date): void {
-  if (isUnitOfWork(db)) db.memo.set(candidateMemoKey(row.white_label_id, row.withdrawal_id), { row, reserved_legs, read_at } satisfies LockedCandidate);
+  CANDIDATES.set(db, orderRowKey(row.white_label_id, row.withdrawal_id), { row, reserved_legs, read_at });
 }
 
 /** An order as the matching queue read and locked it, and the instant its statement found it live. */
@@ -403,7 +401,7 @@ export interface LockedCandidate {
 
 /** Forgets what the matching queue read of an order: a write of the order or of its legs makes it stale. */
 function forgetCandidate(db: Queryable, white_label_id: string, withdrawal_id: string): void {
-  if (isUnitOfWork(db)) db.memo.delete(candidateMemoKey(white_label_id, withdrawal_id));
+  CANDIDATES.delete(db, orderRowKey(white_label_id, withdrawal_id));
 }
 
 /**
@@ -412,13 +410,11 @@ function forgetCandidate(db: Queryable, white_label_id: string, withdrawal_id: s
  * a new read would answer. Taken once: the reservation that uses it writes the order.
  */
 export function takeCandidate(db: Queryable, white_label_id: string, withdrawal_id: string): LockedCandidate | null {
-  if (!isUnitOfWork(db)) return null;
-  const key = candidateMemoKey(white_label_id, withdrawal_id);
-  const candidate = db.memo.get(key) as LockedCandidate | undefined;
-  if (candidate === undefined) return null;
-  db.memo.delete(key);
-  invariant(holdsLock(db, orderRowKey(white_label_id, withdrawal_id)), 'a candidate is locked by this transaction');
-  return candidate;
+  const key = orderRowKey(white_label_id, withdrawal_id);
+  const candidate = CANDIDATES.take(db, key);
+  if (!candidate.found) return null;
+  invariant(holdsLock(db, key), 'a candidate is locked by this transaction');
+  return candidate.value;
 }
 
 /**
