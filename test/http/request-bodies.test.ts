@@ -25,6 +25,9 @@ const LIMITS = {
   SLIP_UPLOAD_MAX_WAITING: '1',
   SLIP_UPLOAD_MAX_WAIT_MS: '8000',
   WORKER_ENABLED: 'false',
+  // The answers here are the body bounds', not load shedding's: a busy test machine's event-loop delay must
+  // not turn an expected 401 or 413 into 503 route_unavailable (seen with the suite and other work at once).
+  LOAD_SHEDDING: 'false',
 };
 
 /** A listening app of the describe block it is called in, with its own limits; `app` and `port` once started. */
