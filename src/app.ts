@@ -513,7 +513,7 @@ function routeModules(services: Services): RouteModule[] {
     feeRoutes({ clock, depositPolicies: services.depositPolicies }),
     sandboxBankRoutes({ clock }),
     beneficiaryRoutes({ beneficiaries: services.beneficiaries }),
-    withdrawalRoutes({ database, beneficiaries: services.beneficiaries, tenancy, withdrawals: services.withdrawals, withdrawalPolicies: services.withdrawalPolicies }),
+    withdrawalRoutes({ database, tenancy, withdrawals: services.withdrawals, withdrawalPolicies: services.withdrawalPolicies }),
     depositRoutes({ database, deposits: services.deposits, depositPolicies: services.depositPolicies, tenancy }),
     services.webhooks.registerRoutes,
     replayOutOfOrderRoutes({ clock, events }),

@@ -13,10 +13,11 @@ import { scheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { namesMatch, normaliseName, type AccountLookupResult, type BankDirectory } from '../bank-directory/port.ts';
 import { SandboxBankDirectory } from '../bank-directory/sandbox-adapter.ts';
 import * as repository from './repository.ts';
-import type { CarriedRead } from '../platform/read-part.ts';
-import { takeCarried } from '../platform/unit-of-work.ts';
 import { findBank, type BankRow } from '../banks/service.ts';
 import type { BeneficiaryAccount, BeneficiaryRow, BeneficiaryStatus, VerificationFailureCode } from './repository.ts';
+
+/** A beneficiary's row as a planned withdrawal creation prefetches it (`forWithdrawalPart`). */
+export type { BeneficiaryRow } from './repository.ts';
 
 /**
  * Beneficiaries: the bank accounts a merchant pays out to. A beneficiary is created
@@ -184,10 +185,6 @@ function fieldError(path: string, reason: string, hint?: string): ApiError {
   return new ApiError('validation_error', { details: { fields: [hint ? { path, reason, hint } : { path, reason }] } });
 }
 
-function forWithdrawalKey(account: BeneficiaryAccount, beneficiary_id: string): string {
-  return `beneficiaries:for-withdrawal:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${beneficiary_id}`;
-}
-
 export class BeneficiaryService {
   constructor(private readonly deps: BeneficiaryDependencies) {
     invariant(deps.account_lookup_key.length >= 32, 'the account lookup key has at least 32 bytes');
@@ -286,17 +283,20 @@ export class BeneficiaryService {
 
   /** For POST /v1/pay/withdrawals with `beneficiary_id`: the caller's beneficiary, or null (another
    * merchant's or environment's id is null too). The caller answers 409 unless `status` is verified. */
-  async findForWithdrawal(tx: Queryable, account: BeneficiaryAccount, beneficiary_id: string): Promise<BeneficiaryView | null> {
-    // The request's idempotency statement may have read it already (`forWithdrawalRead`).
-    const carried = takeCarried(tx, forWithdrawalKey(account, beneficiary_id));
-    if (!carried.found) return this.get(tx, account, beneficiary_id);
-    const row = carried.value as BeneficiaryRow | null;
-    return row ? beneficiaryView(row) : null;
+  async findForWithdrawal(
+    tx: Queryable,
+    account: BeneficiaryAccount,
+    beneficiary_id: string,
+    /** What the request's first statement answered for `forWithdrawalPart`, when it carried it. */
+    prefetched?: { row: BeneficiaryRow | null },
+  ): Promise<BeneficiaryView | null> {
+    if (!prefetched) return this.get(tx, account, beneficiary_id);
+    return prefetched.row ? beneficiaryView(prefetched.row) : null;
   }
 
-  /** `findForWithdrawal`'s read, for the request's first statement to carry (src/platform/read-part.ts). */
-  forWithdrawalRead(account: BeneficiaryAccount, beneficiary_id: string): CarriedRead {
-    return { key: forWithdrawalKey(account, beneficiary_id), part: repository.findByIdPart(account, beneficiary_id) };
+  /** `findForWithdrawal`'s read, for a planned withdrawal creation's first statement to carry (src/platform/read-part.ts). */
+  forWithdrawalPart(account: BeneficiaryAccount, beneficiary_id: string): ReadPart<BeneficiaryRow | null> {
+    return repository.findByIdPart(account, beneficiary_id);
   }
 
   /**

@@ -9,7 +9,7 @@ import { scheduleJob } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
 import type { NoMatch } from '../matching/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
-import type { CarriedRead } from '../platform/read-part.ts';
+import { planCommand, type CarriedRead, type PlannedCommand } from '../platform/read-part.ts';
 import { takeCarried } from '../platform/unit-of-work.ts';
 import type { SlipUpload } from '../slips/capability.ts';
 import * as repository from './repository.ts';
@@ -19,7 +19,7 @@ import type { CreateDepositInput, CreatedDeposit, DepositDependencies } from './
 import type { DepositChanges } from './order-changes.ts';
 import { MATCH_RETRY_INTERVAL_MS } from './transitions.ts';
 import type { DepositView } from './views.ts';
-import type { DepositAccount, DepositLegRow, DepositRow, DepositStatus } from './types.ts';
+import type { DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
 
 /**
  * Deposit orders up to the slip: creation with its request rules, peer-to-peer matching against the
@@ -56,6 +56,14 @@ export class DepositCreation {
    * `awaiting_payment` with legs (201). Nothing to match: `awaiting_liquidity` with a durable retry
    * every 10 seconds (202). Refusals throw the spec's error; nothing is written then.
    */
+  /**
+   * A merchant's creation as a planned command (src/platform/read-part.ts): its first step, the end user's lock
+   * and the brand's policy, rides on the request's idempotency statement, and `create` is given what it answered.
+   */
+  plan(account: DepositAccount, input: CreateDepositInput, cause: EventCause): PlannedCommand<CreatedDeposit> {
+    return planCommand([this.deps.policies.creationPart(account, input.end_user_ref)], (tx, [row]) => this.create(tx, account, input, cause, { prefetched_policy: { row } }));
+  }
+
   async create(
     tx: Queryable,
     account: DepositAccount,
@@ -69,12 +77,14 @@ export class DepositCreation {
        * brand's minimum amount. Test mode only.
        */
       fill_withdrawal_id?: string;
+      /** What the request's first statement answered for the policy's lock and read (`plan`), when it carried it. */
+      prefetched_policy?: { row: DepositPolicyRow | null };
     } = {},
   ): Promise<CreatedDeposit> {
     const now = this.changes.now();
     // One end user's creations are serialised (so two concurrent requests count each other), and the
     // brand's policy is read, in one round trip.
-    const policy = await this.deps.policies.policyForCreation(tx, account, input.end_user_ref);
+    const policy = await this.deps.policies.policyForCreation(tx, account, input.end_user_ref, options.prefetched_policy);
     const chunk = options.fill_withdrawal_id !== undefined;
     invariant(!chunk || !account.livemode, 'only sandbox scenario deposits name the withdrawal they fill');
     const withinPolicy = chunk ? input.amount_minor > 0 : input.amount_minor >= policy.min_amount_minor && input.amount_minor <= policy.max_amount_minor;

@@ -2,8 +2,7 @@ import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import * as repository from './repository.ts';
-import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
-import { takeCarried } from '../platform/unit-of-work.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import type { DepositPolicyRow } from './types.ts';
 import type { Actor } from '../platform/access.ts';
 import type { AuditTrail } from '../platform/audit.ts';
@@ -78,9 +77,6 @@ function policyOf(row: DepositPolicyRow): DepositPolicy {
   };
 }
 
-function creationReadKey(account: { white_label_id: string; merchant_id: string; livemode: boolean }, end_user_ref: string): string {
-  return `deposits:creation-policy:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${end_user_ref}`;
-}
 
 /** The purpose the gateway's account number is sealed under (src/platform/crypto.ts, SecretBox). */
 export const GATEWAY_ACCOUNT_PURPOSE = 'deposit.gateway_account_number';
@@ -123,16 +119,20 @@ export class DepositPolicyService {
    * The policy a creation works under, read in the same round trip that serialises the end user's
    * creations until the transaction ends (the advisory lock of `lockEndUser`).
    */
-  async policyForCreation(db: Queryable, account: { white_label_id: string; merchant_id: string; livemode: boolean }, end_user_ref: string): Promise<DepositPolicy & { source: 'brand' | 'default' }> {
-    // The request's idempotency statement may have taken the lock and read the policy already (`creationRead`).
-    const carried = takeCarried(db, creationReadKey(account, end_user_ref));
-    const row = carried.found ? (carried.value as DepositPolicyRow | null) : await repository.lockEndUserAndFindPolicy(db, account, end_user_ref);
+  async policyForCreation(
+    db: Queryable,
+    account: { white_label_id: string; merchant_id: string; livemode: boolean },
+    end_user_ref: string,
+    /** What the request's first statement answered for `creationPart` (the lock taken, the policy read), when it carried it. */
+    prefetched?: { row: DepositPolicyRow | null },
+  ): Promise<DepositPolicy & { source: 'brand' | 'default' }> {
+    const row = prefetched ? prefetched.row : await repository.lockEndUserAndFindPolicy(db, account, end_user_ref);
     return row ? { ...policyOf(row), source: 'brand' } : { ...DEFAULT_DEPOSIT_POLICY, source: 'default' };
   }
 
-  /** `policyForCreation`'s lock and read, for the request's first statement to carry (src/platform/read-part.ts). */
-  creationRead(account: { white_label_id: string; merchant_id: string; livemode: boolean }, end_user_ref: string): CarriedRead {
-    return { key: creationReadKey(account, end_user_ref), part: repository.lockEndUserAndFindPolicyPart(account, end_user_ref) };
+  /** `policyForCreation`'s lock and read, for a planned creation's first statement to carry (src/platform/read-part.ts). */
+  creationPart(account: { white_label_id: string; merchant_id: string; livemode: boolean }, end_user_ref: string): ReadPart<DepositPolicyRow | null> {
+    return repository.lockEndUserAndFindPolicyPart(account, end_user_ref);
   }
 
   async setPolicy(db: Queryable, white_label_id: string, livemode: boolean, policy: DepositPolicy): Promise<DepositPolicy & { source: 'brand' }> {

@@ -14,6 +14,7 @@ import { DEFAULT_DEPOSIT_POLICY, type DepositPolicy, type DepositPolicyService }
 import { createdDepositSchema, depositListSchema, depositOrderSchema, depositPolicySchema as depositPolicyResponseSchema, senderListSchema, waitingDepositSchema } from './resources.ts';
 import { slipUploadSchema } from '../slips/resources.ts';
 import type { Queryable } from '../platform/db.ts';
+import { mapPlannedCommand } from '../platform/read-part.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 
 /**
@@ -237,13 +238,11 @@ function registerDepositRoutes(registrar: RouteRegistrar, services: DepositRoute
     body: createDepositSchema,
     extraBuckets: (body, context) => creationBuckets(body, context),
     // The end user's lock and the brand's policy, the creation's first step, ride on the idempotency statement.
-    carried_reads: (body, context) => [services.depositPolicies.creationRead(accountOfContext(context), body.end_user_ref)],
-    async handler({ context, db, body }) {
-      const account = accountOfContext(context);
-      const created = await deposits.create(db, account, body, context.cause);
-      if (created.matched) return { status: 201, body: { ...created.deposit, slip_upload: created.slip_upload }, headers: { 'Cache-Control': 'no-store' } };
-      return { status: 202, body: { ...created.deposit, retry_after_seconds: created.retry_after_seconds } };
-    },
+    command: ({ context, body }) =>
+      mapPlannedCommand(deposits.planCreation(accountOfContext(context), body, context.cause), (created) => {
+        if (created.matched) return { status: 201, body: { ...created.deposit, slip_upload: created.slip_upload }, headers: { 'Cache-Control': 'no-store' } };
+        return { status: 202, body: { ...created.deposit, retry_after_seconds: created.retry_after_seconds } };
+      }),
   });
 
   // The QR image of a leg, for the end user's browser: no merchant credentials, a signed link instead.

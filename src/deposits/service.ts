@@ -54,6 +54,9 @@ export class DepositService {
   create(...args: Parameters<DepositCreation['create']>): ReturnType<DepositCreation['create']> {
     return this.creation.create(...args);
   }
+  planCreation(...args: Parameters<DepositCreation['plan']>): ReturnType<DepositCreation['plan']> {
+    return this.creation.plan(...args);
+  }
   issueSlipToken(...args: Parameters<DepositCreation['issueSlipToken']>): ReturnType<DepositCreation['issueSlipToken']> {
     return this.creation.issueSlipToken(...args);
   }

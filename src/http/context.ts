@@ -1,7 +1,7 @@
 import type { Writable } from 'node:stream';
 import type { z } from 'zod';
 import type { Queryable } from '../platform/db.ts';
-import type { CarriedRead } from '../platform/read-part.ts';
+import type { PlannedCommand } from '../platform/read-part.ts';
 import type { ApiKeyScope, BackofficeRole } from '../platform/access.ts';
 import type { EventCause } from '../platform/cause.ts';
 import type { ErrorCode } from '../platform/errors.ts';
@@ -109,11 +109,16 @@ export interface MerchantRouteSpec<BodySchema extends z.ZodType | undefined, Que
   /** Buckets that depend on the validated body (e.g. per end user); counted before the handler. */
   extraBuckets?: (body: BodySchema extends z.ZodType ? z.infer<BodySchema> : undefined, context: MerchantContext) => ExtraBucket[];
   /**
-   * A POST's first reads, which the idempotency statement carries (src/platform/read-part.ts), so that
-   * the handler's service finds them kept in the transaction instead of sending them itself.
+   * A POST that plans its first reads before its transaction (src/platform/read-part.ts `PlannedCommand`): the
+   * plan comes from its service, the idempotency statement carries the reads, and `run` gets their answers. A
+   * route has this or `handler`, never both.
    */
-  carried_reads?: (body: BodySchema extends z.ZodType ? z.infer<BodySchema> : undefined, context: MerchantContext) => readonly CarriedRead[];
-  handler: (input: {
+  command?: (input: {
+    context: MerchantContext;
+    body: BodySchema extends z.ZodType ? z.infer<BodySchema> : undefined;
+    params: Record<string, string>;
+  }) => PlannedCommand<RouteOutcome>;
+  handler?: (input: {
     context: MerchantContext;
     /** The transaction of the idempotent write (POST) or the database (GET). */
     db: Queryable;

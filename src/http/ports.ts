@@ -4,7 +4,7 @@ import type { Queryable } from '../platform/db.ts';
 import type { Logger } from '../platform/logger.ts';
 import type { HttpLimits } from '../platform/config.ts';
 import type { BackofficeRole } from '../platform/access.ts';
-import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import type { LoadGate } from './load-gate.ts';
 
 /**
@@ -108,8 +108,10 @@ export interface IdempotentExecution {
   execute(
     scope: IdempotencyScope,
     input: { fingerprint: string; request_id: string },
-    handler: (tx: Queryable) => Promise<{ status: number; body: unknown; headers?: Record<string, string> }>,
-    carried?: readonly CarriedRead[],
+    /** Runs the write; `answers` are what `reads` answered, parsed by their parts, in their order. */
+    handler: (tx: Queryable, answers: readonly unknown[]) => Promise<{ status: number; body: unknown; headers?: Record<string, string> }>,
+    /** The write's first reads (a planned command's, src/platform/read-part.ts), carried by the key's statement. */
+    reads?: readonly ReadPart<unknown>[],
   ): Promise<StoredResponse>;
 }
 

@@ -1,6 +1,8 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ApiError, renderError } from '../platform/errors.ts';
+import { invariant } from '../platform/assert.ts';
+import type { PlannedCommand } from '../platform/read-part.ts';
 import { newId } from '../platform/ids.ts';
 import { runInTestClock, type TestClockScope } from '../platform/clock.ts';
 import { isDatabaseUnavailable, type Queryable } from '../platform/db.ts';
@@ -169,6 +171,20 @@ function parseQuery(rawUrl: string): Record<string, string> {
 function inTestClock<T>(scope: TestClockScope | null, work: () => T): T {
   return scope ? runInTestClock(scope, work) : work();
 }
+
+/**
+ * How a merchant POST runs inside its idempotent execution: its planned command (whose first reads the key's
+ * statement carries), or its handler as a command that plans no reads.
+ */
+function commandOf<B extends z.ZodType | undefined, Q extends z.ZodType | undefined>(spec: MerchantRouteSpec<B, Q>, input: MerchantInput<B, Q>): PlannedCommand<RouteOutcome> {
+  if (spec.command) return spec.command({ context: input.context, body: input.body, params: input.params });
+  const handler = spec.handler;
+  invariant(handler, 'a POST route has a handler or a command');
+  return { reads: [], run: (tx) => handler({ ...input, db: tx }) };
+}
+
+/** What a merchant route's handler is given, but its database. */
+type MerchantInput<B extends z.ZodType | undefined, Q extends z.ZodType | undefined> = Omit<Parameters<NonNullable<MerchantRouteSpec<B, Q>['handler']>>[0], 'db'>;
 
 function sendJson(reply: FastifyReply, status: number, bodyText: string): FastifyReply {
   return reply.code(status).header('content-type', 'application/json; charset=utf-8').send(bodyText);
@@ -428,6 +444,8 @@ export function buildServer(deps: ServerDependencies, modules: readonly RouteMod
 
   const registrar: RouteRegistrar = {
     merchant(spec) {
+      // A GET reads with its handler; a POST writes with its handler or its planned command, one of the two.
+      invariant(spec.method === 'GET' ? spec.handler !== undefined && spec.command === undefined : (spec.handler === undefined) !== (spec.command === undefined), `${spec.method} ${spec.url} has one way to run`);
       catalogue.push({
         kind: 'merchant',
         method: spec.method,
@@ -541,16 +559,19 @@ export function buildServer(deps: ServerDependencies, modules: readonly RouteMod
     const clockScope = attached?.scope ?? null;
 
     if (spec.method === 'GET') {
-      const outcome = await inTestClock(clockScope, () => spec.handler({ context, db: deps.database, body, query, params }));
+      const handler = spec.handler;
+      invariant(handler, 'a GET route has a handler');
+      const outcome = await inTestClock(clockScope, () => handler({ context, db: deps.database, body, query, params }));
       return sendOutcome(request, reply, outcome);
     }
+    const command = commandOf(spec, { context, body, query, params });
     const idempotencyKey = context.idempotency_key as string;
     const path = (request.raw.url ?? '').split('?')[0] ?? '';
     const stored = await deps.idempotency.execute(
       { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode, idempotency_key: idempotencyKey },
       { fingerprint: requestFingerprint(request.method, path, decoded), request_id: request.id },
-      (tx: Queryable) => inTestClock(clockScope, () => spec.handler({ context, db: tx, body, query, params })),
-      spec.carried_reads?.(body, context) ?? [],
+      (tx: Queryable, answers) => inTestClock(clockScope, () => command.run(tx, answers)),
+      command.reads,
     );
     await ensureRateHeaders(request, reply);
     for (const [name, value] of Object.entries(stored.headers)) reply.header(name, value);

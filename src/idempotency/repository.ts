@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite } from '../platform/unit-of-work.ts';
-import { appendParts, type CarriedRead } from '../platform/read-part.ts';
+import { appendParts, type ReadPart } from '../platform/read-part.ts';
 
 /** All SQL of idempotency records. */
 
@@ -40,9 +40,9 @@ export interface StoredIdempotentResponse {
  * runs its handler, then fails to store its record against the primary key and rolls back (see
  * `insertRecord`), so the work is still never done twice.
  *
- * The statement also answers the command's carried reads (src/platform/read-part.ts), in order, but only
- * when the key is locked and has no record: a request answered in flight or replayed reads nothing
- * more and takes no lock a carried read would take. The lock and the record are computed in a subquery
+ * The statement also answers the command's first reads (src/platform/read-part.ts), in order, parsed by
+ * their parts, but only when the key is locked and has no record: a request answered in flight or replayed
+ * reads nothing more and takes no lock a carried read would take. The lock and the record are computed in a subquery
  * that PostgreSQL does not flatten (it calls a volatile function), and each carried read is a scalar
  * subquery evaluated only when its CASE branch is.
  */
@@ -51,13 +51,10 @@ export async function lockAndFindRecord(
   lock_text: string,
   scope: IdempotencyScope,
   now: Date,
-  carried: readonly CarriedRead[] = [],
-): Promise<{ locked: boolean; record: StoredIdempotentResponse | null; carried: unknown[] }> {
+  reads: readonly ReadPart<unknown>[] = [],
+): Promise<{ locked: boolean; record: StoredIdempotentResponse | null; answers: unknown[] }> {
   const params: unknown[] = [lock_text, scope.white_label_id, scope.merchant_id, scope.livemode, scope.idempotency_key, now];
-  const carriedColumns = appendParts(
-    carried.map(({ part }) => part),
-    params,
-  ).map((sql, index) => `, CASE WHEN k.locked AND k.record IS NULL THEN ${sql} END AS carried_${index}`);
+  const carriedColumns = appendParts(reads, params).map((sql, index) => `, CASE WHEN k.locked AND k.record IS NULL THEN ${sql} END AS carried_${index}`);
   const { rows } = await db.query<{ locked: boolean; record: StoredIdempotentResponse | null } & Record<string, unknown>>(
     `SELECT k.locked, k.record${carriedColumns.join('')}
        FROM (SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS locked,
@@ -71,7 +68,7 @@ export async function lockAndFindRecord(
   const row = rows[0];
   const locked = row?.locked === true;
   const record = row?.record ?? null;
-  return { locked, record, carried: locked && record === null ? carried.map((_, index) => row?.[`carried_${index}`] ?? null) : [] };
+  return { locked, record, answers: locked && record === null ? reads.map((read, index) => read.parse(row?.[`carried_${index}`] ?? null)) : [] };
 }
 
 /**

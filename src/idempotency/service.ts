@@ -5,8 +5,7 @@ import type { SecretBox } from '../platform/crypto.ts';
 import { DAY_MS } from '../platform/time.ts';
 import * as repository from './repository.ts';
 import type { IdempotentExecution, StoredResponse } from '../http/ports.ts';
-import type { CarriedRead } from '../platform/read-part.ts';
-import { keepCarriedAnswers } from '../platform/unit-of-work.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 
 /**
  * Idempotent execution of a write (spec, Common request rules 2 and 4).
@@ -53,9 +52,9 @@ export class IdempotencyService implements IdempotentExecution {
   async execute(
     scope: repository.IdempotencyScope,
     input: { fingerprint: string; request_id: string },
-    handler: (tx: Queryable) => Promise<{ status: number; body: unknown; headers?: Record<string, string> }>,
-    /** The handler's first reads, carried by the key's statement (src/platform/read-part.ts) and kept for it in the transaction. */
-    carried: readonly CarriedRead[] = [],
+    handler: (tx: Queryable, answers: readonly unknown[]) => Promise<{ status: number; body: unknown; headers?: Record<string, string> }>,
+    /** The handler's first reads (a planned command's, src/platform/read-part.ts), carried by the key's statement and handed to it. */
+    reads: readonly ReadPart<unknown>[] = [],
   ): Promise<StoredResponse> {
     const lockText = `${scope.white_label_id}|${scope.merchant_id}|${scope.livemode}|${scope.idempotency_key}`;
     if (this.inFlight.has(lockText)) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
@@ -63,9 +62,8 @@ export class IdempotencyService implements IdempotentExecution {
     try {
       const outcome = await this.database.transaction(async (tx): Promise<StoredResponse | ApiError> => {
         const now = this.clock.now();
-        const { locked, record: existing, carried: answers } = await repository.lockAndFindRecord(tx, lockText, scope, now, carried);
+        const { locked, record: existing, answers } = await repository.lockAndFindRecord(tx, lockText, scope, now, reads);
         if (!locked) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
-        keepCarriedAnswers(tx, carried, answers);
         if (existing) {
           if (existing.request_fingerprint !== input.fingerprint) {
             throw new ApiError('idempotency_key_reused', { details: { original_request_id: existing.request_id } });
@@ -74,7 +72,7 @@ export class IdempotencyService implements IdempotentExecution {
         }
         let outcome: { status: number; body: unknown; headers?: Record<string, string> };
         try {
-          outcome = await handler(tx);
+          outcome = await handler(tx, answers);
         } catch (error) {
           // An error that keeps its writes ends the transaction with a commit; it is thrown after.
           if (error instanceof ApiError && error.commit_writes) return error;

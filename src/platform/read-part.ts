@@ -1,3 +1,5 @@
+import { invariant } from './assert.ts';
+import type { Queryable } from './db.ts';
 /**
  * A read that one module owns and another module's statement carries: a scalar subquery (in
  * parentheses, answering one JSON value or NULL) with its own $1…$n placeholders and values. The
@@ -73,4 +75,36 @@ export function rowFromJson<Row>(value: unknown, date_columns: readonly (keyof R
     if (typeof text === 'string') row[column] = new Date(text);
   }
   return row as Row;
+}
+
+/** The answers of a tuple of reads, each as its part parses it. */
+export type AnswersOf<Parts extends readonly ReadPart<unknown>[]> = { -readonly [Index in keyof Parts]: Parts[Index] extends ReadPart<infer Value> ? Value : never };
+
+/**
+ * A write command whose first reads are planned before its transaction begins (TigerBeetle's prefetch phase is
+ * the model): `reads` ride on the transaction's first statement (the idempotency key's, src/idempotency/), and
+ * `run` is handed what they answered, parsed, in their order. The plan is built by the service that runs the
+ * command, from the request alone, and what it read travels as `run`'s argument: nothing is kept in the
+ * transaction for a later step to find.
+ */
+export interface PlannedCommand<Outcome> {
+  reads: readonly ReadPart<unknown>[];
+  run(tx: Queryable, answers: readonly unknown[]): Promise<Outcome>;
+}
+
+/** A planned command whose `run` gets its reads' answers with their types (see `PlannedCommand`). */
+export function planCommand<const Parts extends readonly ReadPart<unknown>[], Outcome>(reads: Parts, run: (tx: Queryable, answers: AnswersOf<Parts>) => Promise<Outcome>): PlannedCommand<Outcome> {
+  return {
+    reads,
+    run: (tx, answers) => {
+      invariant(answers.length === reads.length, 'a planned command gets one answer for each of its reads');
+      // The answers are what these parts parsed, in their order: the tuple type says so.
+      return run(tx, answers as AnswersOf<Parts>);
+    },
+  };
+}
+
+/** The same command, its outcome turned into another (a route's answer, say). */
+export function mapPlannedCommand<Outcome, Mapped>(command: PlannedCommand<Outcome>, map: (outcome: Outcome) => Mapped): PlannedCommand<Mapped> {
+  return { reads: command.reads, run: async (tx, answers) => map(await command.run(tx, answers)) };
 }

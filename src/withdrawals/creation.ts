@@ -1,12 +1,12 @@
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { fail, type Result } from '../platform/errors.ts';
-import { takeCarried } from '../platform/unit-of-work.ts';
-import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
+import { ApiError, fail, unwrap, type Result } from '../platform/errors.ts';
+import { planCommand, type PlannedCommand, type ReadPart } from '../platform/read-part.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, SECOND_MS } from '../platform/time.ts';
 import type { EventCause } from '../platform/cause.ts';
 import type { FeeComputation } from '../fees/service.ts';
+import type { BeneficiaryRow, InlineBeneficiary } from '../beneficiaries/service.ts';
 import type { WithdrawalDependencies } from './dependencies.ts';
 import { approvalTtlJob, expireJob } from './jobs.ts';
 import * as repository from './repository.ts';
@@ -31,12 +31,27 @@ export interface CreateWithdrawalOptions {
   replacement_of_withdrawal_id?: string | null;
   /** The sandbox counterparty's standing liquidity: skips the amount range, approval and the sandbox 402. */
   sandbox_liquidity?: boolean;
+  /** What the request's first statement answered for the creation's policy, reference and fee reads (`planForMerchant`). */
+  prefetched_context?: repository.CreationContext<FeeComputation>;
 }
 
-/** Where a creation's carried first read is kept: the reference and amount it was read for are part of the key. */
-function creationReadKey(account: WithdrawalAccount, input: Pick<CreateWithdrawalInput, 'merchant_reference' | 'amount_minor'>): string {
-  return `withdrawals:creation-context:${account.white_label_id}:${account.merchant_id}:${account.livemode}:${input.amount_minor}:${input.merchant_reference}`;
+/** POST /v1/pay/withdrawals as the merchant sends it: a beneficiary by id, or inline. */
+export interface MerchantWithdrawalRequest {
+  amount_minor: number;
+  merchant_reference: string;
+  end_user_ref: string;
+  beneficiary_id?: string | undefined;
+  beneficiary?: InlineBeneficiary | undefined;
+  metadata?: Record<string, string> | undefined;
+  client?: Record<string, string | undefined> | undefined;
 }
+
+/** What a planned merchant creation's first statement answered (`planForMerchant`). */
+interface MerchantCreationPrefetch {
+  beneficiary?: { row: BeneficiaryRow | null };
+  context?: repository.CreationContext<FeeComputation>;
+}
+
 
 /** The creation of withdrawal orders: a merchant's request, the sandbox counterparty's liquidity, and replacements. */
 export class WithdrawalCreation {
@@ -69,9 +84,55 @@ export class WithdrawalCreation {
     return repository.creationContextPart(account, input.merchant_reference, replacement ? null : this.deps.fees.quotePart({ ...account, channel: 'withdrawal' }, input.amount_minor));
   }
 
-  /** The first read of a merchant's creation (`create`), for the request's idempotency statement to carry (src/platform/read-part.ts). */
-  creationRead(account: WithdrawalAccount, input: Pick<CreateWithdrawalInput, 'merchant_reference' | 'amount_minor'>): CarriedRead {
-    return { key: creationReadKey(account, input), part: this.creationContextPart(account, input, false) };
+  /**
+   * POST /v1/pay/withdrawals as a planned command (src/platform/read-part.ts): the beneficiary the request names
+   * and the creation's policy, reference and fee reads ride on the request's idempotency statement, and
+   * `createForMerchant` is given what they answered.
+   */
+  planForMerchant(account: WithdrawalAccount, request: MerchantWithdrawalRequest, cause: EventCause): PlannedCommand<WithdrawalView> {
+    const context = this.creationContextPart(account, request, false);
+    if (request.beneficiary_id === undefined) {
+      return planCommand([context], (tx, [prefetched_context]) => this.createForMerchant(tx, account, request, cause, { context: prefetched_context }));
+    }
+    const beneficiary = this.deps.beneficiaries.forWithdrawalPart(account, request.beneficiary_id);
+    return planCommand([beneficiary, context], (tx, [row, prefetched_context]) => this.createForMerchant(tx, account, request, cause, { beneficiary: { row }, context: prefetched_context }));
+  }
+
+  /**
+   * A merchant's withdrawal request: the sandbox's 402 first (113.00 THB answers it before anything else is looked
+   * at, the beneficiary included: spec table), then the beneficiary (named, or given inline and found or created),
+   * which must be verified, then the order. Refusals throw the spec's error.
+   */
+  async createForMerchant(tx: Queryable, account: WithdrawalAccount, request: MerchantWithdrawalRequest, cause: EventCause, prefetched: MerchantCreationPrefetch = {}): Promise<WithdrawalView> {
+    const scenario = await this.sandboxScenarioRefusal(tx, account, request.amount_minor);
+    if (scenario && !scenario.ok) throw scenario.error;
+    const beneficiary_id = await this.verifiedBeneficiaryOf(tx, account, request, cause, prefetched.beneficiary);
+    const input = { amount_minor: request.amount_minor, merchant_reference: request.merchant_reference, end_user_ref: request.end_user_ref, beneficiary_id, metadata: request.metadata, client: request.client };
+    return unwrap(await this.create(tx, account, input, cause, prefetched.context ? { prefetched_context: prefetched.context } : {}));
+  }
+
+  /** The id of the request's beneficiary, once it is known to be the caller's and verified. */
+  private async verifiedBeneficiaryOf(tx: Queryable, account: WithdrawalAccount, request: MerchantWithdrawalRequest, cause: EventCause, prefetched?: { row: BeneficiaryRow | null }): Promise<string> {
+    if (request.beneficiary_id !== undefined) {
+      const beneficiary = await this.deps.beneficiaries.findForWithdrawal(tx, account, request.beneficiary_id, prefetched);
+      if (!beneficiary) throw new ApiError('resource_not_found', { details: { field: 'beneficiary_id' } });
+      if (beneficiary.status !== 'verified') {
+        throw new ApiError('beneficiary_not_verified', { details: { beneficiary_id: beneficiary.id, status: beneficiary.status } });
+      }
+      return beneficiary.id;
+    }
+    const inline = request.beneficiary;
+    invariant(inline, 'the schema requires beneficiary_id or beneficiary');
+    const ensured = await this.deps.beneficiaries.ensureForWithdrawal(tx, account, inline, cause);
+    if (!ensured.verified) {
+      // The beneficiary and its verification job must survive this answer, so that the retry
+      // after `beneficiary.verified` succeeds: the error keeps the writes made before it.
+      throw new ApiError('beneficiary_not_verified', {
+        commit_writes: true,
+        details: { beneficiary_id: ensured.beneficiary.id, status: ensured.beneficiary.status },
+      });
+    }
+    return ensured.beneficiary.id;
   }
 
   /**
@@ -87,11 +148,9 @@ export class WithdrawalCreation {
     const internal = replacement || options.sandbox_liquidity === true;
     invariant(!options.sandbox_liquidity || !account.livemode, 'sandbox liquidity exists in test mode only');
     // The policy, the reference and the fee quote are read in one round trip, carried by the request's
-    // idempotency statement when it came through HTTP (`creationRead`); a replacement pays no fee.
-    const carriedContext = replacement ? ({ found: false } as const) : takeCarried(tx, creationReadKey(account, input));
-    const context = carriedContext.found
-      ? (carriedContext.value as repository.CreationContext<FeeComputation>)
-      : await repository.readCreationContext(tx, this.creationContextPart(account, input, replacement));
+    // idempotency statement when it came through HTTP (`planForMerchant`); a replacement pays no fee.
+    invariant(!replacement || options.prefetched_context === undefined, 'a replacement reads its own context');
+    const context = options.prefetched_context ?? (await repository.readCreationContext(tx, this.creationContextPart(account, input, replacement)));
     const policy = this.deps.policies.fromRow(context.policy);
     if (!internal && (input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor)) {
       return fail('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });

@@ -12,8 +12,8 @@ import { requireStaffNote } from '../http/staff-note.ts';
 import { POLICY_LIMITS, type WithdrawalPolicyService } from './policy.ts';
 import { listSchema } from '../http/response-fields.ts';
 import { backofficeWithdrawalOrderSchema, withdrawalOrderSchema, withdrawalPolicySchema } from './resources.ts';
-import type { BeneficiaryService } from '../beneficiaries/service.ts';
 import type { Queryable } from '../platform/db.ts';
+import { mapPlannedCommand } from '../platform/read-part.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { WithdrawalService } from './service.ts';
 
@@ -60,7 +60,6 @@ function ownBrand(context: BackofficeContext): string {
 
 /** What the withdrawal routes call. */
 export interface WithdrawalRouteDependencies {
-  beneficiaries: BeneficiaryService;
   /** Reads outside a request transaction. */
   database: Queryable;
   tenancy: TenancyService;
@@ -86,57 +85,7 @@ function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Withdrawa
     body: createWithdrawalSchema,
     extraBuckets: (body, context) => creationBuckets(body, context),
     // The beneficiary and the creation's policy, reference and fee reads ride on the idempotency statement.
-    carried_reads: (body, context) => {
-      const account = accountOfContext(context);
-      return [
-        ...(body.beneficiary_id !== undefined ? [services.beneficiaries.forWithdrawalRead(account, body.beneficiary_id)] : []),
-        withdrawals.creationRead(account, body),
-      ];
-    },
-    async handler({ context, db, body }) {
-      const account = accountOfContext(context);
-      // Sandbox 113.00 answers 402 before anything else is looked at, the beneficiary included (spec table).
-      const scenario = await withdrawals.sandboxScenarioRefusal(db, account, body.amount_minor);
-      if (scenario && !scenario.ok) throw scenario.error;
-      let beneficiaryId: string;
-      if (body.beneficiary_id !== undefined) {
-        const beneficiary = await services.beneficiaries.findForWithdrawal(db, account, body.beneficiary_id);
-        if (!beneficiary) throw new ApiError('resource_not_found', { details: { field: 'beneficiary_id' } });
-        if (beneficiary.status !== 'verified') {
-          throw new ApiError('beneficiary_not_verified', { details: { beneficiary_id: beneficiary.id, status: beneficiary.status } });
-        }
-        beneficiaryId = beneficiary.id;
-      } else {
-        const inline = body.beneficiary;
-        if (!inline) throw new Error('the schema requires beneficiary_id or beneficiary');
-        const ensured = await services.beneficiaries.ensureForWithdrawal(db, account, inline, context.cause);
-        if (!ensured.verified) {
-          // The beneficiary and its verification job must survive this answer, so that the retry
-          // after `beneficiary.verified` succeeds: the error keeps the writes made before it.
-          throw new ApiError('beneficiary_not_verified', {
-            commit_writes: true,
-            details: { beneficiary_id: ensured.beneficiary.id, status: ensured.beneficiary.status },
-          });
-        }
-        beneficiaryId = ensured.beneficiary.id;
-      }
-      const created = unwrap(
-        await withdrawals.create(
-          db,
-          account,
-          {
-            amount_minor: body.amount_minor,
-            merchant_reference: body.merchant_reference,
-            end_user_ref: body.end_user_ref,
-            beneficiary_id: beneficiaryId,
-            metadata: body.metadata,
-            client: body.client,
-          },
-          context.cause,
-        ),
-      );
-      return { status: 201, body: created };
-    },
+    command: ({ context, body }) => mapPlannedCommand(withdrawals.planForMerchant(accountOfContext(context), body, context.cause), (created) => ({ status: 201, body: created })),
   });
 
   registrar.merchant({

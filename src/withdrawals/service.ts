@@ -1,12 +1,12 @@
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { fail, type Result } from '../platform/errors.ts';
-import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
+import type { CarriedRead, PlannedCommand, ReadPart } from '../platform/read-part.ts';
 import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
 import { cancelJobsByKey } from '../jobs/index.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import { WithdrawalApprovals, type StaffApprovalDecision } from './approvals.ts';
-import { WithdrawalCreation, type CreateWithdrawalInput, type CreateWithdrawalOptions } from './creation.ts';
+import { WithdrawalCreation, type CreateWithdrawalInput, type CreateWithdrawalOptions, type MerchantWithdrawalRequest } from './creation.ts';
 import type { WithdrawalDependencies } from './dependencies.ts';
 import { AUTO_CONFIRM_FILL_TASK } from './jobs.ts';
 import { WithdrawalLegs, type RecordFillInput, type ReleaseLegInput, type ReserveLegInput, type ReverseFillInput } from './legs.ts';
@@ -64,9 +64,9 @@ export class WithdrawalService {
     return this.creation.sandboxScenarioRefusal(tx, account, amount_minor);
   }
 
-  /** See {@link WithdrawalCreation.creationRead}. */
-  creationRead(account: WithdrawalAccount, input: Pick<CreateWithdrawalInput, 'merchant_reference' | 'amount_minor'>): CarriedRead {
-    return this.creation.creationRead(account, input);
+  /** See {@link WithdrawalCreation.planForMerchant}. */
+  planForMerchant(account: WithdrawalAccount, request: MerchantWithdrawalRequest, cause: EventCause): PlannedCommand<WithdrawalView> {
+    return this.creation.planForMerchant(account, request, cause);
   }
 
   /** See {@link WithdrawalCreation.create}. */
