@@ -510,7 +510,7 @@ function routeModules(services: Services): RouteModule[] {
     registerBankRoutes,
     registerTestVectorRoutes,
     ledgerRoutes({ database, ledger: services.ledger, tenancy }),
-    feeRoutes({ clock, depositPolicies: services.depositPolicies }),
+    feeRoutes({ clock, depositAmountRange: (db, white_label_id, livemode) => services.depositPolicies.policyFor(db, white_label_id, livemode) }),
     sandboxBankRoutes({ clock }),
     beneficiaryRoutes({ beneficiaries: services.beneficiaries }),
     withdrawalRoutes({ database, tenancy, withdrawals: services.withdrawals, withdrawalPolicies: services.withdrawalPolicies }),

@@ -4,8 +4,8 @@ import { formatTimestamp } from '../platform/time.ts';
 import type { RouteModule, RouteRegistrar } from '../http/context.ts';
 import { FeeService, MAX_FEE_BASE_MINOR } from './service.ts';
 import { feeQuoteSchema } from './resources.ts';
-import type { DepositPolicyService } from '../deposits/policy.ts';
 import type { Clock } from '../platform/clock.ts';
+import type { Queryable } from '../platform/db.ts';
 
 /**
  * GET /v1/pay/quote?channel=deposit|withdrawal&amount_minor=N (scope `pay:read`): the fee the
@@ -45,7 +45,11 @@ function parseAmount(text: string): number {
 /** What the fee routes call. */
 export interface FeeRouteDependencies {
   clock: Clock;
-  depositPolicies: DepositPolicyService;
+  /**
+   * The brand's deposit amount range in this environment (the deposit module's policy, given by the composition
+   * root): a deposit quote follows the same rule as a creation.
+   */
+  depositAmountRange: (db: Queryable, white_label_id: string, livemode: boolean) => Promise<{ min_amount_minor: number; max_amount_minor: number }>;
 }
 
 /** The fee routes, on the services they call. */
@@ -68,7 +72,7 @@ function registerFeeRoutes(registrar: RouteRegistrar, services: FeeRouteDependen
       const channel = query.channel;
       if (channel === 'deposit') {
         // The same rule as deposit creation: whole baht inside the brand's deposit policy range.
-        const policy = await services.depositPolicies.policyFor(db, context.white_label_id, context.livemode);
+        const policy = await services.depositAmountRange(db, context.white_label_id, context.livemode);
         if (amount % WHOLE_BAHT_MINOR !== 0 || amount < policy.min_amount_minor || amount > policy.max_amount_minor) {
           throw new ApiError('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
         }

@@ -56,7 +56,6 @@ const ALLOWED = new Set([
   'disputes -> tenancy',
   'disputes -> withdrawals',
   'events -> jobs',
-  'fees -> deposits',
   'jobs -> ops',
   'ledger -> events',
   'ledger -> jobs',
