@@ -223,7 +223,7 @@ export type OrderWithLegs<Named> = { order: DepositRow; legs: DepositLegRow[]; n
  * is locked, and not at all when there is no order. The legs and the ids are read on the carrying statement's
  * snapshot, taken before the order's lock was granted: when that lock waited for a change that committed, they
  * can be older than the order, so the caller reads the legs again in a later statement and compares
- * (`DepositService.lockWithdrawalsAndFeedsOf`).
+ * (`DepositLocks.lockWithdrawalsAndFeedsOf`, src/deposits/order-locks.ts).
  */
 export function lockOrderWithLegsPart<Named>(white_label_id: string, deposit_id: string, named: (ids: ReadPart<string[]>) => ReadPart<Named>): ReadPart<OrderWithLegs<Named>> {
   const legs = legsPart(white_label_id, deposit_id);
@@ -398,7 +398,7 @@ export function knownLegs(db: Queryable, white_label_id: string, deposit_id: str
 /**
  * `listLegs` as a read another module's statement carries (src/platform/read-part.ts), for an order this
  * transaction holds locked: the statement that locks the withdrawals the legs name, or, for a change of the
- * order alone, the one that locks the depositor's feed (`DepositService.lockForOwnChange`). The legs change only
+ * order alone, the one that locks the depositor's feed (`DepositLocks.lockForOwnChange`). The legs change only
  * under their order's lock, which an earlier statement took, so that statement's snapshot sees them as
  * they are. The answer is kept as the transaction's copy (`keepLegs`).
  */
