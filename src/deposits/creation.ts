@@ -52,11 +52,6 @@ export class DepositCreation {
   }
 
   /**
-   * Creates a deposit: request rules, open-order caps, duplicate check, then matching. Matched at once:
-   * `awaiting_payment` with legs (201). Nothing to match: `awaiting_liquidity` with a durable retry
-   * every 10 seconds (202). Refusals throw the spec's error; nothing is written then.
-   */
-  /**
    * A merchant's creation as a planned command (src/platform/read-part.ts): its first step, the end user's lock
    * and the brand's policy, rides on the request's idempotency statement, and `create` is given what it answered.
    */
@@ -64,6 +59,11 @@ export class DepositCreation {
     return planCommand([this.deps.policies.creationPart(account, input.end_user_ref)], (tx, [row]) => this.create(tx, account, input, cause, { prefetched_policy: { row } }));
   }
 
+  /**
+   * Creates a deposit: request rules, open-order caps, duplicate check, then matching. Matched at once:
+   * `awaiting_payment` with legs (201). Nothing to match: `awaiting_liquidity` with a durable retry
+   * every 10 seconds (202). Refusals throw the spec's error; nothing is written then.
+   */
   async create(
     tx: Queryable,
     account: DepositAccount,

@@ -100,6 +100,7 @@ export class DepositReviewHooks {
     return ok(await this.changes.transition(tx, { before: row, after, trigger: 'slip_unreadable', cause: input.cause, legs, event_extra: rejection }));
   }
 
+  /** An order of a brand as the back office reads it (any merchant of the brand, either environment). */
   async viewInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ row: DepositRow; view: DepositView } | null> {
     const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
     if (!row) return null;

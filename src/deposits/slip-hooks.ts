@@ -257,7 +257,6 @@ export class DepositSlipHooks {
     return ok({ claim: claimView(opened.claim), created: opened.created });
   }
 
-  /** An order of a brand as the back office reads it (any merchant of the brand, either environment). */
   /**
    * The sandbox payer's copy of the order's upload capability, the one its end user got with the order:
    * the sandbox scenarios upload their slips with it through the ordinary intake. Test mode only; null
