@@ -14,18 +14,16 @@ import { DepositLocks } from './order-locks.ts';
 import { DepositCreation } from './creation.ts';
 import { DepositSlipHooks } from './slip-hooks.ts';
 import { DepositReviewHooks } from './review-hooks.ts';
-import { EXPIRE_DEPOSIT_TASK, MATCH_RETRY_TASK } from './transitions.ts';
+import { depositOfJob, EXPIRE_DEPOSIT_TASK, MATCH_RETRY_TASK } from './transitions.ts';
 import { depositView, promptPayPayload, type DepositView, type SenderView } from './views.ts';
 import { maskAccount, maskName } from './masking.ts';
 import type { CanceledBy, DepositAccount, DepositLegRow, DepositRow } from './types.ts';
 
-export type { CreateDepositInput, CreatedDeposit, DepositDependencies, PaymentParties, ReviewEstimate, CheckoutLinkProvider, SlipActivityProbe } from './dependencies.ts';
-export type { OrderChange } from './order-changes.ts';
+export type { CreateDepositInput, DepositDependencies, PaymentParties, ReviewEstimate } from './dependencies.ts';
 export { LegsChangedMeanwhile } from './order-locks.ts';
-export { SENDER_ACCOUNT_PURPOSE, OPEN_ORDER_CAP_WITH_CLIENT, OPEN_ORDER_CAP_WITHOUT_CLIENT, SENDER_BANK_RETRY_HINT_SECONDS } from './creation.ts';
-export { additionalTransferClaimKey, lateSlipClaimKey } from './claim-keys.ts';
-export { CANCELED_ORDER_SLIP_REASON, DEPOSIT_TRANSITIONS, EXPIRE_DEPOSIT_TASK, LATE_SLIP_WINDOW_MS, MATCH_RETRY_INTERVAL_MS, MATCH_RETRY_TASK, MAX_SLIP_UPLOADS } from './transitions.ts';
-export { assertSettlementInvariants, claimView, depositView, promptPayPayload, senderVerified, type DepositView, type LegView, type SenderView, type ViewOptions } from './views.ts';
+export { additionalTransferClaimKey } from './claim-keys.ts';
+export { CANCELED_ORDER_SLIP_REASON, DEPOSIT_TRANSITIONS } from './transitions.ts';
+export { senderVerified, type DepositView, type LegView, type SenderView } from './views.ts';
 
 /**
  * The deposit module's service: what other modules and the routes call. It is split by job into parts that
@@ -336,8 +334,7 @@ export class DepositService {
 export function createDepositJobHandlers(database: Database, deposits: DepositService): Record<string, JobHandler> {
   return {
     [MATCH_RETRY_TASK]: async (job) => {
-      const white_label_id = String(job.payload.white_label_id);
-      const deposit_id = String(job.payload.deposit_id);
+      const { white_label_id, deposit_id } = depositOfJob(job.payload);
       await database.transaction((tx) => deposits.retryMatching(tx, white_label_id, deposit_id));
     },
   };

@@ -9,6 +9,11 @@ import { DEPOSIT_STATUSES, type DepositStatus, type ReviewReason } from './types
 
 export const MATCH_RETRY_TASK = 'deposits.match_retry';
 export const EXPIRE_DEPOSIT_TASK = 'deposits.expire';
+/** The order a deposit deadline job names (`DepositChanges.retryJob`, `expireJob` write its payload). */
+export function depositOfJob(payload: Record<string, unknown>): { white_label_id: string; deposit_id: string } {
+  return { white_label_id: String(payload.white_label_id), deposit_id: String(payload.deposit_id) };
+}
+
 /** Matching is retried about every 10 seconds while an order waits for liquidity (spec, Limits). */
 export const MATCH_RETRY_INTERVAL_MS = 10 * SECOND_MS;
 /** The late-slip window: 24 hours after the transfer deadline (spec, Limits). */

@@ -10,7 +10,7 @@ import type { WithdrawalService } from '../withdrawals/service.ts';
 import { CLEARING_PERIOD_MS, type LedgerService } from '../ledger/service.ts';
 import type { FeeService } from '../fees/service.ts';
 import type { DepositService } from '../deposits/service.ts';
-import { EXPIRE_DEPOSIT_TASK } from '../deposits/transitions.ts';
+import { depositOfJob, EXPIRE_DEPOSIT_TASK } from '../deposits/transitions.ts';
 import { claimSnapshot, senderVerified, type DepositView } from '../deposits/views.ts';
 import { additionalTransferClaimKey } from '../deposits/claim-keys.ts';
 import type { ClaimsPort, DepositLegRow, DepositRow, OverpaymentSnapshot, VerificationBooleans } from '../deposits/types.ts';
@@ -440,8 +440,7 @@ function fillPlan(legs: DepositLegRow[], received: number, paid_by_leg: Record<s
 export function createSettlementJobHandlers(database: Database, settlement: SettlementService): Record<string, JobHandler> {
   return {
     [EXPIRE_DEPOSIT_TASK]: async (job) => {
-      const white_label_id = String(job.payload.white_label_id);
-      const deposit_id = String(job.payload.deposit_id);
+      const { white_label_id, deposit_id } = depositOfJob(job.payload);
       await database.transaction((tx) => settlement.expire(tx, white_label_id, deposit_id));
     },
   };
