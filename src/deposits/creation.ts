@@ -9,8 +9,7 @@ import { scheduleJob } from '../jobs/index.ts';
 import { findBank, listBanks } from '../banks/service.ts';
 import type { NoMatch } from '../matching/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
-import { planCommand, type CarriedRead, type PlannedCommand } from '../platform/read-part.ts';
-import { takeCarried } from '../platform/unit-of-work.ts';
+import { planCommand, PlannedRead, type PlannedCommand, type ReadPart } from '../platform/read-part.ts';
 import type { SlipUpload } from '../slips/capability.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy } from './policy.ts';
@@ -157,7 +156,7 @@ export class DepositCreation {
       end_user_ref: input.end_user_ref,
       device_fingerprint: clientComplete ? (client?.device_fingerprint ?? null) : null,
     });
-    const conflictsRead: CarriedRead = { key: `deposits:creation-conflicts:${deposit_id}`, part: conflictsPart };
+    const conflictsRead = new PlannedRead(conflictsPart);
     const row: DepositRow = {
       ...account,
       deposit_id,
@@ -209,9 +208,9 @@ export class DepositCreation {
       updated_at: now,
     };
 
-    const reservation = await this.reserve(tx, row, policy, cause, options.fill_withdrawal_id, [conflictsRead]);
-    const carriedConflicts = takeCarried(tx, conflictsRead.key);
-    const conflicts = carriedConflicts.found ? (carriedConflicts.value as repository.CreationConflicts) : await repository.readCreationConflicts(tx, conflictsPart);
+    const reservation = await this.reserve(tx, row, policy, cause, options.fill_withdrawal_id, [conflictsRead.part]);
+    const carriedConflicts = conflictsRead.take();
+    const conflicts = carriedConflicts.found ? carriedConflicts.value : await repository.readCreationConflicts(tx, conflictsPart);
     if (conflicts.reference_taken) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
     if (conflicts.duplicate_ids.length > 0) throw new ApiError('duplicate_open_deposit', { details: { open_deposit_ids: conflicts.duplicate_ids } });
     const cap = clientComplete ? OPEN_ORDER_CAP_WITH_CLIENT : OPEN_ORDER_CAP_WITHOUT_CLIENT;
@@ -255,7 +254,7 @@ export class DepositCreation {
     cause: EventCause,
     fill_withdrawal_id?: string,
     /** Reads of the caller's that the matching queue's candidate statement carries (`MatchRequest.carried_reads`). */
-    carried_reads: readonly CarriedRead[] = [],
+    carried_reads: readonly ReadPart<unknown>[] = [],
   ): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway'; payees: Map<string, Payee> } | NoMatch> {
     const match = await this.deps.matching.match(
       tx,

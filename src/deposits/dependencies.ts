@@ -5,7 +5,7 @@ import type { EventsService } from '../events/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { MatchingService } from '../matching/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
-import type { FeeService } from '../fees/service.ts';
+import type { FeeService, ScheduleReadAhead } from '../fees/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import type { SlipTokenSigner, SlipUpload } from '../slips/capability.ts';
 import type { DepositPolicyService } from './policy.ts';
@@ -66,6 +66,14 @@ export interface DepositDependencies {
   review_estimate: ReviewEstimate;
   /** An order's `checkout_url` (src/checkout/addresses.ts). */
   checkout_links: CheckoutLinkProvider;
+}
+
+/**
+ * What the slip pipeline's lock of an order read ahead for settling it (`DepositService.lockPaymentParties`),
+ * for `SettlementService.settle` to use instead of a statement of its own: the deposit fee schedule.
+ */
+export interface SettlementReadAhead {
+  deposit_fee_schedule: ScheduleReadAhead | null;
 }
 
 /** An order's payer and payees in full (see `DepositService.paymentParties`). */

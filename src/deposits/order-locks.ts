@@ -3,8 +3,8 @@ import { invariant } from '../platform/assert.ts';
 import type { EventsService } from '../events/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { WithdrawalRow } from '../withdrawals/types.ts';
-import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
-import { isUnitOfWork, keepCarried, takeCarried, TransactionFacts } from '../platform/unit-of-work.ts';
+import { PlannedRead, type ReadPart } from '../platform/read-part.ts';
+import { isUnitOfWork, TransactionFacts } from '../platform/unit-of-work.ts';
 import * as repository from './repository.ts';
 import type { DepositLegRow, DepositRow } from './types.ts';
 
@@ -32,8 +32,19 @@ export class LegsChangedMeanwhile extends Error {
   }
 }
 
+/**
+ * What a lock of the order that an earlier statement carried answered (`orderLockRead`, `settlementLockRead`):
+ * the order, and for a settlement the legs it read and the withdrawals they name, locked. Null when there is no
+ * such order.
+ */
+export type CarriedOrderLock = { order: DepositRow; legs: { legs: DepositLegRow[]; named: WithdrawalRow[] } | null } | null;
+
 /** Orders a transaction locked with their withdrawals and feeds (`lockWithdrawalsAndFeedsOf`), by `orderRowKey`. */
 const LOCKED_FOR_WIDE_CHANGE = new TransactionFacts<true>('deposits.locked_for_wide_change');
+
+function mapNullable<Value, Mapped>(value: Value | null, map: (value: Value) => Mapped): Mapped | null {
+  return value === null ? null : map(value);
+}
 
 export class DepositLocks {
   constructor(private readonly deps: { events: EventsService; withdrawals: WithdrawalService }) {}
@@ -127,8 +138,9 @@ export class DepositLocks {
    * before the order in the lock order, and the statement takes them in that order): `lockForSlip` and every
    * later lock of the order in the transaction then cost no round trip.
    */
-  orderLockRead(white_label_id: string, deposit_id: string): CarriedRead {
-    return { key: repository.orderLockReadKey(white_label_id, deposit_id), part: repository.lockOrderInBrandPart(white_label_id, deposit_id) };
+  orderLockRead(white_label_id: string, deposit_id: string): PlannedRead<CarriedOrderLock> {
+    const part = repository.lockOrderInBrandPart(white_label_id, deposit_id);
+    return new PlannedRead({ ...part, parse: (value) => mapNullable(part.parse(value), (order) => ({ order, legs: null })) });
   }
 
   /**
@@ -138,34 +150,33 @@ export class DepositLocks {
    * feed-lock statement (`lockWithdrawalsAndFeedsOf`); should they have changed while the order's lock was
    * waited for, the transaction fails with `LegsChangedMeanwhile` before it changes anything.
    */
-  settlementLockRead(white_label_id: string, deposit_id: string): CarriedRead {
-    return {
-      key: repository.settlementLockReadKey(white_label_id, deposit_id),
-      part: repository.lockOrderWithLegsPart(white_label_id, deposit_id, (ids) => this.deps.withdrawals.lockOrdersNamedByPart(white_label_id, ids)),
-    };
+  settlementLockRead(white_label_id: string, deposit_id: string): PlannedRead<CarriedOrderLock> {
+    const part = repository.lockOrderWithLegsPart(white_label_id, deposit_id, (ids) => this.deps.withdrawals.lockOrdersNamedByPart(white_label_id, ids));
+    return new PlannedRead({ ...part, parse: (value) => mapNullable(part.parse(value), ({ order, legs, named }) => ({ order, legs: { legs, named } })) });
   }
 
   /**
-   * The order's row lock (`repository.lockOrderInBrand`), for every lock of a change of the order: what a settlement
-   * lock read carried for it (`keepSettlementLocks`) is taken first, so that the order's lock comes from there.
+   * The order's row lock (`repository.lockOrderInBrand`), for every lock of a change of the order. With `carried`,
+   * the lock an earlier statement of the transaction carried for it (`orderLockRead`, `settlementLockRead`) is
+   * kept first (`keepCarriedLocks`), so that the order's lock comes from there.
    */
-  lockOrderRow(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
-    this.keepSettlementLocks(tx, white_label_id, deposit_id);
+  lockOrderRow(tx: Queryable, white_label_id: string, deposit_id: string, carried: PlannedRead<CarriedOrderLock> | null = null): Promise<DepositRow | null> {
+    if (carried !== null) this.keepCarriedLocks(tx, white_label_id, deposit_id, carried);
     return repository.lockOrderInBrand(tx, white_label_id, deposit_id);
   }
 
   /**
-   * Takes what a settlement lock read answered (`settlementLockRead`), once: the order's lock as `orderLockRead`
-   * leaves it for `lockOrderInBrand`, the withdrawals' locks for their module, and the legs, unconfirmed, for
-   * `lockWithdrawalsOf`.
+   * Keeps what a carried lock of the order answered, once: the order's lock for `lockOrderInBrand`, and for a
+   * settlement lock read the withdrawals' locks for their module and the legs, unconfirmed, for `lockWithdrawalsOf`.
    */
-  keepSettlementLocks(tx: Queryable, white_label_id: string, deposit_id: string): void {
-    const carried = takeCarried(tx, repository.settlementLockReadKey(white_label_id, deposit_id));
-    if (!carried.found) return;
-    const answer = carried.value as repository.OrderWithLegs<WithdrawalRow[]>;
-    keepCarried(tx, repository.orderLockReadKey(white_label_id, deposit_id), answer?.order ?? null);
-    if (answer === null || !isUnitOfWork(tx)) return;
-    this.deps.withdrawals.keepLockedOrders(tx, answer.named);
-    UNCONFIRMED_LEGS.set(tx, repository.orderRowKey(white_label_id, deposit_id), answer.legs);
+  private keepCarriedLocks(tx: Queryable, white_label_id: string, deposit_id: string, carried: PlannedRead<CarriedOrderLock>): void {
+    const taken = carried.take();
+    if (!taken.found || taken.value === null) return;
+    const { order, legs } = taken.value;
+    invariant(order.white_label_id === white_label_id && order.deposit_id === deposit_id, 'a carried lock is of the order it is kept for');
+    repository.keepLockedOrder(tx, order);
+    if (legs === null || !isUnitOfWork(tx)) return;
+    this.deps.withdrawals.keepLockedOrders(tx, legs.named);
+    UNCONFIRMED_LEGS.set(tx, repository.orderRowKey(white_label_id, deposit_id), legs.legs);
   }
 }

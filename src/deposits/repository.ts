@@ -1,5 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
-import { deferWrite, holdsLock, rememberLocked, takeCarried, TransactionFacts } from '../platform/unit-of-work.ts';
+import { deferWrite, holdsLock, rememberLocked, TransactionFacts } from '../platform/unit-of-work.ts';
 import { appendParts, rowFromJson, type ReadPart } from '../platform/read-part.ts';
 import { invariant } from '../platform/assert.ts';
 import type { SenderRow, DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
@@ -170,26 +170,29 @@ export async function findOrder(db: Queryable, account: DepositAccount, deposit_
 export async function lockOrderInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
   const known = lockedOrder(db, white_label_id, deposit_id);
   if (known) return { ...known.row };
-  // A statement of an earlier lock in the lock order may have taken this one too (`lockOrderInBrandPart`).
-  const carried = takeCarried(db, orderLockReadKey(white_label_id, deposit_id));
-  const row = carried.found
-    ? (carried.value as DepositRow | null)
-    : ((await db.query<DepositRow>(`SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE`, [white_label_id, deposit_id])).rows[0] ?? null);
+  const { rows } = await db.query<DepositRow>(`SELECT ${ORDER_COLUMNS} FROM deposit_orders WHERE white_label_id = $1 AND deposit_id = $2 FOR UPDATE`, [white_label_id, deposit_id]);
+  const row = rows[0];
   if (!row) return null;
-  rememberLocked(db, orderRowKey(white_label_id, deposit_id));
-  LOCKED_ORDERS.set(db, orderRowKey(white_label_id, deposit_id), { row: { ...row }, legs: null });
+  keepLockedOrder(db, row);
   return row;
+}
+
+/**
+ * Remembers an order this transaction locked, for `lockOrderInBrand` to answer without a round trip: the row
+ * a statement that carried `lockOrderInBrandPart` answered (a statement of an earlier lock in the lock order),
+ * or the one `lockOrderInBrand` read itself. A copy the transaction keeps already stays: it may have changed it.
+ */
+export function keepLockedOrder(db: Queryable, row: DepositRow): void {
+  if (lockedOrder(db, row.white_label_id, row.deposit_id)) return;
+  const key = orderRowKey(row.white_label_id, row.deposit_id);
+  rememberLocked(db, key);
+  LOCKED_ORDERS.set(db, key, { row: { ...row }, legs: null });
 }
 
 /** The timestamp columns of an order, which a row read as JSON has as text. */
 const ORDER_DATE_COLUMNS = [
   'expires_at', 'wait_started_at', 'late_slip_accepted_until', 'slip_received_at', 'settled_at', 'clearing_available_at', 'created_at', 'updated_at',
 ] as const satisfies readonly (keyof DepositRow)[];
-
-/** The key under which a transaction keeps an order's lock that another statement carried (`lockOrderInBrandPart`). */
-export function orderLockReadKey(white_label_id: string, deposit_id: string): string {
-  return `deposits:order-lock:${white_label_id}:${deposit_id}`;
-}
 
 /**
  * `lockOrderInBrand` as a read that a statement of an earlier lock in the lock order carries
@@ -198,7 +201,7 @@ export function orderLockReadKey(white_label_id: string, deposit_id: string): st
  * uncorrelated, it is run when the carrying statement projects its first row, after that statement's own
  * row locks: so the receipt is locked before the order, as the lock order says, and an order that a
  * concurrent transaction changed is answered as that transaction committed it (`test/platform/lock-order.test.ts`).
- * What it answered is taken by `lockOrderInBrand` (`takeCarried`), which remembers the lock.
+ * What it answered is handed to `keepLockedOrder`, which remembers the lock.
  */
 export function lockOrderInBrandPart(white_label_id: string, deposit_id: string): ReadPart<DepositRow | null> {
   return {
@@ -206,11 +209,6 @@ export function lockOrderInBrandPart(white_label_id: string, deposit_id: string)
     params: [white_label_id, deposit_id],
     parse: (value) => rowFromJson<DepositRow>(value, ORDER_DATE_COLUMNS),
   };
-}
-
-/** The key under which a transaction keeps an order's lock carried with its legs and what they name (`lockOrderWithLegsPart`). */
-export function settlementLockReadKey(white_label_id: string, deposit_id: string): string {
-  return `deposits:settlement-lock:${white_label_id}:${deposit_id}`;
 }
 
 /** What `lockOrderWithLegsPart` answers: null when there is no such order (nothing else ran then). */

@@ -78,6 +78,9 @@ export class DepositService {
   paymentParties(...args: Parameters<DepositSlipHooks['paymentParties']>): ReturnType<DepositSlipHooks['paymentParties']> {
     return this.slipHooks.paymentParties(...args);
   }
+  lockPaymentParties(...args: Parameters<DepositSlipHooks['lockPaymentParties']>): ReturnType<DepositSlipHooks['lockPaymentParties']> {
+    return this.slipHooks.lockPaymentParties(...args);
+  }
   partiesAfterOwnChange(...args: Parameters<DepositSlipHooks['partiesAfterOwnChange']>): ReturnType<DepositSlipHooks['partiesAfterOwnChange']> {
     return this.slipHooks.partiesAfterOwnChange(...args);
   }

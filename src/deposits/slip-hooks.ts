@@ -4,14 +4,15 @@ import { fail, ok, type Result } from '../platform/errors.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import { CURRENT_API_VERSION, type EventCause } from '../platform/cause.ts';
 import type { Payee } from '../beneficiaries/service.ts';
-import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
-import { keepCarried } from '../platform/unit-of-work.ts';
+import type { WalletLocksAnswer } from '../ledger/service.ts';
+import type { FillReads } from '../withdrawals/legs.ts';
+import { PlannedRead, type ReadPart } from '../platform/read-part.ts';
 import type { SlipUpload } from '../slips/capability.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy } from './policy.ts';
-import type { DepositDependencies, PaymentParties } from './dependencies.ts';
+import type { DepositDependencies, PaymentParties, SettlementReadAhead } from './dependencies.ts';
 import type { DepositChanges } from './order-changes.ts';
-import type { DepositLocks } from './order-locks.ts';
+import type { CarriedOrderLock, DepositLocks } from './order-locks.ts';
 import { SENDER_ACCOUNT_PURPOSE } from './creation.ts';
 import { CANCELED_ORDER_SLIP_REASON, MAX_SLIP_UPLOADS } from './transitions.ts';
 import { claimView, type DepositView } from './views.ts';
@@ -23,6 +24,12 @@ import type { ClaimOpener, ClaimView, DepositLegRow, DepositRow, LateSlipClaimEv
  * attachment to a review, who pays and who is paid (locked as a settlement locks them), and the claim of a
  * slip that came after the late-slip window.
  */
+/** What a planned read answered, or null when no statement answered it. */
+function answerOf<Value>(read: PlannedRead<Value>): Value | null {
+  const taken = read.take();
+  return taken.found ? taken.value : null;
+}
+
 export class DepositSlipHooks {
   constructor(
     private readonly deps: DepositDependencies,
@@ -107,20 +114,18 @@ export class DepositSlipHooks {
   /**
    * The order a slip belongs to, locked, for the slip consumer's claim: its status decides the claim's
    * transition, and its tenant must be the one the capability named. Null when there is no such order.
+   * `carried` is the order's lock as the head receipt's statement carried it (`orderLockRead`, `settlementLockRead`).
    */
-  async lockForSlip(tx: Queryable, white_label_id: string, deposit_id: string): Promise<Pick<DepositRow, 'status' | 'merchant_id' | 'livemode'> | null> {
-    return this.locks.lockOrderRow(tx, white_label_id, deposit_id);
+  async lockForSlip(tx: Queryable, white_label_id: string, deposit_id: string, carried: PlannedRead<CarriedOrderLock>): Promise<Pick<DepositRow, 'status' | 'merchant_id' | 'livemode'> | null> {
+    return this.locks.lockOrderRow(tx, white_label_id, deposit_id, carried);
   }
 
   /**
    * Who pays and who is paid for an order, in full: its declared sender (the sealed number opened) and
-   * each leg's receiver. For the slip pipeline's checks and the sandbox bank; never returned by the API,
-   * never logged. With `lock`, the order (and its feeds) is locked first, as every change does, and
-   * `carried` reads of the caller (src/platform/read-part.ts) ride on the feed-lock statement, kept for it in
-   * the transaction (`keepCarried`).
+   * each leg's receiver. For the sandbox bank and its scenarios; never returned by the API, never logged.
+   * Null when there is no such order.
    */
-  async paymentParties(db: Queryable, white_label_id: string, deposit_id: string, options: { lock: boolean; carried?: readonly CarriedRead[] }): Promise<PaymentParties | null> {
-    if (options.lock) return this.lockPaymentParties(db, white_label_id, deposit_id, options.carried ?? []);
+  async paymentParties(db: Queryable, white_label_id: string, deposit_id: string): Promise<PaymentParties | null> {
     const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
     if (!row) return null;
     const legs: PaymentParties['legs'] = [];
@@ -132,67 +137,67 @@ export class DepositSlipHooks {
   }
 
   /**
-   * `paymentParties` with the order locked as `lockForChange` locks it. The reads that follow the locks
-   * take none, so they ride on the feed-lock statement instead of a round trip each
-   * (src/platform/read-part.ts): the brand's policy and each withdrawal leg's payee, which the parties
-   * need, and what settling the order reads next (the deposit fee schedule, the reserved withdrawal legs
-   * and their orders' next fill numbers), kept for their owners to take (`keepCarried`): a slip that gets
-   * this far usually settles the order in the same transaction.
+   * `paymentParties` for the slip pipeline's checks, with the order locked as `lockForChange` locks it. The
+   * reads that follow the locks take none, so they ride on the feed-lock statement instead of a round trip each
+   * (src/platform/read-part.ts): the brand's policy and each withdrawal leg's payee, which the parties need, the
+   * caller's `carried` reads, and what settling the order reads next, planned here: the deposit fee schedule
+   * (answered as `read_ahead`, for `settle`), the reserved withdrawal legs with their orders' next fill numbers
+   * and the wallets a settlement posts on (handed to their modules, which keep them as locked rows). A slip that
+   * gets this far usually settles the order in the same transaction.
    */
-  private async lockPaymentParties(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly CarriedRead[]): Promise<PaymentParties | null> {
+  async lockPaymentParties(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly ReadPart<unknown>[]): Promise<{ parties: PaymentParties; read_ahead: SettlementReadAhead } | null> {
     const row = await this.locks.lockOrderRow(tx, white_label_id, deposit_id);
     if (!row) return null;
-    const policyPart = this.deps.policies.policyPart(white_label_id, row.livemode);
-    const feeRead = this.deps.fees.scheduleRead({ white_label_id, merchant_id: row.merchant_id, livemode: row.livemode, channel: 'deposit' });
-    let destinations: (ReadPart<Payee | null | undefined> | null)[] = [];
-    let fillReads: CarriedRead[] = [];
-    let walletsRead: CarriedRead | null = null;
+    const scope = { white_label_id, livemode: row.livemode };
+    const feeRead = new PlannedRead(this.deps.fees.schedulePart({ ...scope, merchant_id: row.merchant_id, channel: 'deposit' }));
+    const policyRead = new PlannedRead(this.deps.policies.policyPart(white_label_id, row.livemode));
+    let destinations: (PlannedRead<Payee | null | undefined> | null)[] = [];
+    let fillReads: FillReads | null = null;
+    let walletsRead: PlannedRead<WalletLocksAnswer> | null = null;
     let listed: DepositLegRow[] = [];
-    const answers = await this.locks.lockWithdrawalsAndFeedsOf(tx, row, (legs) => {
+    await this.locks.lockWithdrawalsAndFeedsOf(tx, row, (legs) => {
       listed = legs;
-      destinations = legs.map((leg) =>
-        leg.destination === 'withdrawal' && leg.withdrawal_id && leg.withdrawal_leg_ref
-          ? this.deps.withdrawals.destinationPart(tx, white_label_id, leg.withdrawal_id, leg.withdrawal_leg_ref)
-          : null,
-      );
+      destinations = legs.map((leg) => {
+        const part = leg.destination === 'withdrawal' && leg.withdrawal_id && leg.withdrawal_leg_ref ? this.deps.withdrawals.destinationPart(tx, white_label_id, leg.withdrawal_id, leg.withdrawal_leg_ref) : null;
+        return part === null ? null : new PlannedRead(part);
+      });
       const reserved = legs.flatMap((leg) => (leg.status === 'reserved' && leg.withdrawal_id && leg.withdrawal_leg_ref ? [{ withdrawal_id: leg.withdrawal_id, leg_ref: leg.withdrawal_leg_ref }] : []));
       fillReads = this.deps.withdrawals.fillReads(tx, white_label_id, reserved);
       // The wallets a settlement posts on (the depositor's credit, each reserved leg's fill), locked by this
       // statement once it holds their merchants' feeds. Their keys are posted only under this order's lock and
-      // those withdrawals' locks, which earlier statements of this transaction took (`walletsLockRead`).
-      walletsRead = this.deps.ledger.walletsLockRead({ white_label_id, livemode: row.livemode }, [
-        { merchant_id: row.merchant_id, movement_keys: this.deps.ledger.depositCreditKeys(deposit_id) },
-        ...this.deps.withdrawals.fillWallets(tx, white_label_id, reserved),
-      ]);
-      return [
-        policyPart,
-        feeRead.part,
-        walletsRead.part,
-        ...fillReads.map((read) => read.part),
-        ...carried.map((read) => read.part),
-        ...destinations.flatMap((part) => (part ? [part] : [])),
-      ];
+      // those withdrawals' locks, which earlier statements of this transaction took (`walletsLockPart`).
+      walletsRead = new PlannedRead(
+        this.deps.ledger.walletsLockPart(scope, [{ merchant_id: row.merchant_id, movement_keys: this.deps.ledger.depositCreditKeys(deposit_id) }, ...this.deps.withdrawals.fillWallets(tx, white_label_id, reserved)]),
+      );
+      return [policyRead.part, feeRead.part, walletsRead.part, ...fillReads.parts, ...carried, ...destinations.flatMap((read) => (read ? [read.part] : []))];
     });
-    // The answers come parsed by each part, in the order given.
-    const policy = answers[0] as DepositPolicy;
-    keepCarried(tx, feeRead.key, answers[1] ?? null);
-    const wallets = walletsRead as CarriedRead | null;
-    invariant(wallets !== null, 'the feed-lock statement carried the wallets');
-    keepCarried(tx, wallets.key, answers[2] ?? null);
-    fillReads.forEach((read, index) => keepCarried(tx, read.key, answers[3 + index] ?? null));
-    carried.forEach((read, index) => keepCarried(tx, read.key, answers[3 + fillReads.length + index] ?? null));
-    let next = 3 + fillReads.length + carried.length;
+    return { parties: await this.partiesFromReads(tx, row, listed, { policyRead, destinations, fillReads, walletsRead }), read_ahead: { deposit_fee_schedule: answerOf(feeRead) } };
+  }
+
+  /** The parties from what the feed-lock statement answered; the wallets and fills it locked go to their modules. */
+  private async partiesFromReads(
+    tx: Queryable,
+    row: DepositRow,
+    listed: readonly DepositLegRow[],
+    reads: { policyRead: PlannedRead<DepositPolicy>; destinations: readonly (PlannedRead<Payee | null | undefined> | null)[]; fillReads: FillReads | null; walletsRead: PlannedRead<WalletLocksAnswer> | null },
+  ): Promise<PaymentParties> {
+    const policy = answerOf(reads.policyRead);
+    invariant(policy !== null && reads.fillReads !== null && reads.walletsRead !== null, 'the feed-lock statement carried the policy, the fills and the wallets');
+    const wallets = answerOf(reads.walletsRead);
+    invariant(wallets !== null, 'the feed-lock statement answered the wallets');
+    this.deps.ledger.keepLockedWallets(tx, wallets);
+    this.deps.withdrawals.keepFillReads(tx, reads.fillReads);
     const legs: PaymentParties['legs'] = [];
     for (const [index, leg] of listed.entries()) {
-      const payee = destinations[index] ? answers[next++] : undefined;
+      const payee = reads.destinations[index]?.take();
       // A leg whose payee was not carried (a gateway leg, or one not of the order it names) is read as before.
-      legs.push({ ...leg, receiver: payee !== undefined ? (payee as Payee | null) : await this.changes.payeeOf(tx, row.livemode, leg, policy) });
+      legs.push({ ...leg, receiver: payee?.found && payee.value !== undefined ? payee.value : await this.changes.payeeOf(tx, row.livemode, leg, policy) });
     }
     return this.partiesOf(row, legs, policy);
   }
 
   /**
-   * Parties read with the order locked (`paymentParties` with `lock`), with the order as the transaction has
+   * Parties read with the order locked (`lockPaymentParties`), with the order as the transaction has
    * changed it since: the slip consumer receives a slip (a transition of the order alone) after reading them.
    * The legs and the sender do not change in such a transition, and the order is the lock's copy, so this
    * costs no round trip.

@@ -30,7 +30,7 @@ export interface EventRow {
  * outer FROM reads whole before the outer select projects its one row, and the carried reads are
  * uncorrelated scalar subqueries, which PostgreSQL runs when the projection first needs them. A carried
  * read may therefore lock rows that follow these merchants' feeds in the lock order (their wallets,
- * `LedgerService.walletsLockRead`).
+ * `LedgerService.walletsLockPart`).
  */
 export async function lockFeeds<Carried>(
   db: Queryable,

@@ -1,7 +1,6 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
-import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
-import { takeCarried } from '../platform/unit-of-work.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import { invariant } from '../platform/assert.ts';
 import * as repository from './repository.ts';
 import type { FeeChannel } from './repository.ts';
@@ -210,8 +209,14 @@ function scheduleOrDefault(scope: ScheduleScope, row: repository.FeeScheduleRow 
   return schedule;
 }
 
-function scheduleReadKey(scope: ScheduleScope): string {
-  return `fees:schedule:${scope.white_label_id}:${scope.merchant_id}:${scope.livemode}:${scope.channel}`;
+/** A schedule read ahead of its quote (`schedulePart`), with the scope it was read for. */
+export interface ScheduleReadAhead {
+  scope: ScheduleScope;
+  schedule: FeeSchedule;
+}
+
+function sameScope(left: ScheduleScope, right: ScheduleScope): boolean {
+  return left.white_label_id === right.white_label_id && left.merchant_id === right.merchant_id && left.livemode === right.livemode && left.channel === right.channel;
 }
 
 /** Fee schedules and quotes; no HTTP here. */
@@ -220,18 +225,17 @@ export class FeeService {
 
   /** The merchant's own schedule, else its brand's default, else the platform default. */
   async scheduleFor(db: Queryable, scope: ScheduleScope): Promise<FeeSchedule> {
-    // A statement earlier in the transaction may have carried the read (`scheduleRead`).
-    const carried = takeCarried(db, scheduleReadKey(scope));
-    const row = carried.found ? (carried.value as repository.FeeScheduleRow | null) : await repository.findApplicableSchedule(db, scope);
-    return scheduleOrDefault(scope, row);
+    return scheduleOrDefault(scope, await repository.findApplicableSchedule(db, scope));
   }
 
   /**
    * `scheduleFor`'s read, for another module's statement to carry (src/platform/read-part.ts) when the
-   * amount to quote is not known yet: a settlement reads it with the feed lock of the order it settles.
+   * amount to quote is not known yet: a settlement reads it with the feed lock of the order it settles, and
+   * hands what it answered to `quote`.
    */
-  scheduleRead(scope: ScheduleScope): CarriedRead {
-    return { key: scheduleReadKey(scope), part: repository.applicableSchedulePart(scope) };
+  schedulePart(scope: ScheduleScope): ReadPart<ScheduleReadAhead> {
+    const part = repository.applicableSchedulePart(scope);
+    return { ...part, parse: (value) => ({ scope, schedule: scheduleOrDefault(scope, part.parse(value)) }) };
   }
 
   /** `quote` as a read another module's statement carries (src/platform/read-part.ts). */
@@ -256,8 +260,9 @@ export class FeeService {
     return scheduleOf(row);
   }
 
-  /** The fee of `base_minor` for this merchant and channel now. */
-  async quote(db: Queryable, scope: ScheduleScope, base_minor: number): Promise<FeeComputation> {
-    return computeFee(await this.scheduleFor(db, scope), base_minor);
+  /** The fee of `base_minor` for this merchant and channel now; with the schedule as a statement earlier in the transaction read it ahead, when it did (`schedulePart`). */
+  async quote(db: Queryable, scope: ScheduleScope, base_minor: number, read_ahead: ScheduleReadAhead | null = null): Promise<FeeComputation> {
+    invariant(read_ahead === null || sameScope(read_ahead.scope, scope), 'a schedule read ahead is quoted for the scope it was read for');
+    return computeFee(read_ahead?.schedule ?? (await this.scheduleFor(db, scope)), base_minor);
   }
 }

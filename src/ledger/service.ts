@@ -4,8 +4,8 @@ import { invariant } from '../platform/assert.ts';
 import { fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { assertPositiveMinor } from '../platform/money.ts';
-import { isUnitOfWork, takeCarried, TransactionFacts } from '../platform/unit-of-work.ts';
-import type { CarriedRead } from '../platform/read-part.ts';
+import { isUnitOfWork, TransactionFacts } from '../platform/unit-of-work.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import { formatNullableTimestamp, formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import type { EventsService } from '../events/service.ts';
 import type { EventCause } from '../platform/cause.ts';
@@ -163,34 +163,12 @@ interface LockedWallet {
 /** Wallets locked ahead of their post, by `walletKey`. */
 const LOCKED_WALLETS = new TransactionFacts<LockedWallet>('ledger.locked_wallets');
 
-/** The key under which a transaction keeps the wallets another module's statement locked (`walletsLockRead`). */
-function carriedWalletLocksKey(scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>): string {
-  return `ledger:wallet-locks:${scope.white_label_id}:${scope.livemode}`;
-}
-
-/** Wallets that a carried read (`walletsLockRead`) found not to exist yet, by `walletKey`. */
+/** Wallets that a carried read (`walletsLockPart`) found not to exist yet, by `walletKey`. */
 const ABSENT_WALLETS = new TransactionFacts<true>('ledger.absent_wallets');
 
-/**
- * Keeps each wallet a carried read locked (`walletsLockRead`) as a wallet locked ahead of its post, once, and
- * marks those it did not find: their first post creates them without looking for them again.
- */
-function keepCarriedWalletLocks(tx: Queryable, scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>): void {
-  const carried = takeCarried(tx, carriedWalletLocksKey(scope));
-  if (!carried.found || !isUnitOfWork(tx)) return;
-  const { answered, movement_keys: keysOf } = carried.value as WalletLocksAnswer;
-  for (const [merchant_id, movement_keys] of keysOf) {
-    const wallet = { white_label_id: scope.white_label_id, merchant_id, livemode: scope.livemode };
-    const found = answered.get(merchant_id);
-    // Keys posted only under locks the transaction held before the statement began were looked up exactly (see
-    // `walletsLockRead`): the wallet's other movements since the statement's snapshot cannot be these.
-    if (found) LOCKED_WALLETS.set(tx, walletKey(wallet), { ...found, stale: false, movement_keys });
-    else ABSENT_WALLETS.set(tx, walletKey(wallet), true);
-  }
-}
-
-/** What `walletsLockRead` answers: the wallets locked, and the keys looked up on each. */
-interface WalletLocksAnswer {
+/** What `walletsLockPart` answers: the wallets locked in a scope, and the keys looked up on each. */
+export interface WalletLocksAnswer {
+  scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>;
   answered: Map<string, repository.LockedWalletAnswer>;
   movement_keys: Map<string, readonly string[]>;
 }
@@ -210,12 +188,11 @@ async function createAbsentWallet(tx: Queryable, account: WalletAccount, now: Da
 /**
  * The wallet as a lock statement of this transaction answered it ahead of this post, taken once: null when
  * there is none, or when it did not look up every key of this post (the post then locks and looks up anew,
- * and waits for nothing: the transaction holds the wallet). Wallets a carried read locked (`walletsLockRead`)
- * are kept as such on the first post after that statement.
+ * and waits for nothing: the transaction holds the wallet). Wallets a carried read locked (`walletsLockPart`)
+ * are kept as such once its statement has run (`keepLockedWallets`).
  */
 function takeLockedWallet(tx: Queryable, account: WalletAccount, movement_keys: readonly string[]): { wallet: WalletRow; existing: Map<string, string>; stale: boolean } | null {
   if (!isUnitOfWork(tx)) return null;
-  keepCarriedWalletLocks(tx, account);
   const taken = LOCKED_WALLETS.take(tx, walletKey(account));
   if (!taken.found) return null;
   const kept = taken.value;
@@ -374,7 +351,7 @@ export class LedgerService {
     return results;
   }
 
-  /** The movement keys a settled deposit's credit looks up (`creditSettledDeposit`), for a lock taken ahead of it (`walletsLockRead`). */
+  /** The movement keys a settled deposit's credit looks up (`creditSettledDeposit`), for a lock taken ahead of it (`walletsLockPart`). */
   depositCreditKeys(deposit_id: string): string[] {
     return [depositCreditKey(deposit_id)];
   }
@@ -395,12 +372,30 @@ export class LedgerService {
    * the generic wallet lock would call its lookup stale and ask again (`lockWalletFindingMovements`); for these
    * keys the lookup is exact.
    */
-  walletsLockRead(scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>, wanted: readonly { merchant_id: string; movement_keys: readonly string[] }[]): CarriedRead {
+  walletsLockPart(scope: Pick<WalletAccount, 'white_label_id' | 'livemode'>, wanted: readonly { merchant_id: string; movement_keys: readonly string[] }[]): ReadPart<WalletLocksAnswer> {
     const keysOf = new Map<string, string[]>();
     for (const { merchant_id, movement_keys } of wanted) keysOf.set(merchant_id, [...new Set([...(keysOf.get(merchant_id) ?? []), ...movement_keys])]);
     const merged = [...keysOf].map(([merchant_id, movement_keys]) => ({ merchant_id, movement_keys }));
     const part = repository.lockWalletsFindingMovementsPart(scope.white_label_id, scope.livemode, merged);
-    return { key: carriedWalletLocksKey(scope), part: { ...part, parse: (value) => ({ answered: part.parse(value), movement_keys: keysOf }) } };
+    return { ...part, parse: (value) => ({ scope, answered: part.parse(value), movement_keys: keysOf }) };
+  }
+
+  /**
+   * Keeps each wallet that a statement carrying `walletsLockPart` locked as a wallet locked ahead of its post
+   * (`takeLockedWallet`), and marks those it did not find: their first post creates them without looking for
+   * them again. The caller hands the answer over as soon as that statement has run, before any post.
+   */
+  keepLockedWallets(tx: Queryable, answer: WalletLocksAnswer): void {
+    if (!isUnitOfWork(tx)) return;
+    const { scope, answered, movement_keys: keysOf } = answer;
+    for (const [merchant_id, movement_keys] of keysOf) {
+      const wallet = { white_label_id: scope.white_label_id, merchant_id, livemode: scope.livemode };
+      const found = answered.get(merchant_id);
+      // Keys posted only under locks the transaction held before the statement began were looked up exactly (see
+      // `walletsLockPart`): the wallet's other movements since the statement's snapshot cannot be these.
+      if (found) LOCKED_WALLETS.set(tx, walletKey(wallet), { ...found, stale: false, movement_keys });
+      else ABSENT_WALLETS.set(tx, walletKey(wallet), true);
+    }
   }
 
   /**
@@ -413,8 +408,7 @@ export class LedgerService {
    */
   expectDepositCredit(tx: Queryable, account: WalletAccount, deposit_id: string): void {
     if (!isUnitOfWork(tx) || !this.events.holdsFeed(tx, account.white_label_id, account.merchant_id, account.livemode)) return;
-    // Locked already, with the credit's key looked up (`walletsLockRead`), or found absent: the credit takes that answer.
-    keepCarriedWalletLocks(tx, account);
+    // Locked already, with the credit's key looked up (`walletsLockPart`), or found absent: the credit takes that answer.
     const kept = LOCKED_WALLETS.get(tx, walletKey(account));
     if (kept?.movement_keys.includes(depositCreditKey(deposit_id)) || ABSENT_WALLETS.has(tx, walletKey(account))) return;
     EXPECTED_POSTS.set(tx, walletKey(account), { account, movement_keys: [depositCreditKey(deposit_id)] });

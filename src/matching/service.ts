@@ -6,7 +6,7 @@ import { findBank } from '../banks/service.ts';
 import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import type { EventsService } from '../events/service.ts';
-import type { CarriedRead } from '../platform/read-part.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 
 /**
  * Peer-to-peer matching: which withdrawals of the brand a deposit pays, and the reservation of those
@@ -43,7 +43,7 @@ export interface NoMatch {
 export interface LiquidityProvider {
   ensureFor(
     tx: Queryable,
-    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date; carried_reads?: readonly CarriedRead[] },
+    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date; carried_reads?: readonly ReadPart<unknown>[] },
   ): Promise<LiquidityDecision>;
 }
 
@@ -62,10 +62,11 @@ export interface MatchRequest {
    */
   fill_withdrawal_id?: string | undefined;
   /**
-   * The caller's reads that the candidate statement carries (src/platform/read-part.ts), kept in the
-   * transaction when a candidate statement finds a row; a caller whose reads were not kept reads them itself.
+   * The caller's reads that the candidate statement carries (src/platform/read-part.ts), parsed when a
+   * candidate statement finds a row (the caller's planned reads record their answers so); a caller whose
+   * reads were not answered reads them itself.
    */
-  carried_reads?: readonly CarriedRead[];
+  carried_reads?: readonly ReadPart<unknown>[];
 }
 
 export interface GatewayDestination {

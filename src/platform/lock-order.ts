@@ -60,7 +60,7 @@ export const LOCK_ORDER = [
    * expected ahead (`LedgerService.expectDepositCredit`) locks the depositor's wallet with the first
    * withdrawer's, in merchant-id order, only when the transaction holds both feeds: no other transaction can
    * then hold either wallet, so neither lock waits. The slip consumer's feed-lock statement carries the
-   * wallets of the settlement it may make (`LedgerService.walletsLockRead`), locked in merchant-id order once
+   * wallets of the settlement it may make (`LedgerService.walletsLockPart`), locked in merchant-id order once
    * the statement holds every feed it names (`lockFeeds` runs its carried reads after its last feed).
    */
   'wallets',

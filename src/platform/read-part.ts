@@ -53,14 +53,42 @@ export function appendParts(parts: readonly ReadPart<unknown>[], params: unknown
 }
 
 /**
- * A read that a command's first statement carries for a later step of the same command (the
- * idempotency statement carries, say, the deposit creation's policy read): answered in that statement,
- * kept in the transaction under `key` (src/platform/unit-of-work.ts `keepCarried`), and taken by its
- * owner instead of a statement of its own. An owner that finds nothing kept reads as it always did.
+ * A read that a command plans before the statement that carries it (TigerBeetle's prefetch phase is the
+ * model): the command builds it from what it knows, hands its `part` to a statement of its own or of
+ * another module (the receipt's lock, the matching queue's candidates, the feed locks), and later asks the
+ * object it holds what was answered (`take`), instead of a statement of its own. The carrying statement
+ * parses its answer with `part.parse`, as it parses every part it carries; that parse is what records the
+ * answer here. Nothing is kept in the transaction: the answer lives in this object, which the command holds
+ * in a variable and passes, typed, to whichever step needs it. A command whose read was not carried (the
+ * statement found no row, or another door ran the step) finds nothing and reads as it always did.
  */
-export interface CarriedRead {
-  key: string;
-  part: ReadPart<unknown>;
+export class PlannedRead<Value> {
+  #answer: { value: Value } | null = null;
+  /** The read as a statement carries it; its `parse` records the answer in this object. */
+  readonly part: ReadPart<Value>;
+
+  constructor(read: ReadPart<Value>) {
+    this.part = {
+      sql: read.sql,
+      params: read.params,
+      parse: (raw) => {
+        const value = read.parse(raw);
+        this.#answer = { value };
+        return value;
+      },
+    };
+  }
+
+  /**
+   * What the carrying statement answered, once: a second step that needs the read again reads it anew, as
+   * the answer may be stale by then. `found: false` when no statement carried it.
+   */
+  take(): { found: true; value: Value } | { found: false } {
+    const answer = this.#answer;
+    if (answer === null) return { found: false };
+    this.#answer = null;
+    return { found: true, value: answer.value };
+  }
 }
 
 /**

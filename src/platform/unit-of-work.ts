@@ -1,6 +1,6 @@
 import { invariant } from './assert.ts';
 import type { Queryable, QueryResult, TransactionConnection } from './db.ts';
-import { renumberPlaceholders, type CarriedRead } from './read-part.ts';
+import { renumberPlaceholders } from './read-part.ts';
 
 /**
  * Deferred writes: the writes of a transaction whose result nobody reads (an event, its outbox row, a
@@ -326,9 +326,6 @@ export class TransactionFacts<Value> {
 /** The rows a transaction locked or inserted, by row key (see `rememberLocked`). */
 const LOCKED_ROWS = new TransactionFacts<true>('platform.locked_rows');
 
-/** What carried reads answered (src/platform/read-part.ts `CarriedRead`), by the read's key, until their owners take them. */
-const CARRIED_ANSWERS = new TransactionFacts<unknown>('platform.carried_answers');
-
 /**
  * Row locks a transaction holds, remembered so that a later write of the row can be queued: a row this
  * transaction locked (FOR UPDATE) or inserted cannot change under it, so a version or status guard on
@@ -341,28 +338,4 @@ export function rememberLocked(db: Queryable, row_key: string): void {
 /** True when `db` is a transaction that locked or inserted this row (see `rememberLocked`). */
 export function holdsLock(db: Queryable, row_key: string): boolean {
   return LOCKED_ROWS.has(db, row_key);
-}
-
-/** Keeps what a carried read answered (src/platform/read-part.ts `CarriedRead`) for its owner to take. */
-export function keepCarried(db: Queryable, key: string, value: unknown): void {
-  CARRIED_ANSWERS.set(db, key, value);
-}
-
-/**
- * Keeps what a statement answered for the carried reads it carried (`answers[i]` for `carried[i]`, each parsed by
- * its part): no answers, nothing kept, for a statement that did not run them.
- */
-export function keepCarriedAnswers(db: Queryable, carried: readonly CarriedRead[], answers: readonly unknown[]): void {
-  answers.forEach((answer, index) => {
-    const read = carried[index];
-    if (read) keepCarried(db, read.key, read.part.parse(answer));
-  });
-}
-
-/**
- * What a carried read answered, once: the owner takes it instead of reading (a second step that needs
- * the read again reads it anew). `found: false` when nothing carried it (another door, a plain connection).
- */
-export function takeCarried(db: Queryable, key: string): { found: true; value: unknown } | { found: false } {
-  return CARRIED_ANSWERS.take(db, key);
 }

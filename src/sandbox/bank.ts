@@ -89,7 +89,7 @@ export class SandboxBank implements BankVerifier {
     input: SandboxTransferInput,
   ): Promise<Result<SandboxTransferView> | null> {
     invariant(!account.livemode, 'the sandbox bank serves test mode only');
-    const parties = await this.deps.deposits.paymentParties(tx, account.white_label_id, input.deposit_id, { lock: false });
+    const parties = await this.deps.deposits.paymentParties(tx, account.white_label_id, input.deposit_id);
     if (!parties || parties.order.merchant_id !== account.merchant_id || parties.order.livemode) return null;
     const leg =
       input.leg_ref !== undefined

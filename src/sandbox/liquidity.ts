@@ -1,4 +1,4 @@
-import type { CarriedRead } from '../platform/read-part.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import type { Clock } from '../platform/clock.ts';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
@@ -57,7 +57,7 @@ export class SandboxLiquidity implements LiquidityProvider {
    */
   async ensureFor(
     tx: Queryable,
-    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date; carried_reads?: readonly CarriedRead[] },
+    input: { white_label_id: string; livemode: boolean; amount_minor: number; exclude_merchant_id: string; order_created_at: Date; carried_reads?: readonly ReadPart<unknown>[] },
   ): Promise<LiquidityDecision> {
     if (input.livemode) return 'match';
     if (input.amount_minor === LATE_LIQUIDITY_AMOUNT_MINOR) {

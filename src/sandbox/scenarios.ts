@@ -235,7 +235,7 @@ export class SandboxScenarios {
         // The counterparty takes its dedicated withdrawal back before the slip comes: the leg's
         // destination is gone, which is what an allocation conflict is.
         await this.deps.database.transaction(async (tx) => {
-          const parties = await this.deps.deposits.paymentParties(tx, order.white_label_id, order.deposit_id, { lock: false });
+          const parties = await this.deps.deposits.paymentParties(tx, order.white_label_id, order.deposit_id);
           invariant(parties, 'the order exists');
           for (const leg of parties.legs) {
             if (!leg.withdrawal_id) continue;
@@ -384,7 +384,7 @@ export class SandboxScenarios {
 
   /** The order's declared sender in full, as the sandbox bank's default payer uses it. */
   private async declaredSender(order: DepositRow): Promise<NonNullable<SandboxTransferInput['sender']>> {
-    const parties = await this.deps.deposits.paymentParties(this.deps.database, order.white_label_id, order.deposit_id, { lock: false });
+    const parties = await this.deps.deposits.paymentParties(this.deps.database, order.white_label_id, order.deposit_id);
     invariant(parties, 'the order exists');
     return { bank_code: parties.sender.bank_code, account_number: parties.sender.account_number, account_name_th: parties.sender.name_th, account_name_en: parties.sender.name_en ?? undefined };
   }

@@ -10,6 +10,7 @@ import type { WithdrawalService } from '../withdrawals/service.ts';
 import { CLEARING_PERIOD_MS, type LedgerService } from '../ledger/service.ts';
 import type { FeeService } from '../fees/service.ts';
 import type { DepositService } from '../deposits/service.ts';
+import type { SettlementReadAhead } from '../deposits/dependencies.ts';
 import { depositOfJob, EXPIRE_DEPOSIT_TASK } from '../deposits/transitions.ts';
 import { claimSnapshot, senderVerified, type DepositView } from '../deposits/views.ts';
 import { additionalTransferClaimKey } from '../deposits/claim-keys.ts';
@@ -76,7 +77,7 @@ export class SettlementService {
     const now = this.deps.clock.now();
     const account = accountOf(row);
     const received = Math.min(transferred, row.amount_minor);
-    const fee = await this.deps.fees.quote(tx, { ...account, channel: 'deposit' }, received);
+    const fee = await this.deps.fees.quote(tx, { ...account, channel: 'deposit' }, received, input.read_ahead?.deposit_fee_schedule ?? null);
     const credited = received - fee.fee_total_minor;
     const plan = fillPlan(await this.deps.deposits.legsOf(tx, row), received, input.paid_by_leg);
     const covered = await this.reserveReleasedLegsAgain(tx, row, plan, input.cause, now);
@@ -404,6 +405,8 @@ export interface SettleInput {
    * fills follow the money. Without it, A is filled across the legs in their order.
    */
   paid_by_leg?: Record<string, number>;
+  /** What the slip pipeline's lock of the order read ahead for this settlement (`DepositService.lockPaymentParties`). */
+  read_ahead?: SettlementReadAhead;
   cause: EventCause;
 }
 

@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { deferWrite, holdsLock, rememberLocked } from '../platform/unit-of-work.ts';
-import { appendParts, type CarriedRead } from '../platform/read-part.ts';
+import { appendParts, type ReadPart } from '../platform/read-part.ts';
 import type { BlobAddress } from './evidence-store.ts';
 import type { SlipReceiptRow, SlipReceiptStatus } from './types.ts';
 
@@ -82,11 +82,11 @@ function receiptRowKey(white_label_id: string, receipt_id: string): string {
  * time in arrival order, each starting from a status no other slip is changing.
  *
  * `carried` reads of other modules (src/platform/read-part.ts) are answered in the same statement, in order,
- * when there is a head: each is a scalar subquery of the outer select, run after the receipt's row lock, so a
+ * each parsed by its part (a planned read records its answer so), when there is a head: each is a scalar subquery of the outer select, run after the receipt's row lock, so a
  * read that locks (the order's, `lockOrderInBrandPart` in src/deposits/repository.ts) takes its lock after
  * the receipt's, as the lock order says. No head, no carried answers, and nothing of theirs locked.
  */
-export async function lockHeadOfQueue(db: Queryable, white_label_id: string, deposit_id: string, carried: readonly CarriedRead[]): Promise<{ receipt: SlipReceiptRow; carried: unknown[] } | null> {
+export async function lockHeadOfQueue(db: Queryable, white_label_id: string, deposit_id: string, carried: readonly ReadPart<unknown>[]): Promise<{ receipt: SlipReceiptRow; carried: unknown[] } | null> {
   const head = await selectHeadOfQueue(db, white_label_id, deposit_id, { blob: false, lock: true, carried });
   if (head) rememberLocked(db, receiptRowKey(white_label_id, head.receipt.receipt_id));
   return head;
@@ -108,17 +108,14 @@ async function selectHeadOfQueue(
   db: Queryable,
   white_label_id: string,
   deposit_id: string,
-  options: { blob: boolean; lock: boolean; carried: readonly CarriedRead[] },
+  options: { blob: boolean; lock: boolean; carried: readonly ReadPart<unknown>[] },
 ): Promise<{ receipt: SlipReceiptRow; ciphertext: Buffer | null; carried: unknown[] } | null> {
   const params: unknown[] = [white_label_id, deposit_id];
   const blobColumn = options.blob
     ? `CASE WHEN h.wrapped_key IS NOT NULL THEN
          (SELECT b.ciphertext FROM slip_blobs b WHERE b.white_label_id = h.white_label_id AND b.blob_key = h.receipt_id) END`
     : 'NULL::bytea';
-  const carriedColumns = appendParts(
-    options.carried.map(({ part }) => part),
-    params,
-  ).map((sql, index) => `, ${sql} AS carried_${index}`);
+  const carriedColumns = appendParts(options.carried, params).map((sql, index) => `, ${sql} AS carried_${index}`);
   const { rows } = await db.query<SlipReceiptRow & { stored_ciphertext: Uint8Array | null } & Record<string, unknown>>(
     `SELECT h.*, ${blobColumn} AS stored_ciphertext${carriedColumns.join('')}
        FROM (SELECT ${RECEIPT_COLUMNS} FROM slip_receipts
@@ -129,10 +126,10 @@ async function selectHeadOfQueue(
   const found = rows[0];
   if (!found) return null;
   const { stored_ciphertext, ...receipt } = found;
-  const carried = options.carried.map((_, index) => {
+  const carried = options.carried.map((part, index) => {
     const answer = receipt[`carried_${index}`] ?? null;
     delete receipt[`carried_${index}`];
-    return answer;
+    return part.parse(answer);
   });
   return { receipt, ciphertext: stored_ciphertext === null ? null : asBuffer(stored_ciphertext), carried };
 }

@@ -8,8 +8,7 @@ import { ApiError, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp } from '../platform/time.ts';
 import { enqueueJob } from '../jobs/index.ts';
-import type { CarriedRead } from '../platform/read-part.ts';
-import { keepCarriedAnswers } from '../platform/unit-of-work.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import type { ConcurrencyGate, GateRefusal } from '../platform/concurrency-gate.ts';
 import type { IdempotencyService } from '../idempotency/service.ts';
 import type { DepositService } from '../deposits/service.ts';
@@ -337,12 +336,12 @@ export class SlipsService {
 
   /**
    * The order's oldest unprocessed receipt, locked (receipts of an order are processed one at a time).
-   * `carried` reads (src/platform/read-part.ts) ride on the locking statement, after the receipt's lock, and
-   * are kept for their owners in the transaction (`keepCarriedAnswers`): the slip consumer carries the order's lock.
+   * `carried` reads (src/platform/read-part.ts) ride on the locking statement, after the receipt's lock, each
+   * parsed by its part: the slip consumer carries the order's lock as a planned read (`PlannedRead`), which
+   * records what it answered for the consumer's next step.
    */
-  async headOfQueue(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly CarriedRead[] = []): Promise<SlipReceiptRow | null> {
+  async headOfQueue(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly ReadPart<unknown>[] = []): Promise<SlipReceiptRow | null> {
     const head = await repository.lockHeadOfQueue(tx, white_label_id, deposit_id, carried);
-    if (head) keepCarriedAnswers(tx, carried, head.carried);
     return head?.receipt ?? null;
   }
 

@@ -19,8 +19,7 @@ import { orderReasons, reviewReason } from './reasons.ts';
 import { parseSlipPayload, type SlipReference } from './slip-payload.ts';
 import type { SlipReader } from './slip-reader.ts';
 import * as repository from './repository.ts';
-import type { CarriedRead } from '../platform/read-part.ts';
-import { takeCarried } from '../platform/unit-of-work.ts';
+import { PlannedRead } from '../platform/read-part.ts';
 
 /**
  * The slip pipeline after the 202 (spec, "How the result arrives after a 202"): a consumer claims each
@@ -212,9 +211,10 @@ export class VerificationService {
    * order locked in one statement (the receipt first, as the lock order says), then `claim`.
    */
   private async claimAlone(tx: Queryable, white_label_id: string, deposit_id: string): Promise<void> {
-    const receipt = await this.deps.slips.headOfQueue(tx, white_label_id, deposit_id, [this.deps.deposits.orderLockRead(white_label_id, deposit_id)]);
+    const orderLock = this.deps.deposits.orderLockRead(white_label_id, deposit_id);
+    const receipt = await this.deps.slips.headOfQueue(tx, white_label_id, deposit_id, [orderLock.part]);
     if (!receipt) return;
-    const order = await this.deps.deposits.lockForSlip(tx, white_label_id, deposit_id);
+    const order = await this.deps.deposits.lockForSlip(tx, white_label_id, deposit_id, orderLock);
     invariant(order, 'a receipt belongs to an order');
     await this.claim(tx, receipt, order, { mark_claimed: true });
   }
@@ -335,28 +335,26 @@ export class VerificationService {
    */
   private async decide(tx: Queryable, peeked: SlipReceiptRow, reading: Reading, allocation_conflict: boolean, conflict_leg_ref: string | null = null): Promise<boolean> {
     // The order's lock and the withdrawals its legs name ride on the receipt's statement, in the lock order.
-    const receipt = await this.deps.slips.headOfQueue(tx, peeked.white_label_id, peeked.deposit_id, [this.deps.deposits.settlementLockRead(peeked.white_label_id, peeked.deposit_id)]);
+    const orderLock = this.deps.deposits.settlementLockRead(peeked.white_label_id, peeked.deposit_id);
+    const receipt = await this.deps.slips.headOfQueue(tx, peeked.white_label_id, peeked.deposit_id, [orderLock.part]);
     // Another run of this receipt finished first: its outcome stands.
     if (!receipt || receipt.receipt_id !== peeked.receipt_id) return false;
-    const order = await this.deps.deposits.lockForSlip(tx, receipt.white_label_id, receipt.deposit_id);
+    const order = await this.deps.deposits.lockForSlip(tx, receipt.white_label_id, receipt.deposit_id, orderLock);
     invariant(order, 'a receipt belongs to an order');
     // Who holds the slip's transfer already (the duplicate check) rides on the order's feed-lock statement.
     // A slip for a settled order is checked after settlement, which reads its transfer itself.
     const found = reading.lookup?.outcome === 'found' && order.status !== 'settled' ? reading.lookup.transfer : null;
-    const holderRead: CarriedRead | null =
+    const holderRead =
       found === null
         ? null
-        : {
-            key: `verification:transfer-holder:${receipt.receipt_id}`,
-            part: repository.transferHolderPart({ white_label_id: receipt.white_label_id, livemode: receipt.livemode, sending_bank_code: found.sending_bank_code, trans_ref: found.trans_ref }),
-          };
-    const locked = await this.deps.deposits.paymentParties(tx, receipt.white_label_id, receipt.deposit_id, { lock: true, carried: holderRead === null ? [] : [holderRead] });
+        : new PlannedRead(repository.transferHolderPart({ white_label_id: receipt.white_label_id, livemode: receipt.livemode, sending_bank_code: found.sending_bank_code, trans_ref: found.trans_ref }));
+    const locked = await this.deps.deposits.lockPaymentParties(tx, receipt.white_label_id, receipt.deposit_id, holderRead === null ? [] : [holderRead.part]);
     invariant(locked, 'a receipt belongs to an order');
     const mode = await this.claim(tx, receipt, order, { mark_claimed: false });
     if (mode === null) return true;
     invariant(mode !== 'after_settlement' || found === null, 'a slip after settlement reads no transfer holder');
     // The claim changed the order (slip_processing, a review, an attached slip); the checks read it as it is now.
-    const parties = receipt.status === 'claimed' ? locked : await this.deps.deposits.partiesAfterOwnChange(tx, locked);
+    const parties = receipt.status === 'claimed' ? locked.parties : await this.deps.deposits.partiesAfterOwnChange(tx, locked.parties);
     const record = {
       source: reading.source,
       unreadable_reason: reading.unreadable_reason,
@@ -404,8 +402,8 @@ export class VerificationService {
     // else's transfer (wrong receiver) must not block that transfer's own order. The holder was read with
     // the feed locks; an unclaimed transfer is claimed with the transaction's last writes, and one claimed
     // by another order in between rolls this decision back to be taken again (TransferClaimedMeanwhile).
-    const carriedHolder = holderRead === null ? ({ found: false } as const) : takeCarried(tx, holderRead.key);
-    const holder = carriedHolder.found ? (carriedHolder.value as repository.TransferHolder | null) : await repository.findTransfer(tx, scope);
+    const carriedHolder = holderRead === null ? ({ found: false } as const) : holderRead.take();
+    const holder = carriedHolder.found ? carriedHolder.value : await repository.findTransfer(tx, scope);
     const held = holder !== null && holder.receipt_id !== receipt.receipt_id ? holder : null;
     let assessment = assessWith(false);
     if (assessment.leg_ref !== null && holder === null) {
@@ -454,6 +452,7 @@ export class VerificationService {
           settled_via: 'auto',
           verification: assessment.verification,
           sender_verified: senderVerified(assessment.verification),
+          read_ahead: locked.read_ahead,
         });
         invariant(settled.ok, 'an order processing a verified slip settles');
         return finish('settled', summary, transfer);

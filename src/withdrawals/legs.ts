@@ -2,7 +2,7 @@ import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { fail, ok, type Result } from '../platform/errors.ts';
 import { holdsLock } from '../platform/unit-of-work.ts';
-import type { CarriedRead } from '../platform/read-part.ts';
+import { PlannedRead, type ReadPart } from '../platform/read-part.ts';
 import { newId } from '../platform/ids.ts';
 import type { EventCause } from '../platform/cause.ts';
 import { cancelJobsByKey, scheduleJob, unscheduleJob, type JobSpec } from '../jobs/index.ts';
@@ -65,6 +65,15 @@ function fillMovementKeys(leg_ref: string): { payout: string; fee: string } {
  * The legs and fills of orders: the functions the deposit side calls to pay an order in chunks, which are
  * the only way an order's amounts change. Each is atomic in the caller's transaction and idempotent.
  */
+/** What filling some legs reads, planned ahead of the statement that carries it (`WithdrawalLegs.fillReads`). */
+export interface FillReads {
+  white_label_id: string;
+  legs: readonly { leg_ref: string; read: PlannedRead<WithdrawalLegRow | null> }[];
+  next_fills: readonly { withdrawal_id: string; read: PlannedRead<number> }[];
+  /** The reads as a statement carries them, in that order. */
+  parts: readonly ReadPart<unknown>[];
+}
+
 export class WithdrawalLegs {
   constructor(
     private readonly deps: WithdrawalDependencies,
@@ -422,20 +431,35 @@ export class WithdrawalLegs {
   }
 
   /**
-   * What filling these legs reads (each leg, and its order's next fill number), as reads another module's
-   * statement carries for `recordFill` to take later in the transaction (src/platform/read-part.ts). Only
-   * for orders this transaction holds locked: their legs cannot move under that lock, and a write of one of
-   * them here forgets what was carried.
+   * What filling these legs reads (each leg, and its order's next fill number), planned for another module's
+   * statement to carry (src/platform/read-part.ts) and handed back with `keepFillReads`, for `recordFill` to
+   * take later in the transaction. Only for orders this transaction holds locked: their legs cannot move under
+   * that lock, and a write of one of them here forgets what was read.
    */
-  fillReads(tx: Queryable, white_label_id: string, legs: readonly { withdrawal_id: string; leg_ref: string }[]): CarriedRead[] {
+  fillReads(tx: Queryable, white_label_id: string, legs: readonly { withdrawal_id: string; leg_ref: string }[]): FillReads {
     const held = legs.filter((leg) => holdsLock(tx, repository.orderRowKey(white_label_id, leg.withdrawal_id)));
     const orders = [...new Set(held.map((leg) => leg.withdrawal_id))];
-    return [...held.map((leg) => repository.legRead(white_label_id, leg.leg_ref)), ...orders.map((withdrawal_id) => repository.nextFillSequenceRead(white_label_id, withdrawal_id))];
+    const legReads = held.map((leg) => ({ leg_ref: leg.leg_ref, read: new PlannedRead(repository.legPart(white_label_id, leg.leg_ref)) }));
+    const nextFills = orders.map((withdrawal_id) => ({ withdrawal_id, read: new PlannedRead(repository.nextFillSequencePart(white_label_id, withdrawal_id)) }));
+    return { white_label_id, legs: legReads, next_fills: nextFills, parts: [...legReads.map(({ read }) => read.part), ...nextFills.map(({ read }) => read.part)] };
+  }
+
+  /** Keeps what the statement that carried `fillReads` answered, for the fills that follow in the transaction. */
+  keepFillReads(tx: Queryable, reads: FillReads): void {
+    const legs = reads.legs.flatMap(({ leg_ref, read }) => {
+      const taken = read.take();
+      return taken.found ? [{ leg_ref, row: taken.value }] : [];
+    });
+    const nextFills = reads.next_fills.flatMap(({ withdrawal_id, read }) => {
+      const taken = read.take();
+      return taken.found ? [{ withdrawal_id, next: taken.value }] : [];
+    });
+    repository.keepHeldLegReads(tx, reads.white_label_id, { legs, next_fills: nextFills });
   }
 
   /**
    * The wallets that filling these legs posts on (each leg's order's owner), with the movement keys `recordFill`
-   * looks up there, for a lock of the wallets taken ahead of the fills (`LedgerService.walletsLockRead`). Only
+   * looks up there, for a lock of the wallets taken ahead of the fills (`LedgerService.walletsLockPart`). Only
    * legs of orders this transaction holds locked.
    */
   fillWallets(tx: Queryable, white_label_id: string, legs: readonly { withdrawal_id: string; leg_ref: string }[]): { merchant_id: string; movement_keys: string[] }[] {

@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import type { CarriedRead, ReadPart } from '../platform/read-part.ts';
+import type { ReadPart } from '../platform/read-part.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import type { WithdrawalDependencies } from './dependencies.ts';
 import * as repository from './repository.ts';
@@ -33,8 +33,8 @@ export class WithdrawalMatchingQueue {
   async findMatchable(
     tx: Queryable,
     input: FindMatchableInput,
-    /** The caller's reads that ride on the candidate statement, kept for it when a candidate is found (src/platform/read-part.ts). */
-    carried: readonly CarriedRead[] = [],
+    /** The caller's reads that ride on the candidate statement, parsed from the first candidate's row when one is found (src/platform/read-part.ts). */
+    carried: readonly ReadPart<unknown>[] = [],
   ): Promise<MatchableWithdrawal[]> {
     const rows = await repository.lockMatchable(
       tx,

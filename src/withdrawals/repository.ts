@@ -1,7 +1,7 @@
 import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
-import { deferWrite, holdsLock, keepCarried, rememberLocked, takeCarried, TransactionFacts } from '../platform/unit-of-work.ts';
-import { appendParts, rowFromJson, type CarriedRead, type ReadPart } from '../platform/read-part.ts';
+import { deferWrite, holdsLock, rememberLocked, TransactionFacts } from '../platform/unit-of-work.ts';
+import { appendParts, rowFromJson, type ReadPart } from '../platform/read-part.ts';
 import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
 /**
@@ -327,7 +327,7 @@ function matchableStatement(shape: MatchableShape, carriedColumns: string, limit
 export async function lockMatchable(
   db: Queryable,
   input: { white_label_id: string; livemode: boolean; amount_minor: number; now: Date; exclude_merchant_id: string | null; limit: number; largest_first: boolean },
-  carried: readonly CarriedRead[] = [],
+  carried: readonly ReadPart<unknown>[] = [],
 ): Promise<WithdrawalRow[]> {
   if (input.largest_first) return (await lockMatchableWith(db, 'largest_first', input, carried)).candidates;
   const head = await lockMatchableWith(db, 'queue_head', input, carried);
@@ -342,24 +342,21 @@ async function lockMatchableWith(
   db: Queryable,
   shape: MatchableShape,
   input: { white_label_id: string; livemode: boolean; amount_minor: number; now: Date; exclude_merchant_id: string | null; limit: number },
-  carried: readonly CarriedRead[],
+  carried: readonly ReadPart<unknown>[],
 ): Promise<{ candidates: WithdrawalRow[]; answered: boolean }> {
   // The answer also carries what a reservation of the order must know, so that `reserveLeg` need not read it
   // again (see `rememberCandidate`): the legs holding a reservation, and the order's version as this
   // statement's snapshot saw it, which differs from the locked row's when a change committed in between.
   // Reads of the caller's that ride on the statement (src/platform/read-part.ts), each answered in every row and
-  // kept for the caller from the first (a statement that finds no candidate answers none of them).
+  // parsed from the first (a statement that finds no candidate answers none of them).
   const params: unknown[] = [input.white_label_id, input.livemode, input.amount_minor, input.now, input.exclude_merchant_id];
-  const carriedColumns = appendParts(
-    carried.map(({ part }) => part),
-    params,
-  ).map((sql, index) => `${sql} AS carried_${index},`);
+  const carriedColumns = appendParts(carried, params).map((sql, index) => `${sql} AS carried_${index},`);
   const { rows } = await db.query<WithdrawalRow & { reserved_legs: number; version_in_snapshot: number | null } & Record<string, unknown>>(
     matchableStatement(shape, carriedColumns.join(' '), input.limit),
     params,
   );
   const first = rows[0];
-  if (first) carried.forEach(({ key, part }, index) => keepCarried(db, key, part.parse(first[`carried_${index}`] ?? null)));
+  if (first) carried.forEach((part, index) => part.parse(first[`carried_${index}`] ?? null));
   const candidates: WithdrawalRow[] = [];
   for (const { reserved_legs, version_in_snapshot, ...answered } of rows) {
     const order: Record<string, unknown> = answered;
@@ -519,7 +516,7 @@ export async function merchantsOf(db: Queryable, white_label_id: string, withdra
 /** Queued in the transaction (src/platform/unit-of-work.ts); the leg's order is locked by it. */
 export async function insertLeg(db: Queryable, row: WithdrawalLegRow): Promise<void> {
   forgetCandidate(db, row.white_label_id, row.withdrawal_id);
-  forgetCarriedLeg(db, row);
+  forgetHeldLeg(db, row);
   await deferWrite(db, {
     sql: `INSERT INTO withdrawal_legs (${LEG_COLUMNS})
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
@@ -551,7 +548,7 @@ function legUpdateParams(row: WithdrawalLegRow, expected_status: WithdrawalLegRo
 /** Moves a leg on from `expected_status`; a short fill also lowers `amount_minor` to what was paid. */
 export async function updateLeg(db: Queryable, row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): Promise<boolean> {
   forgetCandidate(db, row.white_label_id, row.withdrawal_id);
-  forgetCarriedLeg(db, row);
+  forgetHeldLeg(db, row);
   const result = await db.query(LEG_UPDATE_SQL, legUpdateParams(row, expected_status));
   return result.rowCount === 1;
 }
@@ -563,7 +560,7 @@ export async function updateLeg(db: Queryable, row: WithdrawalLegRow, expected_s
  */
 export async function updateLockedLeg(db: Queryable, row: WithdrawalLegRow, expected_status: WithdrawalLegRow['status']): Promise<void> {
   forgetCandidate(db, row.white_label_id, row.withdrawal_id);
-  forgetCarriedLeg(db, row);
+  forgetHeldLeg(db, row);
   if (!holdsLock(db, orderRowKey(row.white_label_id, row.withdrawal_id))) {
     invariant(await updateLeg(db, row, expected_status), 'the leg is locked through its order');
     return;
@@ -625,56 +622,60 @@ export async function readHeldOrderForReservation(
   return { row: row as WithdrawalRow, existing_leg_ref, reserved_legs: Number(reserved_legs) };
 }
 
-function carriedLegKey(white_label_id: string, leg_ref: string): string {
-  return `withdrawals:leg:${white_label_id}:${leg_ref}`;
+/**
+ * Legs of orders this transaction holds locked, as a statement that carried `legPart` answered them, and those
+ * orders' next fill numbers (`nextFillSequencePart`), by leg and by order (`keepHeldLegReads`). A leg cannot
+ * move under its order's lock, so each stays what `findLeg` and `nextFillSequence` would read until this
+ * transaction writes one of the order's legs, which forgets them (`forgetHeldLeg`). Each is taken once.
+ */
+const HELD_LEGS = new TransactionFacts<WithdrawalLegRow | null>('withdrawals.held_legs');
+const HELD_NEXT_FILLS = new TransactionFacts<number>('withdrawals.held_next_fills');
+
+function legKey(white_label_id: string, leg_ref: string): string {
+  return `${white_label_id}:${leg_ref}`;
 }
 
-function carriedNextFillKey(white_label_id: string, withdrawal_id: string): string {
-  return `withdrawals:next-fill:${white_label_id}:${withdrawal_id}`;
+/** Forgets what a carried read answered about a leg and its order's fill numbers: a write of one of the order's legs makes it stale. */
+function forgetHeldLeg(db: Queryable, row: Pick<WithdrawalLegRow, 'white_label_id' | 'withdrawal_id' | 'leg_ref'>): void {
+  HELD_LEGS.delete(db, legKey(row.white_label_id, row.leg_ref));
+  HELD_NEXT_FILLS.delete(db, orderRowKey(row.white_label_id, row.withdrawal_id));
 }
 
 /**
- * Forgets what another statement carried about a leg and its order's fill numbers (`legRead`,
- * `nextFillSequenceRead`): a write of one of the order's legs makes it stale, so the next read asks the
- * database again.
+ * Keeps what a statement answered for `legPart` and `nextFillSequencePart` reads of orders this transaction
+ * holds locked, for `findLeg` and `nextFillSequence` to take instead of a round trip each.
  */
-function forgetCarriedLeg(db: Queryable, row: Pick<WithdrawalLegRow, 'white_label_id' | 'withdrawal_id' | 'leg_ref'>): void {
-  takeCarried(db, carriedLegKey(row.white_label_id, row.leg_ref));
-  takeCarried(db, carriedNextFillKey(row.white_label_id, row.withdrawal_id));
+export function keepHeldLegReads(
+  db: Queryable,
+  white_label_id: string,
+  answers: { legs: readonly { leg_ref: string; row: WithdrawalLegRow | null }[]; next_fills: readonly { withdrawal_id: string; next: number }[] },
+): void {
+  for (const { leg_ref, row } of answers.legs) HELD_LEGS.set(db, legKey(white_label_id, leg_ref), row);
+  for (const { withdrawal_id, next } of answers.next_fills) HELD_NEXT_FILLS.set(db, orderRowKey(white_label_id, withdrawal_id), next);
 }
 
-/**
- * `findLeg` as a read another module's statement carries (src/platform/read-part.ts), for a leg whose
- * order the transaction has locked: the leg cannot move under that lock, so the answer stays what
- * `findLeg` would read until this transaction writes one of the order's legs (which forgets it).
- */
-export function legRead(white_label_id: string, leg_ref: string): CarriedRead {
+/** `findLeg` as a read another module's statement carries (src/platform/read-part.ts), for a leg whose order the transaction has locked. */
+export function legPart(white_label_id: string, leg_ref: string): ReadPart<WithdrawalLegRow | null> {
   return {
-    key: carriedLegKey(white_label_id, leg_ref),
-    part: {
-      sql: `(SELECT row_to_json(l) FROM (SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND leg_ref = $2) AS l)`,
-      params: [white_label_id, leg_ref],
-      parse: (value) => rowFromJson<WithdrawalLegRow>(value, ['settled_at', 'auto_confirm_at', 'created_at', 'updated_at']),
-    },
+    sql: `(SELECT row_to_json(l) FROM (SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND leg_ref = $2) AS l)`,
+    params: [white_label_id, leg_ref],
+    parse: (value) => rowFromJson<WithdrawalLegRow>(value, ['settled_at', 'auto_confirm_at', 'created_at', 'updated_at']),
   };
 }
 
-/** `nextFillSequence` as a carried read, for an order the transaction has locked (see `legRead`). */
-export function nextFillSequenceRead(white_label_id: string, withdrawal_id: string): CarriedRead {
+/** `nextFillSequence` as a carried read, for an order the transaction has locked (see `legPart`). */
+export function nextFillSequencePart(white_label_id: string, withdrawal_id: string): ReadPart<number> {
   return {
-    key: carriedNextFillKey(white_label_id, withdrawal_id),
-    part: {
-      sql: `(SELECT coalesce(max(sequence), 0)::integer + 1 FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2)`,
-      params: [white_label_id, withdrawal_id],
-      parse: (value) => Number(value ?? 1),
-    },
+    sql: `(SELECT coalesce(max(sequence), 0)::integer + 1 FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2)`,
+    params: [white_label_id, withdrawal_id],
+    parse: (value) => Number(value ?? 1),
   };
 }
 
-/** A leg; what a carried read answered about it (`legRead`) is taken instead of a round trip. */
+/** A leg; what a carried read answered about it (`keepHeldLegReads`) is taken instead of a round trip. */
 export async function findLeg(db: Queryable, white_label_id: string, leg_ref: string): Promise<WithdrawalLegRow | null> {
-  const carried = takeCarried(db, carriedLegKey(white_label_id, leg_ref));
-  if (carried.found) return carried.value as WithdrawalLegRow | null;
+  const held = HELD_LEGS.take(db, legKey(white_label_id, leg_ref));
+  if (held.found) return held.value;
   const { rows } = await db.query<WithdrawalLegRow>(`SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND leg_ref = $2`, [
     white_label_id,
     leg_ref,
@@ -739,9 +740,9 @@ export async function listFills(db: Queryable, white_label_id: string, withdrawa
 
 /** The next fill number of an order (a reversed fill keeps its number). */
 export async function nextFillSequence(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<number> {
-  // Taken from a carried read (`nextFillSequenceRead`) when one answered it since the order's legs were last written.
-  const carried = takeCarried(db, carriedNextFillKey(white_label_id, withdrawal_id));
-  if (carried.found) return carried.value as number;
+  // Taken from a carried read (`keepHeldLegReads`) when one answered it since the order's legs were last written.
+  const held = HELD_NEXT_FILLS.take(db, orderRowKey(white_label_id, withdrawal_id));
+  if (held.found) return held.value;
   const { rows } = await db.query<{ next: number }>(
     `SELECT coalesce(max(sequence), 0)::integer + 1 AS next FROM withdrawal_legs WHERE white_label_id = $1 AND withdrawal_id = $2`,
     [white_label_id, withdrawal_id],

@@ -1,7 +1,7 @@
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { fail, type Result } from '../platform/errors.ts';
-import type { CarriedRead, PlannedCommand, ReadPart } from '../platform/read-part.ts';
+import type { PlannedCommand, ReadPart } from '../platform/read-part.ts';
 import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
 import { cancelJobsByKey } from '../jobs/index.ts';
 import type { Payee } from '../beneficiaries/service.ts';
@@ -9,7 +9,7 @@ import { WithdrawalApprovals, type StaffApprovalDecision } from './approvals.ts'
 import { WithdrawalCreation, type CreateWithdrawalInput, type CreateWithdrawalOptions, type MerchantWithdrawalRequest } from './creation.ts';
 import type { WithdrawalDependencies } from './dependencies.ts';
 import { AUTO_CONFIRM_FILL_TASK } from './jobs.ts';
-import { WithdrawalLegs, type RecordFillInput, type ReleaseLegInput, type ReserveLegInput, type ReverseFillInput } from './legs.ts';
+import { WithdrawalLegs, type FillReads, type RecordFillInput, type ReleaseLegInput, type ReserveLegInput, type ReverseFillInput } from './legs.ts';
 import { WithdrawalMatchingQueue, type FindMatchableInput } from './matching-queue.ts';
 import * as repository from './repository.ts';
 import { OrderTransitions } from './transitions.ts';
@@ -165,8 +165,8 @@ export class WithdrawalService {
   findMatchable(
     tx: Queryable,
     input: FindMatchableInput,
-    /** The caller's reads that ride on the candidate statement, kept for it when a candidate is found (src/platform/read-part.ts). */
-    carried: readonly CarriedRead[] = [],
+    /** The caller's reads that ride on the candidate statement, parsed from the first candidate's row when one is found (src/platform/read-part.ts). */
+    carried: readonly ReadPart<unknown>[] = [],
   ): Promise<MatchableWithdrawal[]> {
     return this.matchingQueue.findMatchable(tx, input, carried);
   }
@@ -265,8 +265,13 @@ export class WithdrawalService {
   }
 
   /** See {@link WithdrawalLegs.fillReads}. */
-  fillReads(tx: Queryable, white_label_id: string, legs: readonly { withdrawal_id: string; leg_ref: string }[]): CarriedRead[] {
+  fillReads(tx: Queryable, white_label_id: string, legs: readonly { withdrawal_id: string; leg_ref: string }[]): FillReads {
     return this.legs.fillReads(tx, white_label_id, legs);
+  }
+
+  /** See {@link WithdrawalLegs.keepFillReads}. */
+  keepFillReads(tx: Queryable, reads: FillReads): void {
+    this.legs.keepFillReads(tx, reads);
   }
 
   /** See {@link WithdrawalLegs.fillWallets}. */

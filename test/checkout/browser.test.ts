@@ -252,7 +252,7 @@ describe.skipIf(chromiumPath === null)('the checkout page in a browser', () => {
     await followShopLink(page, order.checkout_url);
     await statusIs(page, TH.status_awaiting_payment);
     // The sandbox bank pays from the declared account, but the account holder's name is another one.
-    const parties = await app.instance.services.deposits.paymentParties(app.testDatabase.database, app.sandbox.white_label_id, order.id, { lock: false });
+    const parties = await app.instance.services.deposits.paymentParties(app.testDatabase.database, app.sandbox.white_label_id, order.id);
     const sender = { bank_code: parties!.sender.bank_code, account_number: parties!.sender.account_number, account_name_th: 'วิภาวรรณ ศรีสุข', account_name_en: 'Wipawan Srisuk' };
     const transfer = await sandboxTransfer(app, order, { sender });
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'slip-')), 'slip.png');

@@ -7,7 +7,7 @@ import { accountOf, fundAvailable, inTransaction, verifiedBeneficiary } from '..
 import { depositPolicyBody } from '../support/slips.ts';
 import * as beneficiaries from '../../src/beneficiaries/repository.ts';
 import * as deposits from '../../src/deposits/repository.ts';
-import type { ReadPart } from '../../src/platform/read-part.ts';
+import { PlannedRead, type ReadPart } from '../../src/platform/read-part.ts';
 
 /**
  * Reads carried by a request's idempotency statement (src/platform/read-part.ts, issue 15): each carried
@@ -43,6 +43,19 @@ async function carriedValue<Value>(part: ReadPart<Value>): Promise<Value> {
     return part.parse(rows[0]?.value ?? null);
   });
 }
+
+describe('planned reads', () => {
+  it('learn what the statement that carried them answered, once; one no statement carried answers nothing', async () => {
+    const part: ReadPart<number> = { sql: '(SELECT $1::integer + 1)', params: [41], parse: (value) => Number(value) };
+    const carried = new PlannedRead(part);
+    const idle = new PlannedRead(part);
+    expect(await carriedValue(carried.part)).toBe(42);
+    expect(carried.take()).toEqual({ found: true, value: 42 });
+    // Taken once: a later step reads anew.
+    expect(carried.take()).toEqual({ found: false });
+    expect(idle.take()).toEqual({ found: false });
+  });
+});
 
 describe('carried reads', () => {
   it('answer what their plain reads answer, timestamps included', async () => {

@@ -169,7 +169,7 @@ describe('lock order (issue 13, cycle A)', () => {
             // the claim's transaction (the order alone), then the decision's.
             (index % 2 === 0
               ? inTransaction(app, async (tx) => {
-                  await services.deposits.paymentParties(tx, brand, deposit.id, { lock: true });
+                  await services.deposits.lockPaymentParties(tx, brand, deposit.id, []);
                   if ((await receive(tx)).ok) await settle(tx);
                 })
               : (async () => {
@@ -231,8 +231,10 @@ describe('lock order: the slip consumer takes the receipt, then the order, in on
 
     // The consumer's statement: the head receipt, with the order's lock carried.
     const consumer = database.transaction(async (tx) => {
-      const receipt = await slips.headOfQueue(tx, white_label_id, deposit.id, [deposits.orderLockRead(white_label_id, deposit.id)]);
+      const orderLock = deposits.orderLockRead(white_label_id, deposit.id);
+      const receipt = await slips.headOfQueue(tx, white_label_id, deposit.id, [orderLock.part]);
       // Taken from what the statement carried: no statement of its own.
+      await deposits.lockForSlip(tx, white_label_id, deposit.id, orderLock);
       const order = await lockOrderInBrand(tx, white_label_id, deposit.id);
       return { receipt, order };
     });
@@ -272,7 +274,7 @@ describe('lock order: a change of a deposit order alone, and a wider one, in one
     // The settlement's locks first (the slip consumer's one transaction): the slip is received, then settled.
     const wide = await createDeposit(app, { amount_minor: 10_000 });
     const settled = await database.transaction(async (tx) => {
-      await deposits.paymentParties(tx, white_label_id, wide.id, { lock: true });
+      await deposits.lockPaymentParties(tx, white_label_id, wide.id, []);
       expect((await receive(tx, wide.id)).ok).toBe(true);
       return settle(tx, wide.id);
     });
@@ -300,8 +302,8 @@ describe('lock order: wallets carried by the feed-lock statement', () => {
 
     // Both feeds, with both wallets carried: the first merchant's feed is locked at once, the last one waits.
     const locking = database.transaction(async (tx) => {
-      const wallets = ledger.walletsLockRead(scope, merchants.map((merchant) => ({ merchant_id: merchant.merchant_id, movement_keys: ['never-posted'] })));
-      const [answer] = await events.lockFeedsAndRead(tx, brand.id, merchants.map((merchant) => merchant.merchant_id), false, [wallets.part]);
+      const wallets = ledger.walletsLockPart(scope, merchants.map((merchant) => ({ merchant_id: merchant.merchant_id, movement_keys: ['never-posted'] })));
+      const [answer] = await events.lockFeedsAndRead(tx, brand.id, merchants.map((merchant) => merchant.merchant_id), false, [wallets]);
       const locked = (answer as { answered: Map<string, unknown> }).answered;
       // Locked now, by this transaction, until it ends.
       expect(await walletLocked(first)).toBe(true);
@@ -340,7 +342,7 @@ describe('lock order: the slip consumer’s decision takes the receipt, the orde
     await holder.held;
 
     const consumer = database.transaction(async (tx) => {
-      const receipt = await slips.headOfQueue(tx, white_label_id, deposit.id, [deposits.settlementLockRead(white_label_id, deposit.id)]);
+      const receipt = await slips.headOfQueue(tx, white_label_id, deposit.id, [deposits.settlementLockRead(white_label_id, deposit.id).part]);
       // Held by this transaction now, until it ends.
       expect(await withdrawalLocked()).toBe(true);
       return receipt?.receipt_id;
