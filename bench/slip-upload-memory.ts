@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import sharp from 'sharp';
 import { signedHeaders } from '../src/http/canonical.ts';
-import { SLIP_MAX_BYTES } from '../src/slips/capability.ts';
+import { SLIP_MAX_BYTES } from '../src/slip-capability/capability.ts';
 import { fixed, intFromEnv, log, markdownTable, percentile } from './support.ts';
 
 /**

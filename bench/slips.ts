@@ -16,7 +16,7 @@ import { migrate } from '../src/platform/migrate.ts';
 import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import { DEFAULT_DEPOSIT_POLICY } from '../src/deposits/policy.ts';
 import type { WalletAccount } from '../src/ledger/types.ts';
-import type { SlipUpload } from '../src/slips/capability.ts';
+import type { SlipUpload } from '../src/slip-capability/capability.ts';
 import { PROCESS_SLIP_TASK } from '../src/slips/service.ts';
 import { renderSlipImage } from '../src/sandbox/slip-image.ts';
 import { decodeSlipImage, QUICK_DECODE_LONG_EDGE_PX, readQrTexts, SlipReader } from '../src/verification/slip-reader.ts';

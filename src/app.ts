@@ -41,7 +41,7 @@ import { MatchingService } from './matching/service.ts';
 import { replayOutOfOrderRoutes } from './webhooks/replay-out-of-order.ts';
 import { localForwardingRoutes } from './webhooks/local-forwarding.ts';
 import { createWebhooks, type WebhookOptions, type Webhooks } from './webhooks/index.ts';
-import { SlipTokenSigner } from './slips/capability.ts';
+import { SlipTokenSigner } from './slip-capability/capability.ts';
 import { EvidenceCipher, FilesystemBlobStore, PostgresBlobStore, type BlobStore } from './slips/evidence-store.ts';
 import { slipRoutes } from './slips/routes.ts';
 import { ReviewService } from './review/service.ts';

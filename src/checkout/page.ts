@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { SLIP_CONTENT_TYPES } from '../slips/capability.ts';
+import { SLIP_CONTENT_TYPES } from '../slip-capability/capability.ts';
 import { checkoutTexts, type CheckoutLanguage, type CheckoutTextKey } from './texts.ts';
 
 /**

@@ -11,7 +11,7 @@ import type { TenancyService } from '../tenancy/service.ts';
 import type { SlipActivity } from '../slips/activity.ts';
 import type { CheckoutAddresses } from './addresses.ts';
 import { MAX_RECEIPTS_PER_ORDER } from '../slips/service.ts';
-import type { SlipUpload } from '../slips/capability.ts';
+import type { SlipUpload } from '../slip-capability/capability.ts';
 import type { SandboxBank } from '../sandbox/bank.ts';
 import type { StoredResponse } from '../http/ports.ts';
 import type { IdempotencyService } from '../idempotency/service.ts';

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { SLIP_MAX_BYTES } from '../slips/capability.ts';
+import { SLIP_MAX_BYTES } from '../slip-capability/capability.ts';
 import type { ReviewDetail } from '../review/service.ts';
 import { CliError, loadCliConfig, networkReason, readOperatorCredentials, readServiceAnswer, type CliEnvironment, type TextSink } from './backends.ts';
 import { PROGRAM, type DecisionAction } from './reviews-arguments.ts';

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { signedHeaders } from '../http/canonical.ts';
 import { scrubText } from '../platform/logger.ts';
 import type { SandboxTransferView } from '../sandbox/bank.ts';
-import type { SlipUpload } from '../slips/capability.ts';
+import type { SlipUpload } from '../slip-capability/capability.ts';
 import { CliError, loadCliConfig, networkReason, readServiceAnswer, type CliEnvironment, type TextSink } from './backends.ts';
 
 /**

@@ -10,7 +10,7 @@ import { findBank, listBanks } from '../banks/service.ts';
 import type { NoMatch } from '../matching/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import { planCommand, PlannedRead, type PlannedCommand, type ReadPart } from '../platform/read-part.ts';
-import type { SlipUpload } from '../slips/capability.ts';
+import type { SlipUpload } from '../slip-capability/capability.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy } from './policy.ts';
 import { maskName } from './masking.ts';

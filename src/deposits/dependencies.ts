@@ -7,7 +7,7 @@ import type { MatchingService } from '../matching/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { FeeService, ScheduleReadAhead } from '../fees/service.ts';
 import type { Payee } from '../beneficiaries/service.ts';
-import type { SlipTokenSigner, SlipUpload } from '../slips/capability.ts';
+import type { SlipTokenSigner, SlipUpload } from '../slip-capability/capability.ts';
 import type { DepositPolicyService } from './policy.ts';
 import type { QrImageLinks } from './qr-image.ts';
 import type { DepositScenariosFor } from './scenario-hooks.ts';

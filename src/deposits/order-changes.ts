@@ -6,7 +6,7 @@ import type { EventCause } from '../platform/cause.ts';
 import { applyTransition } from '../events/transition.ts';
 import type { JobSpec } from '../jobs/index.ts';
 import type { Payee } from '../beneficiaries/service.ts';
-import { claimUrl, SLIP_CLAIM_PERIOD_MS, slipUploadOf, slipUploadUrl, type SlipUpload } from '../slips/capability.ts';
+import { claimUrl, SLIP_CLAIM_PERIOD_MS, slipUploadOf, slipUploadUrl, type SlipUpload } from '../slip-capability/capability.ts';
 import * as repository from './repository.ts';
 import { GATEWAY_ACCOUNT_PURPOSE, type DepositPolicy } from './policy.ts';
 import type { DepositDependencies } from './dependencies.ts';

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import { cursorListSchema, listSchema, minorSchema, openEnum, timestampSchema, type Describes } from '../http/response-fields.ts';
 import { feeBreakdownItemSchema } from '../fees/resources.ts';
-import { slipUploadSchema } from '../slips/resources.ts';
+import { slipUploadSchema } from '../slip-capability/resources.ts';
 import type { DepositView, LegView, SenderView } from './service.ts';
-import { DEPOSIT_STATUSES } from './types.ts';
+import { DEPOSIT_STATUSES, type ClaimView } from './types.ts';
 
 /**
  * Response schemas of the deposits module (spec, deposit_order and its parts). Fields the spec marks
@@ -162,7 +162,26 @@ export const depositPolicySchema = z
   })
   .meta({ id: 'deposit_policy' });
 
+/** The causes and statuses of a claim about a deposit (spec, claims), as every claim schema shows them. */
+export const claimCause = z.enum(['same_transfer_excess', 'additional_transfer', 'late_slip']);
+export const claimStatus = z.enum(['open', 'investigating', 'resolved', 'rejected']);
+
+/** A claim as the payer who opened it at `claim_url` sees it. */
+export const openedClaimSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal('claim'),
+    deposit_id: z.string(),
+    cause: claimCause,
+    status: claimStatus,
+    amount_minor: minorSchema.nullable(),
+    created_at: timestampSchema,
+    livemode: z.boolean(),
+  })
+  .meta({ id: 'opened_claim' });
+
 const _leg: Describes<typeof depositLegSchema, LegView> = true;
 const _deposit: Describes<typeof depositOrderSchema, DepositView> = true;
 const _sender: Describes<typeof senderSchema, SenderView> = true;
-void [_leg, _deposit, _sender];
+const _openedClaim: Describes<typeof openedClaimSchema, ClaimView> = true;
+void [_leg, _deposit, _sender, _openedClaim];

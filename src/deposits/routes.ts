@@ -12,7 +12,7 @@ import type { DepositService } from './service.ts';
 import { maskAccount } from './masking.ts';
 import { DEFAULT_DEPOSIT_POLICY, type DepositPolicy, type DepositPolicyService } from './policy.ts';
 import { createdDepositSchema, depositListSchema, depositOrderSchema, depositPolicySchema as depositPolicyResponseSchema, senderListSchema, waitingDepositSchema } from './resources.ts';
-import { slipUploadSchema } from '../slips/resources.ts';
+import { slipUploadSchema } from '../slip-capability/resources.ts';
 import type { Queryable } from '../platform/db.ts';
 import { mapPlannedCommand } from '../platform/read-part.ts';
 import type { TenancyService } from '../tenancy/service.ts';

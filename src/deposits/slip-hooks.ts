@@ -7,7 +7,7 @@ import type { Payee } from '../beneficiaries/service.ts';
 import type { WalletLocksAnswer } from '../ledger/service.ts';
 import type { FillReads } from '../withdrawals/legs.ts';
 import { PlannedRead, type ReadPart } from '../platform/read-part.ts';
-import type { SlipUpload } from '../slips/capability.ts';
+import type { SlipUpload } from '../slip-capability/capability.ts';
 import * as repository from './repository.ts';
 import type { DepositPolicy } from './policy.ts';
 import type { DepositDependencies, PaymentParties, SettlementReadAhead } from './dependencies.ts';

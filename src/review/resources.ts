@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { cursorListSchema, minorSchema, timestampSchema, type Describes } from '../http/response-fields.ts';
-import { depositOrderSchema } from '../deposits/resources.ts';
-import type { ClaimView } from '../deposits/types.ts';
+import { claimCause, claimStatus, depositOrderSchema } from '../deposits/resources.ts';
 import type { ReviewDetail, ReviewQueueItem } from './service.ts';
 import type { BackofficeClaimView, MerchantClaimView } from './claims.ts';
 import { CLAIM_RESOLUTION_CODES } from './claims-repository.ts';
@@ -9,8 +8,6 @@ import { CLAIM_RESOLUTION_CODES } from './claims-repository.ts';
 /** Response schemas of the review desk and the claims (back office, and a merchant's read of its claims). */
 
 const resolutionBucket = z.enum(['under_15m', 'under_1h', 'under_4h', 'extended']);
-const claimCause = z.enum(['same_transfer_excess', 'additional_transfer', 'late_slip']);
-const claimStatus = z.enum(['open', 'investigating', 'resolved', 'rejected']);
 
 export const reviewQueueItemSchema = z
   .object({
@@ -164,23 +161,8 @@ export const claimSchema = z
   })
   .meta({ id: 'claim' });
 
-/** A claim as the payer who opened it at `claim_url` sees it. */
-export const openedClaimSchema = z
-  .object({
-    id: z.string(),
-    object: z.literal('claim'),
-    deposit_id: z.string(),
-    cause: claimCause,
-    status: claimStatus,
-    amount_minor: minorSchema.nullable(),
-    created_at: timestampSchema,
-    livemode: z.boolean(),
-  })
-  .meta({ id: 'opened_claim' });
-
 const _queueItem: Describes<typeof reviewQueueItemSchema, ReviewQueueItem> = true;
 const _detail: Describes<typeof reviewDetailSchema, ReviewDetail> = true;
 const _backofficeClaim: Describes<typeof backofficeClaimSchema, BackofficeClaimView> = true;
 const _claim: Describes<typeof claimSchema, MerchantClaimView> = true;
-const _openedClaim: Describes<typeof openedClaimSchema, ClaimView> = true;
-void [_queueItem, _detail, _backofficeClaim, _claim, _openedClaim];
+void [_queueItem, _detail, _backofficeClaim, _claim];

@@ -12,7 +12,7 @@ import type { DepositService } from '../deposits/service.ts';
 import type { DepositRow } from '../deposits/types.ts';
 import type { WithdrawalService, WithdrawalView } from '../withdrawals/service.ts';
 import type { SlipsService } from '../slips/service.ts';
-import type { SlipTokenSigner } from '../slips/capability.ts';
+import type { SlipTokenSigner } from '../slip-capability/capability.ts';
 import { parseJsonEvidence } from '../slips/evidence-body.ts';
 import type { ReviewService, Reviewer } from '../review/service.ts';
 import type { SandboxBank, SandboxTransferInput } from './bank.ts';

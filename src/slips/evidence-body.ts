@@ -6,7 +6,7 @@ import { ApiError, type FieldProblem } from '../platform/errors.ts';
 import { sha256Hex } from '../platform/crypto.ts';
 import { parseTimestamp } from '../platform/time.ts';
 import { unstorableTextPaths } from '../http/validation.ts';
-import { SLIP_MAX_BYTES } from './capability.ts';
+import { SLIP_MAX_BYTES } from '../slip-capability/capability.ts';
 import { SLIP_IMAGE_MEDIA_TYPES, type SlipImageMediaType, type SubmittedFields } from './types.ts';
 
 /**

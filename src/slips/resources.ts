@@ -1,19 +1,8 @@
 import { z } from 'zod';
 import { timestampSchema, type Describes } from '../http/response-fields.ts';
-import type { SlipUpload } from './capability.ts';
 import type { SlipReceiptView } from './types.ts';
 
 /** Response schemas of slip intake (spec, slip_upload and Slip receipt). */
-
-export const slipUploadSchema = z
-  .object({
-    token: z.string().meta({ description: 'Bearer capability for one deposit. Secret: never log it, never put it in a URL.' }),
-    expires_at: timestampSchema,
-    upload_url: z.string().meta({ description: 'The exact address to POST the slip to; never build it.' }),
-    max_bytes: z.number().int().meta({ description: 'Largest decoded evidence, in bytes.' }),
-    content_types: z.array(z.string()),
-  })
-  .meta({ id: 'slip_upload' });
 
 export const slipReceiptSchema = z
   .object({
@@ -37,6 +26,5 @@ export const slipJsonSchema = z.union([
     .meta({ description: 'Reference only: always ends in review with NO_SLIP_IMAGE.' }),
 ]);
 
-const _slipUpload: Describes<typeof slipUploadSchema, SlipUpload> = true;
 const _slipReceipt: Describes<typeof slipReceiptSchema, SlipReceiptView> = true;
-void [_slipUpload, _slipReceipt];
+void _slipReceipt;

@@ -13,7 +13,7 @@ import type { ConcurrencyGate, GateRefusal } from '../platform/concurrency-gate.
 import type { IdempotencyService } from '../idempotency/service.ts';
 import type { DepositService } from '../deposits/service.ts';
 import type { ClaimView, LateSlipClaimEvidence } from '../deposits/types.ts';
-import type { SlipTokenClaims } from './capability.ts';
+import type { SlipTokenClaims } from '../slip-capability/capability.ts';
 import type { BlobAddress, BlobStore, EvidenceCipher, SealedEvidence } from './evidence-store.ts';
 import { evidenceFingerprint, submittedFields, type SubmittedEvidence } from './evidence-body.ts';
 import * as repository from './repository.ts';

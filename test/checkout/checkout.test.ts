@@ -4,7 +4,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/platform/logger.ts';
 import type { CheckoutState } from '../../src/checkout/service.ts';
-import type { SlipUpload } from '../../src/slips/capability.ts';
+import type { SlipUpload } from '../../src/slip-capability/capability.ts';
 import type { SandboxTransferView } from '../../src/sandbox/bank.ts';
 import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from '../support/app.ts';
 import { eventsOfMerchant, nextReference, SOMCHAI_SENDER, uploadMultipart } from '../support/slips.ts';

@@ -7,7 +7,7 @@ import { hmacSha256Hex } from '../../src/platform/crypto.ts';
 import { DEPOSIT_TRANSITIONS, type CreateDepositInput, type DepositView } from '../../src/deposits/service.ts';
 import { maskName } from '../../src/deposits/masking.ts';
 import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
-import { SlipTokenSigner } from '../../src/slips/capability.ts';
+import { SlipTokenSigner } from '../../src/slip-capability/capability.ts';
 import type { WithdrawalView } from '../../src/withdrawals/service.ts';
 import { MATCHING_QUEUE_HEAD_ORDERS } from '../../src/withdrawals/repository.ts';
 import { PLANNED_PER_CALL } from '../../src/platform/db.ts';

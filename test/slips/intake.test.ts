@@ -18,7 +18,7 @@ import {
   type CreatedDeposit,
 } from '../support/slips.ts';
 import { createLogger } from '../../src/platform/logger.ts';
-import { SLIP_MAX_BYTES } from '../../src/slips/capability.ts';
+import { SLIP_MAX_BYTES } from '../../src/slip-capability/capability.ts';
 import { HOUR_MS } from '../../src/platform/time.ts';
 import { usingPostgres } from '../support/database.ts';
 

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import { expect } from 'vitest';
 import type { DepositView } from '../../src/deposits/service.ts';
-import type { SlipUpload } from '../../src/slips/capability.ts';
+import type { SlipUpload } from '../../src/slip-capability/capability.ts';
 import type { SandboxTransferView } from '../../src/sandbox/bank.ts';
 import type { MerchantCredentials, TestApp } from './app.ts';
 
