@@ -7,6 +7,7 @@ import { CURRENT_API_VERSION } from '../platform/cause.ts';
 import { findBank } from '../banks/service.ts';
 import type { DepositService, DepositView } from '../deposits/service.ts';
 import type { DepositStatus } from '../deposits/types.ts';
+import { notPayableOptions } from '../deposits/transitions.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { SlipActivity } from '../slips/activity.ts';
 import type { CheckoutAddresses } from './addresses.ts';
@@ -234,7 +235,7 @@ export class CheckoutService {
       async (tx) => {
         const found = await this.deps.deposits.forCheckout(tx, scope, scope.deposit_id);
         if (!found) throw new ApiError('resource_not_found');
-        if (found.view.status !== 'awaiting_payment') throw new ApiError('deposit_not_payable', { details: { status: found.view.status } });
+        if (found.view.status !== 'awaiting_payment') throw new ApiError('deposit_not_payable', notPayableOptions(found.view.status));
         const leg = input.leg_ref === undefined ? found.view.legs.find((candidate) => candidate.leg_status === 'pending') : found.view.legs.find((candidate) => candidate.leg_ref === input.leg_ref);
         if (!leg || leg.leg_status !== 'pending') {
           throw new ApiError('validation_error', { details: { fields: [{ path: 'leg_ref', reason: input.leg_ref === undefined ? 'no_pending_leg' : 'unknown_leg' }] } });

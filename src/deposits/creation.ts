@@ -16,7 +16,7 @@ import type { DepositPolicy } from './policy.ts';
 import { maskName } from './masking.ts';
 import type { CreateDepositInput, CreatedDeposit, DepositDependencies } from './dependencies.ts';
 import type { DepositChanges } from './order-changes.ts';
-import { MATCH_RETRY_INTERVAL_MS } from './transitions.ts';
+import { MATCH_RETRY_INTERVAL_MS, notPayableOptions } from './transitions.ts';
 import type { DepositView } from './views.ts';
 import type { DepositAccount, DepositLegRow, DepositPolicyRow, DepositRow, DepositStatus } from './types.ts';
 
@@ -241,7 +241,7 @@ export class DepositCreation {
     const row = await repository.findOrder(db, account, deposit_id);
     if (!row) return null;
     if (row.status !== 'awaiting_payment' && !((row.status === 'expired' || row.status === 'canceled') && this.changes.windowOpenAt(row, this.changes.now()))) {
-      return fail('deposit_not_payable', { details: { status: row.status } });
+      return fail('deposit_not_payable', notPayableOptions(row.status));
     }
     return ok(this.changes.slipUpload(row, api_version));
   }

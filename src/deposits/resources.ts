@@ -139,6 +139,7 @@ export const senderSchema = z
     account_name_th_masked: z.string(),
     created_at: timestampSchema,
     last_used_at: timestampSchema,
+    livemode: z.boolean(),
   })
   .meta({ id: 'sender' });
 

@@ -284,6 +284,7 @@ export class DepositService {
         account_name_th_masked: maskName(row.name_th),
         created_at: formatTimestamp(row.created_at),
         last_used_at: formatTimestamp(row.last_used_at),
+        livemode: account.livemode,
       });
     }
     return views;

@@ -14,22 +14,22 @@ import type { DepositDependencies, PaymentParties, SettlementReadAhead } from '.
 import type { DepositChanges } from './order-changes.ts';
 import type { CarriedOrderLock, DepositLocks } from './order-locks.ts';
 import { SENDER_ACCOUNT_PURPOSE } from './creation.ts';
-import { CANCELED_ORDER_SLIP_REASON, MAX_SLIP_UPLOADS } from './transitions.ts';
+import { CANCELED_ORDER_SLIP_REASON, MAX_SLIP_UPLOADS, notPayableOptions } from './transitions.ts';
 import { claimView, type DepositView } from './views.ts';
 import { lateSlipClaimKey } from './claim-keys.ts';
 import type { ClaimOpener, ClaimView, DepositLegRow, DepositRow, LateSlipClaimEvidence } from './types.ts';
 
-/**
- * What the slip intake and the slip pipeline ask of an order: whether it takes a slip, its receipt and
- * attachment to a review, who pays and who is paid (locked as a settlement locks them), and the claim of a
- * slip that came after the late-slip window.
- */
 /** What a planned read answered, or null when no statement answered it. */
 function answerOf<Value>(read: PlannedRead<Value>): Value | null {
   const taken = read.take();
   return taken.found ? taken.value : null;
 }
 
+/**
+ * What the slip intake and the slip pipeline ask of an order: whether it takes a slip, its receipt and
+ * attachment to a review, who pays and who is paid (locked as a settlement locks them), and the claim of a
+ * slip that came after the late-slip window.
+ */
 export class DepositSlipHooks {
   constructor(
     private readonly deps: DepositDependencies,
@@ -64,7 +64,7 @@ export class DepositSlipHooks {
       case 'canceled':
         return this.changes.windowOpenAt(row, input.at) ? admitted : this.changes.lateSlipWindowClosed(row);
       default:
-        return fail('deposit_not_payable', { details: { status: row.status } });
+        return fail('deposit_not_payable', notPayableOptions(row.status));
     }
   }
 

@@ -1,4 +1,5 @@
 import { HOUR_MS, SECOND_MS } from '../platform/time.ts';
+import type { ErrorOptions } from '../platform/errors.ts';
 import { TransitionTable } from '../events/transition.ts';
 import { DEPOSIT_STATUSES, type DepositStatus, type ReviewReason } from './types.ts';
 
@@ -9,6 +10,15 @@ import { DEPOSIT_STATUSES, type DepositStatus, type ReviewReason } from './types
 
 export const MATCH_RETRY_TASK = 'deposits.match_retry';
 export const EXPIRE_DEPOSIT_TASK = 'deposits.expire';
+/**
+ * The options of `deposit_not_payable` for an order in `status`: a retry may succeed only for an order still
+ * waiting for a destination (`awaiting_liquidity`, which gets one when it is matched); for any other status the
+ * order will never have one to pay again, and the answer says so (`retryable` false).
+ */
+export function notPayableOptions(status: DepositStatus): ErrorOptions {
+  return { details: { status }, retryable: status === 'awaiting_liquidity' };
+}
+
 /** The order a deposit deadline job names (`DepositChanges.retryJob`, `expireJob` write its payload). */
 export function depositOfJob(payload: Record<string, unknown>): { white_label_id: string; deposit_id: string } {
   return { white_label_id: String(payload.white_label_id), deposit_id: String(payload.deposit_id) };

@@ -211,6 +211,7 @@ export interface SenderView {
   account_name_th_masked: string;
   created_at: string;
   last_used_at: string;
+  livemode: boolean;
 }
 
 /** True when a slip proved the declared sender: bank, account and name all matched. */

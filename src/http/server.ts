@@ -2,7 +2,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { z } from 'zod';
 import { ApiError, renderError } from '../platform/errors.ts';
 import { invariant } from '../platform/assert.ts';
-import type { PlannedCommand } from '../platform/read-part.ts';
+import type { PlannedCommand, ReadPart } from '../platform/read-part.ts';
+import { sha256Hex } from '../platform/crypto.ts';
 import { newId } from '../platform/ids.ts';
 import { runInTestClock, type TestClockScope } from '../platform/clock.ts';
 import { isDatabaseUnavailable, type Queryable } from '../platform/db.ts';
@@ -12,6 +13,7 @@ import {
   type BackofficeContext,
   type BackofficeRouteSpec,
   type CapabilityRouteSpec,
+  type MerchantContext,
   type MerchantRouteSpec,
   type PublicRouteSpec,
   type RouteDocumentationFields,
@@ -542,7 +544,7 @@ export function buildServer(deps: ServerDependencies, modules: readonly RouteMod
       return { buckets: spec.extraBuckets?.(body, context) ?? [], attachments: attached ? [attached] : [] };
     });
     if (isExceeded(keyBucket)) throw rateLimitedError(keyBucket);
-    if (refusal !== null) throw refusal;
+    if (refusal !== null) return refuseUnderKey(request, reply, context, refusal, decoded === undefined && rawBody.length > 0 ? { unparsed_body_sha256: sha256Hex(rawBody) } : decoded);
 
     const decisive = decisiveBucket([keyBucket, ...extra_buckets]) ?? keyBucket;
     request.rateState = decisive;
@@ -565,18 +567,41 @@ export function buildServer(deps: ServerDependencies, modules: readonly RouteMod
       return sendOutcome(request, reply, outcome);
     }
     const command = commandOf(spec, { context, body, query, params });
-    const idempotencyKey = context.idempotency_key as string;
+    return runUnderKey(request, reply, context, decoded, { reads: command.reads, run: (tx, answers) => inTestClock(clockScope, () => command.run(tx, answers)) });
+  }
+
+  /** A merchant write run once per `Idempotency-Key` (spec, Common request rules 2), its answer stored or replayed. */
+  async function runUnderKey(
+    request: RateAwareRequest,
+    reply: FastifyReply,
+    context: MerchantContext,
+    decoded: unknown,
+    command: { reads: readonly ReadPart<unknown>[]; run: (tx: Queryable, answers: readonly unknown[]) => Promise<{ status: number; body: unknown; headers?: Record<string, string> }> },
+  ): Promise<FastifyReply> {
     const path = (request.raw.url ?? '').split('?')[0] ?? '';
     const stored = await deps.idempotency.execute(
-      { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode, idempotency_key: idempotencyKey },
+      { white_label_id: context.white_label_id, merchant_id: context.merchant_id, livemode: context.livemode, idempotency_key: context.idempotency_key as string },
       { fingerprint: requestFingerprint(request.method, path, decoded), request_id: request.id },
-      (tx: Queryable, answers) => inTestClock(clockScope, () => command.run(tx, answers)),
+      command.run,
       command.reads,
     );
     await ensureRateHeaders(request, reply);
     for (const [name, value] of Object.entries(stored.headers)) reply.header(name, value);
     if (stored.replayed) reply.header('Idempotent-Replay', 'true');
     return sendJson(reply, stored.status, stored.body_text);
+  }
+
+  /**
+   * A merchant POST refused before its command ran (its body or query did not parse): with a valid
+   * `Idempotency-Key`, the refusal goes through the key like a command's own, so that the key keeps it (spec,
+   * Common request rules 2: only a 429 leaves the key unused), and a key that holds an answer already replays
+   * it, or answers 409 `idempotency_key_reused` for another body. `fingerprinted` is the body as parsed, or the
+   * digest of bytes that did not parse.
+   */
+  async function refuseUnderKey(request: RateAwareRequest, reply: FastifyReply, context: MerchantContext, refusal: unknown, fingerprinted: unknown): Promise<FastifyReply> {
+    const key = context.idempotency_key;
+    if (request.method !== 'POST' || !(refusal instanceof ApiError) || key === null || !IDEMPOTENCY_KEY_PATTERN.test(key)) throw refusal;
+    return runUnderKey(request, reply, context, fingerprinted, { reads: [], run: () => Promise.reject(refusal) });
   }
 
   async function authenticateBackoffice(request: FastifyRequest, roles: readonly string[]): Promise<BackofficeContext> {

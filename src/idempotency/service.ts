@@ -1,6 +1,7 @@
 import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, renderError } from '../platform/errors.ts';
+import { invariant } from '../platform/assert.ts';
 import type { SecretBox } from '../platform/crypto.ts';
 import { DAY_MS } from '../platform/time.ts';
 import * as repository from './repository.ts';
@@ -13,10 +14,12 @@ import type { ReadPart } from '../platform/read-part.ts';
  * An `ApiError` with `commit_writes` is the one exception to "an error changes nothing": its writes
  * commit (the side effect its answer announces), and it is still not stored as the key's answer.
  *
- * The handler runs in one transaction with the record of its response, so a response is stored if
- * and only if its effects committed. Only successful (2xx) responses are stored: an error changes
- * nothing, so a retry with the same key after fixing the cause runs anew (docs/decisions/idempotency.md). A 429 is
- * answered before this runs and therefore never consumes a key.
+ * The handler runs in one transaction with the record of its response, so a successful response is stored
+ * if and only if its effects committed. An error changes nothing but the key: an error answer is stored too,
+ * after its transaction rolled back, unless a retry of the same request may succeed (the catalogue's
+ * `retryable`: a 429, a 503, 402 `insufficient_balance`, a state conflict to re-read), since storing it would
+ * replay the refusal to the retry it invites (spec, Common request rules 2: "A 429 does not consume the key";
+ * docs/decisions/idempotency.md).
  *
  * Concurrency: a first request still running makes a second one with the same key answer 409
  * `idempotency_in_flight`. Within one process an in-memory set sees it without a query (on PGlite the
@@ -34,6 +37,15 @@ export const IDEMPOTENCY_RETENTION_MS = 7 * DAY_MS;
  */
 function responsePurpose(scope: repository.IdempotencyScope): string {
   return `idempotency.response_body:${scope.white_label_id}:${scope.merchant_id}:${scope.livemode}:${scope.idempotency_key}`;
+}
+
+/**
+ * Whether an error answer is stored as the key's answer: a refusal no retry of the same request can turn
+ * (validation, a business rule), not one a retry may get past, nor one that keeps its writes (its answer
+ * announces a side effect, and the retry after it runs anew), nor the key's own answers.
+ */
+function consumesKey(error: ApiError): boolean {
+  return !error.retryable && !error.commit_writes && error.code !== 'idempotency_key_reused' && error.code !== 'idempotency_in_flight';
 }
 
 export class IdempotencyService implements IdempotentExecution {
@@ -59,6 +71,8 @@ export class IdempotencyService implements IdempotentExecution {
     const lockText = `${scope.white_label_id}|${scope.merchant_id}|${scope.livemode}|${scope.idempotency_key}`;
     if (this.inFlight.has(lockText)) throw new ApiError('idempotency_in_flight', { retry_after_seconds: 1 });
     this.inFlight.add(lockText);
+    // The handler's own refusal, if it refused: the key may have to keep it once its transaction rolled back.
+    const handled: { refusal: ApiError | null } = { refusal: null };
     try {
       const outcome = await this.database.transaction(async (tx): Promise<StoredResponse | ApiError> => {
         const now = this.clock.now();
@@ -76,6 +90,7 @@ export class IdempotencyService implements IdempotentExecution {
         } catch (error) {
           // An error that keeps its writes ends the transaction with a commit; it is thrown after.
           if (error instanceof ApiError && error.commit_writes) return error;
+          if (error instanceof ApiError) handled.refusal = error;
           throw error;
         }
         const bodyText = JSON.stringify(outcome.body);
@@ -83,28 +98,58 @@ export class IdempotencyService implements IdempotentExecution {
         if (outcome.status >= 200 && outcome.status < 300) {
           // A first request that committed between the lock statement's snapshot and its lock leaves a
           // live record here: this execution must not commit, and a retry will replay the first.
-          await repository.insertRecord(
-            tx,
-            {
-            ...scope,
-            request_fingerprint: input.fingerprint,
-            request_id: input.request_id,
-            response_status: outcome.status,
-            response_body: this.secretBox.seal(bodyText, responsePurpose(scope)),
-            response_headers: headers,
-            created_at: now,
-            expires_at: new Date(now.getTime() + IDEMPOTENCY_RETENTION_MS),
-            },
-            () => new ApiError('idempotency_in_flight', { retry_after_seconds: 1 }),
-          );
+          await repository.insertRecord(tx, this.recordOf(scope, input, { status: outcome.status, body_text: bodyText, headers }, now), () => new ApiError('idempotency_in_flight', { retry_after_seconds: 1 }));
         }
         return { status: outcome.status, body_text: bodyText, headers, replayed: false };
       });
       if (outcome instanceof ApiError) throw outcome;
       return outcome;
+    } catch (error) {
+      if (handled.refusal !== null && error === handled.refusal && consumesKey(handled.refusal)) await this.storeRefusal(scope, input, lockText, handled.refusal);
+      throw error;
     } finally {
       this.inFlight.delete(lockText);
     }
+  }
+
+  /**
+   * Stores an error answer as the key's, in a transaction of its own: the handler's rolled back with the error,
+   * and with it everything the request wrote. A request with the same key that another process ran between the
+   * two transactions keeps the key: this answer is then not stored, and a retry replays that one.
+   */
+  private async storeRefusal(scope: repository.IdempotencyScope, input: { fingerprint: string; request_id: string }, lockText: string, refusal: ApiError): Promise<void> {
+    // Backed by the stored status's rule (migration 0028): every refusal no retry can turn is a client error.
+    invariant(refusal.status >= 400 && refusal.status <= 499 && refusal.status !== 429, 'a stored refusal is a client error other than 429');
+    const bodyText = JSON.stringify(renderError(refusal, input.request_id));
+    const taken = new Error('the key was taken meanwhile');
+    try {
+      await this.database.transaction(async (tx) => {
+        const now = this.clock.now();
+        const { locked, record } = await repository.lockAndFindRecord(tx, lockText, scope, now);
+        if (!locked || record !== null) return;
+        await repository.insertRecord(tx, this.recordOf(scope, input, { status: refusal.status, body_text: bodyText, headers: {} }, now), () => taken);
+      });
+    } catch (error) {
+      if (error !== taken) throw error;
+    }
+  }
+
+  private recordOf(
+    scope: repository.IdempotencyScope,
+    input: { fingerprint: string; request_id: string },
+    response: { status: number; body_text: string; headers: Record<string, string> },
+    now: Date,
+  ): repository.IdempotencyRecordRow {
+    return {
+      ...scope,
+      request_fingerprint: input.fingerprint,
+      request_id: input.request_id,
+      response_status: response.status,
+      response_body: this.secretBox.seal(response.body_text, responsePurpose(scope)),
+      response_headers: response.headers,
+      created_at: now,
+      expires_at: new Date(now.getTime() + IDEMPOTENCY_RETENTION_MS),
+    };
   }
 
   purgeExpired(limit: number): Promise<number> {

@@ -376,6 +376,12 @@ export interface ErrorOptions {
    * idempotency key's answer, so a retry with the same key runs anew.
    */
   commit_writes?: boolean;
+  /**
+   * Whether a retry may succeed, where the code's catalogue entry is right for most cases but not this one:
+   * `deposit_not_payable` is retryable for an order still waiting for a destination, never for one that is
+   * final. Without it, the catalogue's `retryable` holds.
+   */
+  retryable?: boolean;
 }
 
 /**
@@ -387,6 +393,8 @@ export class ApiError extends Error {
   readonly details: Record<string, unknown>;
   readonly retry_after_seconds: number | null;
   readonly commit_writes: boolean;
+  /** True when a retry may succeed (`error.retryable` of the body). */
+  readonly retryable: boolean;
 
   constructor(code: ErrorCode, options: ErrorOptions = {}) {
     super(options.message ?? catalogue[code].message);
@@ -395,6 +403,7 @@ export class ApiError extends Error {
     this.details = options.details ?? {};
     this.retry_after_seconds = options.retry_after_seconds ?? null;
     this.commit_writes = options.commit_writes ?? false;
+    this.retryable = options.retryable ?? catalogue[code].retryable;
   }
 
   get status(): number {
@@ -428,7 +437,7 @@ export function renderError(error: ApiError, request_id: string): ErrorBody {
       type: entry.type,
       message: error.message,
       message_th: entry.message_th,
-      retryable: entry.retryable,
+      retryable: error.retryable,
       retry_after_seconds: error.retry_after_seconds,
       request_id,
       details: error.details,

@@ -4,6 +4,7 @@ import type { Queryable } from '../platform/db.ts';
 import { fail, ok, type Result } from '../platform/errors.ts';
 import { formatTimestamp, HOUR_MS } from '../platform/time.ts';
 import type { DepositService } from '../deposits/service.ts';
+import { notPayableOptions } from '../deposits/transitions.ts';
 import type { BankVerifier, TransferLookup, TransferQuery } from '../verification/bank-port.ts';
 import { invariant } from '../platform/assert.ts';
 import { findBank } from '../banks/service.ts';
@@ -97,7 +98,7 @@ export class SandboxBank implements BankVerifier {
         : (parties.legs.find((candidate) => candidate.status !== 'filled' && candidate.paid_minor === 0) ?? parties.legs[0]);
     if (input.leg_ref !== undefined && !leg) return fail('validation_error', { details: { fields: [{ path: 'leg_ref', reason: 'unknown_leg' }] } });
     const receiver = input.receiver ?? (leg?.receiver ? { bank_code: leg.receiver.bank_code, account_number: leg.receiver.account_number, account_name_th: leg.receiver.account_name_th } : null);
-    if (!receiver) return fail('deposit_not_payable', { details: { status: parties.order.status } });
+    if (!receiver) return fail('deposit_not_payable', notPayableOptions(parties.order.status));
     const unknownBanks = [
       ...(input.sender && !(await findBank(tx, input.sender.bank_code)) ? [{ path: 'sender.bank_code', reason: 'unknown_bank' }] : []),
       ...(input.receiver && !(await findBank(tx, input.receiver.bank_code)) ? [{ path: 'receiver.bank_code', reason: 'unknown_bank' }] : []),

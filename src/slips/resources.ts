@@ -9,6 +9,7 @@ export const slipReceiptSchema = z
     receipt_id: z.string(),
     status: z.literal('accepted').meta({ description: 'Always `accepted`; not the deposit status.' }),
     received_at: timestampSchema,
+    livemode: z.boolean(),
   })
   .meta({ id: 'slip_receipt', description: 'The evidence is durably stored; the outcome comes later, by webhook or by reading the order.' });
 

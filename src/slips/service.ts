@@ -120,8 +120,8 @@ function maskedParty(party: StoredTransfer['sender']): ReviewedParty {
   return { bank_code: party.bank_code, account_number_masked: 'x'.repeat(Math.max(0, account.length - 4)) + account.slice(-4), name_th: party.name_th, name_en: party.name_en };
 }
 
-function receiptView(receipt_id: string, received_at: Date): SlipReceiptView {
-  return { receipt_id, status: 'accepted', received_at: formatTimestamp(received_at) };
+function receiptView(receipt_id: string, received_at: Date, livemode: boolean): SlipReceiptView {
+  return { receipt_id, status: 'accepted', received_at: formatTimestamp(received_at), livemode };
 }
 
 /** The idempotency scope of an order's capability calls: its own, apart from the merchant's API keys. */
@@ -229,7 +229,7 @@ export class SlipsService {
           });
           if (job === null) throw new Error('the slip processing job was not enqueued');
           if (sealed !== null && evidence.shape !== 'reference') await this.readBack(tx, address, sealed, evidence.image);
-          return { status: 202, body: receiptView(receipt_id, received_at), headers: { 'Cache-Control': 'no-store' } };
+          return { status: 202, body: receiptView(receipt_id, received_at, row.livemode), headers: { 'Cache-Control': 'no-store' } };
         },
       );
       if (!stored.replayed) this.deps.on_accepted();

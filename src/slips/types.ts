@@ -43,4 +43,5 @@ export interface SlipReceiptView {
   receipt_id: string;
   status: 'accepted';
   received_at: string;
+  livemode: boolean;
 }

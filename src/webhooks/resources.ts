@@ -23,6 +23,7 @@ export const signingKeyListSchema = z.object({ keys: z.array(signingKeySchema) }
 export const keyRotationSchema = z
   .object({
     object: z.literal('webhook_key_rotation'),
+    livemode: z.boolean(),
     rotated: z.boolean(),
     new_key: signingKeySchema,
     previous_kid: z.string().nullable(),

@@ -97,6 +97,8 @@ export interface Signer {
 
 export interface RotationResult {
   object: 'webhook_key_rotation';
+  /** The key set's environment: false for a brand's sandbox set, true for the platform's live set. */
+  livemode: boolean;
   /** False when a rotation was already waiting for its switch (or this scenario run was answered before): that one is answered. */
   rotated: boolean;
   new_key: SigningKeyRecord;
@@ -170,6 +172,7 @@ interface SetRotation {
 function rotationResult(rotation: SetRotation, announced_to: number): RotationResult {
   return {
     object: 'webhook_key_rotation',
+    livemode: rotation.set.livemode,
     rotated: rotation.rotated,
     new_key: keyRecord(rotation.key, rotation.key_status),
     previous_kid: rotation.previous_kid,
@@ -453,6 +456,7 @@ export class SigningKeyService {
         object: {
           object: 'webhook_key_rotation',
           id: rotation.key.kid,
+          livemode: feed.livemode,
           new_key: result.new_key,
           previous_kid: result.previous_kid,
           signing_switches_at: result.signing_switches_at,

@@ -152,7 +152,8 @@ export class WithdrawalCreation {
     invariant(!replacement || options.prefetched_context === undefined, 'a replacement reads its own context');
     const context = options.prefetched_context ?? (await repository.readCreationContext(tx, this.creationContextPart(account, input, replacement)));
     const policy = this.deps.policies.fromRow(context.policy);
-    if (!internal && (input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor)) {
+    // Whole baht (spec, Limits: "Amount | Whole baht, greater than 0"): depositors fill withdrawals in whole-baht legs.
+    if (!internal && (input.amount_minor % 100 !== 0 || input.amount_minor < policy.min_amount_minor || input.amount_minor > policy.max_amount_minor)) {
       return fail('amount_not_supported', { details: { min_minor: policy.min_amount_minor, max_minor: policy.max_amount_minor } });
     }
     if (context.reference_taken) {

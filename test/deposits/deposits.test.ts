@@ -244,7 +244,8 @@ describe('waiting for liquidity (202)', () => {
     expect(waiting).not.toHaveProperty('slip_upload');
     expect(waiting.liquidity).toMatchObject({ wait_started_at: app.clock.now().toISOString(), retry_interval_ms: 10_000 });
     const early = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${waiting.id}/slip-token`, idempotency_key: `early-${waiting.id}` });
-    expect(errorOf(early)).toMatchObject({ code: 'deposit_not_payable', details: { status: 'awaiting_liquidity' } });
+    // A waiting order gets a destination when it is matched: a retry may succeed.
+    expect(errorOf(early)).toMatchObject({ code: 'deposit_not_payable', retryable: true, details: { status: 'awaiting_liquidity' } });
 
     // Retries every 10 seconds, and one at exactly 25 seconds, when the scenario's liquidity arrives.
     for (let round = 0; round < 2; round += 1) {
@@ -303,7 +304,8 @@ describe('expiry and cancel', () => {
     app.clock.advance(24 * HOUR_MS);
     expect((await getDeposit(created.id)).is_terminal).toBe(true);
     const closed = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${created.id}/slip-token`, idempotency_key: `closed-${created.id}` });
-    expect(errorOf(closed).code).toBe('deposit_not_payable');
+    // Final: no retry can make it payable again (spec, Error body: `retryable` is "True when a retry may succeed").
+    expect(errorOf(closed)).toMatchObject({ code: 'deposit_not_payable', retryable: false, details: { status: 'expired' } });
   });
 
   it('the merchant cancels an unpaid order: reservation released, 409 deposit_not_cancelable after', async () => {

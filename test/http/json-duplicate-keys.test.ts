@@ -52,8 +52,9 @@ async function depositCount(reference: string): Promise<number> {
 }
 
 /**
- * Sends `duplicated` (refused with `fields`), then the corrected `valid` body under the same key: the
- * refusal created nothing and left the key free, so the correction runs anew (201, no replay).
+ * Sends `duplicated` (refused with `fields`), then the corrected `valid` body. The refusal created nothing, and it
+ * is the key's answer (spec, Common request rules 2: only a 429 leaves the key unused): the same bytes under the
+ * key replay it, the corrected body under the key is 409 `idempotency_key_reused`, and under a new key it runs.
  */
 async function expectRefusedThenRetried(reference: string, duplicated: string, valid: string, fields: unknown[]): Promise<void> {
   const key = `dup-${crypto.randomUUID()}`;
@@ -62,18 +63,26 @@ async function expectRefusedThenRetried(reference: string, duplicated: string, v
   expect(errorOf(refused)).toMatchObject({ code: 'validation_error', details: { fields } });
   for (const header of RATE_HEADERS) expect(refused.headers[header], header).toBeDefined();
   expect(await depositCount(reference)).toBe(0);
+  const again = await postDeposit(duplicated, key);
+  expect(again.statusCode).toBe(422);
+  expect(again.headers['idempotent-replay']).toBe('true');
+  expect(again.body).toBe(refused.body);
+  const corrected = await postDeposit(valid, key);
+  expect(errorOf(corrected).code).toBe('idempotency_key_reused');
+  expect(await depositCount(reference)).toBe(0);
 
-  const retried = await postDeposit(valid, key);
+  const freshKey = `dup-${crypto.randomUUID()}`;
+  const retried = await postDeposit(valid, freshKey);
   expect(retried.statusCode, retried.body).toBe(201);
   expect(retried.headers['idempotent-replay']).toBeUndefined();
   expect(await depositCount(reference)).toBe(1);
-  const replayed = await postDeposit(valid, key);
+  const replayed = await postDeposit(valid, freshKey);
   expect(replayed.statusCode).toBe(201);
   expect(replayed.headers['idempotent-replay']).toBe('true');
 }
 
 describe('merchant routes: POST /v1/pay/deposits', () => {
-  it('a top-level duplicate is 422 duplicate_key naming the key, with the rate headers; nothing is created and the key stays free', async () => {
+  it('a top-level duplicate is 422 duplicate_key naming the key, with the rate headers; nothing is created and the key keeps the refusal', async () => {
     const reference = nextReference('dup-top');
     const duplicated = depositText(reference, { extra: ',"amount_minor":9900000' });
     await expectRefusedThenRetried(reference, duplicated, depositText(reference), [{ path: 'amount_minor', reason: 'duplicate_key' }]);

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { createTestApp, TEST_START, type MerchantCredentials, type TestApp } from '../support/app.ts';
 import { codeToStatus, ERROR_CODES, type ErrorCode } from '../../src/platform/errors.ts';
+import { canonicalJson } from '../../src/platform/fingerprint.ts';
 import { signedHeaders } from '../../src/http/canonical.ts';
 import { JSON_BODY_LIMIT_BYTES } from '../../src/http/server.ts';
 import type { RouteModule } from '../../src/http/context.ts';
@@ -264,6 +265,26 @@ async function withBusinessRows(work: (deltas: Deltas) => Promise<void>): Promis
 
 function addDelta(deltas: Deltas, table: BusinessTable, count = 1): void {
   deltas[table] = (deltas[table] ?? 0) + count;
+}
+
+/** Whether an answer is stored under this key now (its keys are fresh per request in these properties). */
+async function keyHoldsAnswer(idempotencyKey: string): Promise<boolean> {
+  const { rows } = await t.testDatabase.database.query('SELECT 1 FROM idempotency_records WHERE idempotency_key = $1', [idempotencyKey]);
+  return rows.length > 0;
+}
+
+/**
+ * Whether a refused POST leaves its answer under its key (spec, Common request rules 2: only a 429 leaves the key
+ * unused): a refusal of the body or the query after authentication, with a well-formed key, does. Refusals before
+ * the key is read (no key, a malformed key, a body over the limit) do not. Null when either may hold: a content type
+ * that is not a well-formed media type may be refused by the framework before the route, or by the route.
+ */
+function refusalKeepsKey(exchange: Exchange, idempotencyKey: string | null, contentType: string | null): boolean | null {
+  if (idempotencyKey === null || !/^[\x20-\x7e]{1,255}$/.test(idempotencyKey)) return false;
+  const code = (exchange.response.json() as { error?: { code?: string } }).error?.code;
+  if (code === 'idempotency_key_required' || code === 'request_too_large' || exchange.response.statusCode === 429) return false;
+  if (code === 'unsupported_media_type' && mayBeRefusedEarly(contentType)) return null;
+  return exchange.response.statusCode >= 400 && exchange.response.statusCode < 500;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -758,6 +779,10 @@ describe('property: random and malformed requests', () => {
             addDelta(deltas, 'idempotency_records');
           } else {
             expectCode(exchange, verdict.codes);
+            const keeps = refusalKeepsKey(exchange, idempotencyKey, request.content_type);
+            const holds = idempotencyKey !== null && (await keyHoldsAnswer(idempotencyKey));
+            if (keeps !== null) expect(holds, `the key keeps the refusal: ${describeExchange(exchange)}`).toBe(keeps);
+            if (holds) addDelta(deltas, 'idempotency_records');
           }
         }),
         { numRuns: 150 },
@@ -767,7 +792,7 @@ describe('property: random and malformed requests', () => {
 
   // -------------------------------------------------------------------------------------------------
   it('3b. validation_error says `required` only for a field that is absent', async () => {
-    await withBusinessRows(async () => {
+    await withBusinessRows(async (deltas) => {
       await fc.assert(
         property(nearValidTestWrite, async (text) => {
           const bytes = Buffer.from(text, 'utf8');
@@ -775,6 +800,8 @@ describe('property: random and malformed requests', () => {
           fc.pre(decoded.ok && validTestWrite(decoded.value) === null);
           const exchange = await sendSigned({ method: 'POST', target: TEST_ROUTE, body: bytes, idempotency_key: crypto.randomUUID() });
           const error = expectCode(exchange, 'validation_error');
+          // The refusal is the key's answer (spec, Common request rules 2).
+          addDelta(deltas, 'idempotency_records');
           const value = (decoded as { value: unknown }).value;
           for (const problem of error.details.fields as Array<{ path: string; reason: string }>) {
             if (problem.reason !== 'required') continue;
@@ -879,7 +906,7 @@ describe('property: random and malformed requests', () => {
   }, 120_000);
 
   // -------------------------------------------------------------------------------------------------
-  it('6. idempotency follows the model: store on first success, replay byte for byte, 409 on a changed request', async () => {
+  it('6. idempotency follows the model: store the first answer, replay byte for byte, 409 on a changed request', async () => {
     const step = fc.record({
       key: fc.nat({ max: 2 }),
       body: fc.nat({ max: IDEMPOTENCY_BODIES.length - 1 }),
@@ -911,15 +938,19 @@ describe('property: random and malformed requests', () => {
             });
             const verdict = testWriteVerdict(Buffer.from(text, 'utf8'), 'application/json', key);
             const where = describeExchange(exchange);
-            if (!verdict.valid) {
-              expectCode(exchange, verdict.codes);
-              continue;
-            }
             const slot = `${item.live ? 'live' : 'test'}|${key}`;
-            const canonical = JSON.stringify({ amount_minor: verdict.valid.amount_minor, note: verdict.valid.note });
+            // The request as its key compares it: a valid body by its fields, a refused one by its JSON value, or
+            // by its bytes when they are not JSON (a refusal is the key's answer too, spec Common request rules 2).
+            const decoded = decodeJsonBody(Buffer.from(text, 'utf8'), 'application/json');
+            const canonical = verdict.valid
+              ? JSON.stringify({ amount_minor: verdict.valid.amount_minor, note: verdict.valid.note })
+              : decoded.ok
+                ? `refused:${canonicalJson(decoded.value)}`
+                : `refused-bytes:${text}`;
             const stored = model.get(slot);
             if (!stored) {
-              expectStatus(exchange, 201);
+              if (verdict.valid) expectStatus(exchange, 201);
+              else expectCode(exchange, verdict.codes);
               expect(exchange.response.headers['idempotent-replay'], where).toBeUndefined();
               model.set(slot, {
                 path,
@@ -930,7 +961,8 @@ describe('property: random and malformed requests', () => {
               });
               addDelta(deltas, 'idempotency_records');
             } else if (stored.path === path && stored.canonical === canonical) {
-              expectStatus(exchange, stored.status);
+              // The original answer, its request_id included (a replayed refusal names the request that was refused).
+              expect(exchange.response.statusCode, where).toBe(stored.status);
               expect(exchange.response.body, `a replay is byte for byte the first answer: ${where}`).toBe(stored.body_text);
               expect(exchange.response.headers['idempotent-replay'], where).toBe('true');
               expect(exchange.response.headers['request-id'], where).not.toBe(stored.request_id);

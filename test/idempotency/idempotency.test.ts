@@ -107,18 +107,59 @@ describe('idempotency: errors', () => {
     expect(error.details).toEqual({ original_request_id: first.headers['request-id'] });
   });
 
-  it('an error response consumes nothing: the same key then succeeds', async () => {
+  it('a refusal no retry can turn is the key\'s answer: replayed to the same body, 409 to another; it writes nothing', async () => {
     const before = await countEvents();
-    const invalid = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 1.5 }, idempotency_key: 'after-error' });
+    // Refused by its command, after its write: the write rolls back, the refusal stays with the key.
+    const refused = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 12, fail_with: 'final_refusal' }, idempotency_key: 'final-refusal' });
+    expect(refused.statusCode).toBe(409);
+    expect(errorOf(refused).code).toBe('merchant_reference_in_use');
+    expect(await countEvents()).toBe(before);
+    const again = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 12, fail_with: 'final_refusal' }, idempotency_key: 'final-refusal' });
+    expect(again.statusCode).toBe(409);
+    expect(again.headers['idempotent-replay']).toBe('true');
+    expect(again.body).toBe(refused.body);
+    const other = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 12 }, idempotency_key: 'final-refusal' });
+    expect(other.statusCode).toBe(409);
+    expect(errorOf(other).code).toBe('idempotency_key_reused');
+    expect(errorOf(other).details).toEqual({ original_request_id: refused.headers['request-id'] });
+    expect(await countEvents()).toBe(before);
+  });
+
+  it('a body refused before its command runs is the key\'s answer too, a body that is not JSON included', async () => {
+    const before = await countEvents();
+    const invalid = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 1.5 }, idempotency_key: 'invalid-body' });
     expect(invalid.statusCode).toBe(422);
+    expect(errorOf(invalid).code).toBe('validation_error');
+    const replayed = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 1.5 }, idempotency_key: 'invalid-body' });
+    expect(replayed.statusCode).toBe(422);
+    expect(replayed.headers['idempotent-replay']).toBe('true');
+    expect(replayed.body).toBe(invalid.body);
+    // The corrected body under the same key is another request: it gets the conflict, and a new key succeeds.
+    const corrected = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 2 }, idempotency_key: 'invalid-body' });
+    expect(corrected.statusCode).toBe(409);
+    expect(errorOf(corrected).code).toBe('idempotency_key_reused');
+    const malformed = await app.signed({ method: 'POST', url: URL, body: '{"amount_minor": ', idempotency_key: 'malformed-body' });
+    expect(malformed.statusCode).toBe(400);
+    const otherMalformed = await app.signed({ method: 'POST', url: URL, body: '{"amount_minor": 3', idempotency_key: 'malformed-body' });
+    expect(otherMalformed.statusCode).toBe(409);
+    expect(errorOf(otherMalformed).code).toBe('idempotency_key_reused');
+    expect(await countEvents()).toBe(before);
+  });
+
+  it('an answer a retry may get past consumes nothing: after a 500 or a state conflict the same key succeeds', async () => {
+    const before = await countEvents();
     const failing = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 9, fail_with: 'plain_error' }, idempotency_key: 'after-error' });
     expect(failing.statusCode).toBe(500);
     expect(errorOf(failing).code).toBe('internal_error');
     expect(failing.body).not.toContain('boom');
     expect(failing.body).not.toContain('sk_test_');
+    const conflict = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 9, fail_with: 'retryable_refusal' }, idempotency_key: 'after-error' });
+    expect(conflict.statusCode).toBe(409);
+    expect(errorOf(conflict).retryable).toBe(true);
     expect(await countEvents()).toBe(before);
     const valid = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 9 }, idempotency_key: 'after-error' });
     expect(valid.statusCode).toBe(201);
+    expect(valid.headers['idempotent-replay']).toBeUndefined();
     expect(await countEvents()).toBe(before + 1);
   });
 

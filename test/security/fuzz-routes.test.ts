@@ -329,21 +329,25 @@ async function check(request: FuzzRequest, response: LightMyRequestResponse): Pr
   if (status >= 500) fail('a 5xx answer', request, response);
   if (typeof response.headers['request-id'] !== 'string') fail('no Request-Id header', request, response);
   let code: string | null = null;
+  let retryable: boolean | undefined;
   if (status >= 300 && status < 400) fail('a redirect', request, response);
   if (status >= 400) {
     if (request.method === 'HEAD') {
       code = `HEAD ${status}`;
     } else {
-      let body: { error?: { code?: string; request_id?: string } } = {};
+      let body: { error?: { code?: string; request_id?: string; retryable?: boolean } } = {};
       try {
         body = JSON.parse(response.body) as typeof body;
       } catch {
         fail('an error body that is not JSON', request, response);
       }
       code = String(body.error?.code);
+      retryable = body.error?.retryable;
       if (!(ERROR_CODES as readonly string[]).includes(code)) fail('a code outside the catalogue', request, response);
       if (codeToStatus(code as ErrorCode) !== status) fail(`a status other than ${code}'s`, request, response);
-      if (body.error?.request_id !== response.headers['request-id']) fail('an error without its request id', request, response);
+      // A replayed refusal is the original answer, with the request id of the request that was refused.
+      const replayed = response.headers['idempotent-replay'] === 'true';
+      if (!replayed && body.error?.request_id !== response.headers['request-id']) fail('an error without its request id', request, response);
     }
   } else if (status !== 200 && status !== 201 && status !== 202 && status !== 204) {
     fail('an undocumented success status', request, response);
@@ -351,7 +355,9 @@ async function check(request: FuzzRequest, response: LightMyRequestResponse): Pr
   const writes = await log.since();
   if (status >= 400 && writes.length > 0) {
     const kept = code ? REFUSALS_THAT_KEEP_WRITES[code] : undefined;
-    const unexpected = writes.filter((write) => !kept?.has(write.table));
+    // A refusal no retry can turn is kept by the request's Idempotency-Key (spec, Common request rules 2).
+    const keyKeepsRefusal = retryable === false && status !== 429 && status < 500 && Object.keys(request.headers).some((name) => name.toLowerCase() === 'idempotency-key');
+    const unexpected = writes.filter((write) => !kept?.has(write.table) && !(keyKeepsRefusal && write.table === 'idempotency_records'));
     if (unexpected.length > 0) fail(`a refusal wrote ${JSON.stringify(unexpected.slice(0, 5))}`, request, response);
   }
   return code;

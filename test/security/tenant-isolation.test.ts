@@ -6,7 +6,7 @@ import { codeToStatus, type ErrorCode } from '../../src/platform/errors.ts';
 import type { BackofficeRole } from '../../src/platform/access.ts';
 import type { MerchantCredentials } from '../support/app.ts';
 import { createDeposit, depositPolicyBody, type CreatedDeposit } from '../support/slips.ts';
-import { changedTables, snapshotTables, tableNames, writtenRowsMentioning, type Snapshot } from '../support/table-snapshot.ts';
+import { ACCESS_STATE_TABLES, changedTables, snapshotTables, tableNames, writtenRowsMentioning, type Snapshot } from '../support/table-snapshot.ts';
 import { backofficeRequest, buildTenantWorld, STAFF_NOTE, type TenantWorld } from '../support/tenant-world.ts';
 
 /**
@@ -114,6 +114,23 @@ async function snapshot(): Promise<Snapshot> {
 function expectNothingChanged(before: Snapshot, after: Snapshot, label: string): void {
   const changed = changedTables(before, after);
   expect.soft(changed, `${label}: tables changed by a refusal: ${changed.join(', ')}`).toEqual([]);
+}
+
+/**
+ * A merchant's refusal changes nothing but the caller's own `Idempotency-Key`, which keeps the refusal (spec, Common
+ * request rules 2: only a 429 leaves the key unused): the one row it may write is a record in the caller's scope.
+ */
+async function expectNothingChangedButCallersKey(before: Snapshot, label: string, caller: MerchantCredentials): Promise<void> {
+  const after = await snapshot();
+  const changed = changedTables(before, after, new Set([...ACCESS_STATE_TABLES, 'idempotency_records']));
+  expect.soft(changed, `${label}: tables changed by a refusal: ${changed.join(', ')}`).toEqual([]);
+  const previous = before.get('idempotency_records') ?? new Set<string>();
+  const fresh = [...(after.get('idempotency_records') ?? [])].filter((version) => !previous.has(version));
+  const { rows } = await w.app.testDatabase.database.query<{ merchant_id: string }>(
+    'SELECT merchant_id FROM idempotency_records WHERE ctid::text || xmin::text = ANY($1::text[])',
+    [fresh],
+  );
+  expect.soft(rows.map((row) => row.merchant_id), `${label}: idempotency records written outside the caller's scope`).toEqual(rows.map(() => caller.merchant_id));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -745,15 +762,15 @@ describe('merchant routes × {same-brand merchant, other-brand merchant, other l
         expect.soft(leakedMarkers(answer, markers), `${label}: the victim's ids in the answer`).toEqual([]);
         if (rule.kind === 'foreign_object') {
           expectCode(answer, 'resource_not_found', label);
-          expectNothingChanged(before, await snapshot(), label);
+          await expectNothingChangedButCallersKey(before, label, credentialsOf(attacker));
         } else if (rule.kind === 'foreign_reference') {
           const unknown = await sendMerchant(credentialsOf(attacker), rule.unknown());
           expect.soft(comparable(answer), `${label}: answered like an id that exists nowhere`).toEqual(comparable(unknown));
           expect.soft([200, 404, 422], `${label}: ${describeAnswer(answer)}`).toContain(answer.statusCode);
-          expectNothingChanged(before, await snapshot(), label);
+          await expectNothingChangedButCallersKey(before, label, credentialsOf(attacker));
         } else if (rule.sandbox_only && attacker === 'other_livemode') {
           expectCode(answer, 'resource_not_found', label);
-          expectNothingChanged(before, await snapshot(), label);
+          await expectNothingChangedButCallersKey(before, label, credentialsOf(attacker));
         } else {
           expect.soft(answer.statusCode, `${label}: answered from the caller's own scope: ${describeAnswer(answer)}`).toBeLessThan(300);
           const written = await writtenRowsMentioning(w.app.testDatabase.database, before, await snapshot(), attacker === 'other_livemode' ? objectMarkers : markers);

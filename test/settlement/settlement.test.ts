@@ -295,7 +295,7 @@ describe('registered senders and the list', () => {
     const list = await app.signed({ url: `/v1/pay/senders?end_user_ref=${deposit.end_user_ref}`, credentials: merchant });
     expect(list.statusCode).toBe(200);
     const senders = list.json<{ data: { id: string; account_number_masked: string; account_name_th_masked: string; bank_code: string }[] }>().data;
-    expect(senders).toEqual([expect.objectContaining({ object: 'sender', bank_code: '002', account_number_masked: deposit.sender.account_number_masked, account_name_th_masked: 'สม*** ใจ***', end_user_ref: deposit.end_user_ref })]);
+    expect(senders).toEqual([expect.objectContaining({ object: 'sender', livemode: false, bank_code: '002', account_number_masked: deposit.sender.account_number_masked, account_name_th_masked: 'สม*** ใจ***', end_user_ref: deposit.end_user_ref })]);
     expect(senders[0]?.id).toMatch(/^snd_/);
     expect(list.body).not.toMatch(/77\d{8}/);
     // Another end user sees nothing, and cannot use the id.

@@ -84,7 +84,7 @@ describe('the receipt', () => {
     const transfer = await sandboxTransfer(app, order);
     const response = await uploadMultipart(app, order.slip_upload, slipBytes(transfer));
     expect(response.statusCode, response.body).toBe(202);
-    expect(response.json()).toEqual({ receipt_id: expect.stringMatching(/^rcpt_[0-9A-Z]{26}$/), status: 'accepted', received_at: app.clock.now().toISOString() });
+    expect(response.json()).toEqual({ receipt_id: expect.stringMatching(/^rcpt_[0-9A-Z]{26}$/), status: 'accepted', received_at: app.clock.now().toISOString(), livemode: false });
     expect(response.headers).toMatchObject({
       'cache-control': 'no-store',
       'ratelimit-limit': '20',
@@ -162,7 +162,7 @@ describe('idempotency by the logical evidence', () => {
 });
 
 describe('limits', () => {
-  it('at most 3 uploads per order: the fourth is 409 slip_limit_reached, and nothing is stored', async () => {
+  it('at most 3 uploads per order: the fourth is 409 slip_limit_reached, and nothing is stored but the refusal under its key', async () => {
     const order = await createDeposit(app, { amount_minor: 12_000 });
     for (let upload = 0; upload < 3; upload += 1) {
       const response = await uploadJson(app, order.slip_upload, { trans_ref: `REF${upload}`, sending_bank_code: '004', occurred_at: app.clock.now().toISOString() });
@@ -172,7 +172,8 @@ describe('limits', () => {
     const fourth = await uploadJson(app, order.slip_upload, { trans_ref: 'REF4', sending_bank_code: '004', occurred_at: app.clock.now().toISOString() });
     expect(fourth.statusCode).toBe(409);
     expect(errorOf(fourth)).toMatchObject({ code: 'slip_limit_reached', details: { deposit_id: order.id, max_uploads: 3 } });
-    expect(await intakeRows()).toEqual(before);
+    // No receipt, blob or job; the refusal is the key's answer (spec, Common request rules 2).
+    expect(await intakeRows()).toEqual({ ...before, records: before.records + 1 });
   });
 
   it.runIf(usingPostgres)('concurrent uploads to one order with different keys never pass the limit', async () => {
@@ -387,7 +388,7 @@ describe('after the late-slip window', () => {
       code: 'late_slip_window_closed',
       details: { deposit_id: order.id, late_slip_accepted_until: new Date(Date.parse(order.expires_at) + 24 * HOUR_MS).toISOString(), claim_url: expect.any(String) },
     });
-    expect(await intakeRows()).toEqual(before);
+    expect(await intakeRows()).toEqual({ ...before, records: before.records + 1 });
     expect((await getDeposit(app, order.id)).is_terminal).toBe(true);
 
     const claimUrl = String(error.details.claim_url);

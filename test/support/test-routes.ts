@@ -28,7 +28,7 @@ export function testWriteRoutes(controls: TestRouteControls = { gate: null, ente
           amount_minor: z.number().int().positive(),
           end_user_ref: z.string().min(1).max(64).default('user-1'),
           client: z.object({ device_fingerprint: z.string(), ip: z.string(), user_agent: z.string() }).partial().optional(),
-          fail_with: z.enum(['plain_error', 'committed_conflict']).optional(),
+          fail_with: z.enum(['plain_error', 'committed_conflict', 'final_refusal', 'retryable_refusal']).optional(),
         })
         .strict(),
       extraBuckets: (body, context) => creationBuckets(body, context),
@@ -54,6 +54,9 @@ export function testWriteRoutes(controls: TestRouteControls = { gate: null, ente
           cause: context.cause,
         });
         if (body.fail_with === 'plain_error') throw new Error('boom with sk_test_secretvalue1234567890 inside');
+        // A refusal no retry of the same request can turn, and one a retry after re-reading may get past.
+        if (body.fail_with === 'final_refusal') throw new ApiError('merchant_reference_in_use', { details: { written_event_for: object.id } });
+        if (body.fail_with === 'retryable_refusal') throw new ApiError('alloc_state_conflict');
         if (body.fail_with === 'committed_conflict') {
           throw new ApiError('beneficiary_not_verified', { commit_writes: true, details: { written_event_for: object.id } });
         }

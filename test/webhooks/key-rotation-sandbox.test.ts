@@ -202,7 +202,7 @@ describe('the 114.00 THB scenario: rotateForSandboxScenario', () => {
     const rotatedAt = h.app.clock.now().getTime();
     const rotation = await rotateForScenario(account);
     const switchAt = Date.parse(rotation.signing_switches_at);
-    expect(rotation).toMatchObject({ object: 'webhook_key_rotation', rotated: true, previous_kid: oldKid, new_key: { status: 'next', alg: 'Ed25519' }, announced_to: 2 });
+    expect(rotation).toMatchObject({ object: 'webhook_key_rotation', livemode: false, rotated: true, previous_kid: oldKid, new_key: { status: 'next', alg: 'Ed25519' }, announced_to: 2 });
     expect(switchAt - rotatedAt).toBe(KEY_SWITCH_DELAY_MS);
     expect(switchAt - rotatedAt).toBeLessThanOrEqual(60 * SECOND_MS);
     expect(Date.parse(rotation.previous_key_not_after!)).toBe(switchAt + SANDBOX_KEY_OVERLAP_MS);
@@ -227,6 +227,7 @@ describe('the 114.00 THB scenario: rotateForSandboxScenario', () => {
     expect(envelope.data.object).toEqual({
       object: 'webhook_key_rotation',
       id: newKid,
+      livemode: false,
       new_key: rotation.new_key,
       previous_kid: oldKid,
       signing_switches_at: rotation.signing_switches_at,

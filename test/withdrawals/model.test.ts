@@ -636,10 +636,13 @@ class CreateWithdrawal extends Step {
   async act(model: Model) {
     const index = this.merchant % model.merchants.length;
     const merchant = model.merchants[index]!;
-    const amount = 'exact' in this.spec ? this.spec.exact : Math.max(POLICY.min_amount_minor, Math.floor(((merchant.available - feeOf(100)) * this.spec.permille) / 1000));
+    // Whole baht (spec, Limits), as every withdrawal amount must be.
+    const share = Math.floor(((merchant.available - feeOf(100)) * this.spec.permille) / 1000);
+    const amount = 'exact' in this.spec ? this.spec.exact : Math.max(POLICY.min_amount_minor, share - (share % 100));
     const fee = feeOf(amount);
     const locked = amount + fee;
-    const refused = amount === SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR || merchant.available < locked;
+    const notWholeBaht = amount % 100 !== 0;
+    const refused = notWholeBaht || amount === SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR || merchant.available < locked;
     const before = refused ? await snapshot(model) : null;
     const result = await tx((db) =>
       services().withdrawals.create(
@@ -649,6 +652,12 @@ class CreateWithdrawal extends Step {
         SYSTEM_CAUSE,
       ),
     );
+    if (notWholeBaht) {
+      this.detail = `amount ${amount}: amount_not_supported`;
+      expectRefused(result, 'amount_not_supported', `create ${amount} on m${index}`, { min_minor: POLICY.min_amount_minor });
+      expect(await snapshot(model), 'a refused creation changes nothing').toEqual(before);
+      return;
+    }
     if (refused) {
       this.detail = `amount ${amount}: insufficient_balance`;
       expectRefused(result, 'insufficient_balance', `create ${amount} on m${index} with available ${merchant.available}`, {

@@ -230,13 +230,14 @@ describe('POST /v1/pay/withdrawals: errors', () => {
     await inTransaction(app, (tx) => app.instance.services.ledger.creditSettledDeposit(tx, { account: payer.account, deposit_id: 'dep_01K0PENDINGCREDIT0000000000', amount_minor: 50_000, cause }));
     const ordersBefore = await countOrders(payer);
     const movementsBefore = (await movementsOf(payer)).length;
-    const response = await postWithdrawal(payer, createBody(payer, 100_001));
+    // One baht more than the balance covers (amounts are whole baht): 1,001.00 THB and its fee of 10.70 THB.
+    const response = await postWithdrawal(payer, createBody(payer, 100_100));
     expect(response.statusCode).toBe(402);
     const error = errorOf(response);
     expect(error).toMatchObject({ code: 'insufficient_balance', retryable: true });
     expect(error.details).toEqual({
       available_minor: 101_070,
-      required_minor: 101_071,
+      required_minor: 101_170,
       pending_clearing_minor: 50_000,
       pending_clearing_available_at: new Date(app.clock.now().getTime() + 72 * HOUR_MS).toISOString(),
     });
@@ -276,7 +277,7 @@ describe('POST /v1/pay/withdrawals: errors', () => {
     const body = createBody(rich, 10_000);
     expect((await postWithdrawal(rich, body)).statusCode).toBe(201);
     const available = (await balanceOf(rich)).available_minor;
-    const again = await postWithdrawal(rich, { ...body, amount_minor: 10_001 });
+    const again = await postWithdrawal(rich, { ...body, amount_minor: 10_100 });
     expect(again.statusCode).toBe(409);
     expect(errorOf(again).code).toBe('merchant_reference_in_use');
     expect((await balanceOf(rich)).available_minor).toBe(available);
@@ -318,6 +319,14 @@ describe('POST /v1/pay/withdrawals: errors', () => {
     const response = await postWithdrawal(payer, createBody(payer, 99));
     expect(response.statusCode).toBe(422);
     expect(errorOf(response)).toMatchObject({ code: 'amount_not_supported', details: { min_minor: 100, max_minor: 1_000_000_000_000 } });
+  });
+
+  it('422 amount_not_supported for an amount with satang (spec, Limits: whole baht), and nothing is reserved', async () => {
+    const before = await balanceOf(payer);
+    const response = await postWithdrawal(payer, createBody(payer, 100_050));
+    expect(response.statusCode).toBe(422);
+    expect(errorOf(response)).toMatchObject({ code: 'amount_not_supported', details: { min_minor: 100, max_minor: 1_000_000_000_000 } });
+    expect(await balanceOf(payer)).toEqual(before);
   });
 
   it('404 for a beneficiary_id of another merchant; 409 beneficiary_not_verified for a pending one', async () => {
