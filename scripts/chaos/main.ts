@@ -89,16 +89,55 @@ function log(line: string): void {
   process.stderr.write(`[chaos ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 }
 
+/** A wrong option: its reason in one line, then the usage, and exit code 2 (no stack: nothing broke). */
+class OptionError extends Error {}
+
 function numberOption(value: string | undefined, fallback: number, name: string, min: number, max: number): number {
   if (value === undefined) return fallback;
   const parsed = Number(value);
-  if (!Number.isFinite(parsed) || parsed < min || parsed > max) throw new Error(`--${name} must be a number from ${min} to ${max}, got "${value}"`);
+  if (!Number.isFinite(parsed) || parsed < min || parsed > max) throw new OptionError(`--${name} must be a number from ${min} to ${max}, got "${value}"`);
   return parsed;
 }
 
-function readOptions(): Options {
+/** What `--help` prints, and what a wrong option is answered with (after its one-line reason). */
+const USAGE = `Usage: npm run chaos -- [options]
+
+Runs the service as several processes on a fresh database, kills them at random under load, and checks that
+nothing was lost, doubled or left inconsistent. Exit code 0: every check passed; 1: a check failed; 2: the run
+itself broke, or an option was wrong.
+
+Options:
+  --duration <s>               load duration in seconds (10 to 3600, default 180)
+  --kill-every <min-max>       seconds between process kills, e.g. 3-8 (the default)
+  --pg-restart                 stop PostgreSQL with a fast shutdown in the middle of the load, then start it again
+  --pg-down <s>                length of that outage in seconds (0 to 120, default 3)
+  --pg-restart-command <shell> restart the DATABASE_URL server with this command instead of a private cluster
+  --flows <n>                  concurrent client flows (1 to 64, default 6)
+  --merchants <n>              merchants (2 to 100, default 6)
+  --drain-timeout <s>          how long to wait for jobs, slips and webhook retries (10 to 3600, default 420)
+  --webhook-failure-rate <r>   share of webhook attempts the receiver refuses (0 to 1, default 0.08)
+  --webhook-hang-rate <r>      share of webhook attempts the receiver leaves hanging (0 to 1, default 0.04)
+  --keep                       keep the database and the private cluster afterwards
+  -h, --help                   print this and exit
+
+DATABASE_URL names the server (default ${DEFAULT_SERVER_URL}); the run creates a fresh database on it.
+`;
+
+function readOptions(): Options | 'help' {
+  let parsed: ReturnType<typeof parseOptionValues>;
+  try {
+    parsed = parseOptionValues();
+  } catch (error) {
+    throw new OptionError(error instanceof Error ? error.message : String(error));
+  }
+  if (parsed.help === true) return 'help';
+  return optionsOf(parsed);
+}
+
+function parseOptionValues() {
   const { values } = parseArgs({
     options: {
+      help: { type: 'boolean', short: 'h' },
       duration: { type: 'string' },
       'kill-every': { type: 'string' },
       'pg-restart': { type: 'boolean' },
@@ -113,9 +152,13 @@ function readOptions(): Options {
     },
     strict: true,
   });
+  return values;
+}
+
+function optionsOf(values: ReturnType<typeof parseOptionValues>): Options {
   const killEvery = (values['kill-every'] ?? '3-8').split('-').map(Number);
   const [killMin, killMax] = [killEvery[0] ?? Number.NaN, killEvery[1] ?? killEvery[0] ?? Number.NaN];
-  if (!(killMin > 0 && killMax >= killMin && killMax <= 600)) throw new Error('--kill-every takes seconds as min-max, e.g. 3-8');
+  if (!(killMin > 0 && killMax >= killMin && killMax <= 600)) throw new OptionError('--kill-every takes seconds as min-max, e.g. 3-8');
   return {
     duration_s: numberOption(values.duration, 180, 'duration', 10, 3600),
     kill_min_s: killMin,
@@ -252,7 +295,19 @@ async function fundMerchants(url: string, master_key: Buffer, tenants: Tenants):
 }
 
 async function main(): Promise<number> {
-  const options = readOptions();
+  let chosen: Options | 'help';
+  try {
+    chosen = readOptions();
+  } catch (error) {
+    if (!(error instanceof OptionError)) throw error;
+    process.stderr.write(`chaos: ${error.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (chosen === 'help') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const options = chosen;
   const stamp = new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14);
   const tag = `chaos_${stamp}_${crypto.randomBytes(2).toString('hex')}`;
   const runDirectory = path.join(ROOT, '.tmp', 'chaos', tag);

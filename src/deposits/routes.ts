@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
-import { accountOfContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
+import { accountOfContext, type RouteOutcome, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { creationBuckets } from '../http/rate-limit.ts';
 import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merchantReferenceSchema, metadataSchema } from '../http/order-fields.ts';
 import { beneficiaryAccountFields } from '../beneficiaries/routes.ts';
@@ -239,9 +239,10 @@ function registerDepositRoutes(registrar: RouteRegistrar, services: DepositRoute
     extraBuckets: (body, context) => creationBuckets(body, context),
     // The end user's lock and the brand's policy, the creation's first step, ride on the idempotency statement.
     command: ({ context, body }) =>
-      mapPlannedCommand(deposits.planCreation(accountOfContext(context), body, context.cause), (created) => {
+      mapPlannedCommand(deposits.planCreation(accountOfContext(context), body, context.cause), (created): RouteOutcome => {
         if (created.matched) return { status: 201, body: { ...created.deposit, slip_upload: created.slip_upload }, headers: { 'Cache-Control': 'no-store' } };
-        return { status: 202, body: { ...created.deposit, retry_after_seconds: created.retry_after_seconds } };
+        // Retry-After says what the body's `retry_after_seconds` says: the lower bound for polling (spec, 55 and 295).
+        return { status: 202, body: { ...created.deposit, retry_after_seconds: created.retry_after_seconds }, headers: { 'Retry-After': String(created.retry_after_seconds) } };
       }),
   });
 

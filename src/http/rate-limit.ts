@@ -56,21 +56,14 @@ export function isExceeded(state: BucketState): boolean {
   return state.count > state.policy.limit;
 }
 
-/** Of several buckets a request counted in, the one to report: an exceeded one, else the tightest. */
+/**
+ * Of several buckets a request counted in, the one its rate headers report: an exceeded one (the answer is then
+ * its 429), else the first, the caller's own bucket. The spec names what a merchant sees: "Rate bucket `pay_write`
+ * | 600 requests per minute per API key (`RateLimit-Policy` shows `600;w=60`)", so a creation that also counts in
+ * its end user's bucket still reports the key's until that other bucket refuses it.
+ */
 export function decisiveBucket(states: readonly BucketState[]): BucketState | null {
-  let chosen: BucketState | null = null;
-  for (const state of states) {
-    if (!chosen) {
-      chosen = state;
-      continue;
-    }
-    if (isExceeded(state) !== isExceeded(chosen)) {
-      if (isExceeded(state)) chosen = state;
-      continue;
-    }
-    if (remaining(state) <= remaining(chosen)) chosen = state;
-  }
-  return chosen;
+  return states.find(isExceeded) ?? states[0] ?? null;
 }
 
 /** Sets the six rate headers the spec requires on every response. */

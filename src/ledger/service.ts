@@ -455,9 +455,17 @@ export class LedgerService {
    */
   async creditSettledDeposit(
     tx: Queryable,
-    input: { account: WalletAccount; deposit_id: string; amount_minor: number; cause: EventCause; balance_transaction_id?: string },
+    input: {
+      account: WalletAccount;
+      deposit_id: string;
+      amount_minor: number;
+      cause: EventCause;
+      balance_transaction_id?: string;
+      /** When the credit clears: the order's `clearing_available_at`, so that the two never differ (spec, 142 and 222). */
+      available_at?: Date;
+    },
   ): Promise<BalanceTransactionView> {
-    const availableAt = new Date(this.clock.now().getTime() + CLEARING_PERIOD_MS);
+    const availableAt = input.available_at ?? new Date(this.clock.now().getTime() + CLEARING_PERIOD_MS);
     const [posted] = await this.postMovements(tx, [{
       account: input.account,
       type: 'deposit_settled',

@@ -109,7 +109,16 @@ export class SettlementService {
     if (input.sender_verified) await this.deps.deposits.registerVerifiedSender(tx, row, now);
     const view = await this.deps.deposits.applyChange(tx, { before: row, after, trigger: 'settle', cause: input.cause, legs });
     if (balanceTransactionId !== null) {
-      const movement = await this.deps.ledger.creditSettledDeposit(tx, { account, deposit_id: row.deposit_id, amount_minor: credited, cause: input.cause, balance_transaction_id: balanceTransactionId });
+      invariant(after.clearing_available_at !== null, 'a credited settlement names when its credit clears');
+      const movement = await this.deps.ledger.creditSettledDeposit(tx, {
+        account,
+        deposit_id: row.deposit_id,
+        amount_minor: credited,
+        cause: input.cause,
+        balance_transaction_id: balanceTransactionId,
+        // One instant for both: the order's clearing_available_at is the movement's available_at.
+        available_at: after.clearing_available_at,
+      });
       invariant(movement.id === balanceTransactionId, 'the credit carries the id the settlement named');
     }
     return ok(view);

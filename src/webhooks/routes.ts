@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
+import { invariant } from '../platform/assert.ts';
 import { HOUR_MS, parseTimestamp } from '../platform/time.ts';
 import type { RouteRegistrar } from '../http/context.ts';
 import { actorOf, brandToActOn, scopeOf } from '../http/backoffice-scope.ts';
@@ -37,26 +38,54 @@ const limitSchema = z
   .optional();
 const timestampSchema = z.string().max(40).refine((text) => parseTimestamp(text) !== null, { params: { reason: 'invalid_timestamp' } });
 
+/**
+ * The endpoint's address: `deposit_url`, the spec's name ("The merchant's webhook receiving address is registered in
+ * the brand dashboard as `deposit_url`"), or `url`, the name this API had before issue 31, still accepted; given
+ * both, they must be the same address.
+ */
+const addressFields = {
+  deposit_url: urlSchema.optional().meta({ description: 'The merchant\'s webhook receiving address (the spec\'s name).' }),
+  url: urlSchema.optional().meta({ description: 'The same address under its earlier name; `deposit_url` is preferred.' }),
+};
+
+function checkAddress(body: { deposit_url?: string | undefined; url?: string | undefined }, context: z.RefinementCtx, required: boolean): void {
+  if (body.deposit_url !== undefined && body.url !== undefined && body.deposit_url !== body.url) {
+    context.addIssue({ code: 'custom', path: ['deposit_url'], params: { reason: 'conflicts_with_url', hint: 'send deposit_url alone' }, message: 'two addresses' });
+  }
+  if (required && body.deposit_url === undefined && body.url === undefined) {
+    context.addIssue({ code: 'custom', path: ['deposit_url'], params: { reason: 'required' }, message: 'required' });
+  }
+}
+
+/** The address a checked body names, and the field it came in (for the errors of its checks). */
+export function endpointAddressOf(body: { deposit_url?: string | undefined; url?: string | undefined }): { url: string; address_field: 'deposit_url' | 'url' } | null {
+  if (body.deposit_url !== undefined) return { url: body.deposit_url, address_field: 'deposit_url' };
+  if (body.url !== undefined) return { url: body.url, address_field: 'url' };
+  return null;
+}
+
 /** Bodies of the write routes, shared with the CLI's direct backend so both refuse the same input. */
 export const createEndpointBody = z
   .object({
     merchant_id: idText,
     mode: modeSchema,
-    url: urlSchema,
+    ...addressFields,
     event_types: eventTypesSchema.nullable().optional(),
     description: descriptionSchema.optional(),
     enabled: z.boolean().optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((body, context) => checkAddress(body, context, true));
 
 export const updateEndpointBody = z
   .object({
-    url: urlSchema.optional(),
+    ...addressFields,
     enabled: z.boolean().optional(),
     event_types: eventTypesSchema.nullable().optional(),
     description: descriptionSchema.nullable().optional(),
   })
   .strict()
+  .superRefine((body, context) => checkAddress(body, context, false))
   .refine((body) => Object.values(body).some((value) => value !== undefined), { params: { reason: 'nothing_to_update' } });
 
 const listQuery = z
@@ -137,10 +166,12 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
     roles: EDITORS,
     body: createEndpointBody,
     async handler({ context, body }) {
+      const address = endpointAddressOf(body);
+      invariant(address !== null, 'a created endpoint has an address (createEndpointBody)');
       const endpoint = await webhookService().createEndpoint(actorOf(context), scopeOf(context), {
         merchant_id: body.merchant_id,
         livemode: body.mode === 'live',
-        url: body.url,
+        ...address,
         event_types: body.event_types,
         description: body.description,
         enabled: body.enabled,
@@ -197,7 +228,9 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
     roles: EDITORS,
     body: updateEndpointBody,
     async handler({ context, params, body }) {
-      return { status: 200, body: await webhookService().updateEndpoint(actorOf(context), scopeOf(context), endpointIdOf(params), body) };
+      const { deposit_url: _depositUrl, url: _url, ...rest } = body;
+      const address = endpointAddressOf(body);
+      return { status: 200, body: await webhookService().updateEndpoint(actorOf(context), scopeOf(context), endpointIdOf(params), { ...rest, ...(address ?? {}) }) };
     },
   });
 

@@ -38,6 +38,9 @@ export interface EndpointView {
   white_label_id: string;
   merchant_id: string;
   livemode: boolean;
+  /** The merchant's webhook receiving address, under the spec's name. */
+  deposit_url: string;
+  /** The same address under the name this API used before issue 31, kept for the clients written then. */
   url: string;
   enabled: boolean;
   status: 'enabled' | 'disabled';
@@ -100,6 +103,7 @@ export function endpointView(row: EndpointRow): EndpointView {
     white_label_id: row.white_label_id,
     merchant_id: row.merchant_id,
     livemode: row.livemode,
+    deposit_url: row.url,
     url: row.url,
     enabled: row.status === 'enabled',
     status: row.status === 'enabled' ? 'enabled' : 'disabled',
@@ -162,6 +166,8 @@ export interface CreateEndpointInput {
   merchant_id: string;
   livemode: boolean;
   url: string;
+  /** The body field the address came in (`deposit_url`, or `url`, its earlier name), named by the address's errors. */
+  address_field?: 'deposit_url' | 'url';
   event_types?: string[] | null;
   description?: string | null;
   enabled?: boolean;
@@ -169,6 +175,7 @@ export interface CreateEndpointInput {
 
 export interface UpdateEndpointInput {
   url?: string;
+  address_field?: 'deposit_url' | 'url';
   enabled?: boolean;
   event_types?: string[] | null;
   description?: string | null;
@@ -231,14 +238,14 @@ function normaliseTypes(types: string[] | null | undefined): string[] | null {
 export class WebhookService {
   constructor(private readonly dependencies: WebhookServiceDependencies) {}
 
-  private async checkUrl(url: string, livemode: boolean): Promise<string> {
+  private async checkUrl(url: string, livemode: boolean, field: 'deposit_url' | 'url' = 'url'): Promise<string> {
     const checked = await checkEndpointUrl(url, {
       livemode,
       sandbox_loopback: this.dependencies.sandbox_loopback,
       policy: this.dependencies.policy,
       resolve: this.dependencies.resolve,
     });
-    if (!checked.ok) throw validationError([{ path: 'url', reason: checked.reason, hint: checked.hint }]);
+    if (!checked.ok) throw validationError([{ path: field, reason: checked.reason, hint: checked.hint }]);
     if (checked.loopback) {
       // Allowed only because this is a development set-up; said in the log so that nobody mistakes it
       // for a deployment's behaviour. The origin only: the path may carry a merchant's secret.
@@ -262,7 +269,7 @@ export class WebhookService {
     const merchant = await tenancy.getMerchant(input.merchant_id, scope_white_label_id);
     if (!merchant) throw new ApiError('resource_not_found', { details: { field: 'merchant_id' } });
     // The URL is checked (and its name resolved) before the transaction: never a network call inside one.
-    const url = await this.checkUrl(input.url, input.livemode);
+    const url = await this.checkUrl(input.url, input.livemode, input.address_field);
     const now = clock.now();
     const enabled = input.enabled ?? true;
     const row: EndpointRow = {
@@ -311,7 +318,7 @@ export class WebhookService {
   async updateEndpoint(actor: Actor, scope_white_label_id: string | null, endpoint_id: string, input: UpdateEndpointInput): Promise<EndpointView> {
     const { database, clock, tenancy } = this.dependencies;
     const current = await this.visibleEndpoint(database, scope_white_label_id, endpoint_id);
-    const url = input.url === undefined ? undefined : await this.checkUrl(input.url, current.livemode);
+    const url = input.url === undefined ? undefined : await this.checkUrl(input.url, current.livemode, input.address_field);
     const updated = await database.transaction(async (tx) => {
       const before = await this.visibleEndpoint(tx, current.white_label_id, endpoint_id, true);
       const now = clock.now();

@@ -241,6 +241,8 @@ describe('waiting for liquidity (202)', () => {
     expect(response.statusCode).toBe(202);
     const waiting = response.json<DepositView & { retry_after_seconds: number }>();
     expect(waiting).toMatchObject({ status: 'awaiting_liquidity', legs: [], retry_after_seconds: 10, is_terminal: false });
+    // The header says what the body says: poll no sooner than in 10 seconds.
+    expect(response.headers['retry-after']).toBe('10');
     expect(waiting).not.toHaveProperty('slip_upload');
     expect(waiting.liquidity).toMatchObject({ wait_started_at: app.clock.now().toISOString(), retry_interval_ms: 10_000 });
     const early = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${waiting.id}/slip-token`, idempotency_key: `early-${waiting.id}` });

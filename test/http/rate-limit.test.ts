@@ -76,6 +76,8 @@ describe('per-user creation buckets', () => {
     for (let index = 0; index < 10; index += 1) {
       const response = await app.signed({ method: 'POST', url: URL, idempotency_key: `pu-${index}`, body: { amount_minor: 1, end_user_ref: 'alice', client } });
       expect(response.statusCode).toBe(201);
+      // Until the end user's bucket refuses, the headers report the key's (spec, Limits: "`RateLimit-Policy` shows `600;w=60`").
+      expect(response.headers).toMatchObject({ 'ratelimit-policy': '600;w=60', 'x-ratelimit-scope': 'api_key' });
     }
     const limited = await app.signed({ method: 'POST', url: URL, idempotency_key: 'pu-10', body: { amount_minor: 1, end_user_ref: 'alice', client } });
     expect(limited.statusCode).toBe(429);
@@ -102,8 +104,6 @@ describe('per-user creation buckets', () => {
     for (let index = 1; index < 10; index += 1) {
       const response = await app.signed({ method: 'POST', url: URL, idempotency_key: `carol-${index}`, body });
       expect(response.statusCode, `request ${index}`).toBe(201);
-      expect(response.headers['x-ratelimit-scope']).toBe('user');
-      expect(response.headers['ratelimit-remaining']).toBe(String(10 - index - 1));
     }
     const limited = await app.signed({ method: 'POST', url: URL, idempotency_key: 'carol-10', body });
     expect(limited.statusCode).toBe(429);

@@ -80,6 +80,36 @@ async function eventTypes(id: string, merchant_id: string): Promise<string[]> {
 }
 
 describe('settle', () => {
+  it('the order\'s clearing_available_at and its credit\'s available_at are one instant, even on a clock that moves on every read', async () => {
+    const merchant = await newMerchant();
+    const deposit = await matchedDeposit(merchant, 20_000);
+    await receiveSlip(deposit);
+    const clock = app.clock;
+    const read = clock.now.bind(clock);
+    // Every read of the clock moves it on by a millisecond, as a real clock does between two statements
+    // (the services read the test clock through their scoped clock, src/platform/clock.ts).
+    let instant = read().getTime();
+    clock.now = () => new Date((instant += 1));
+    let result: Awaited<ReturnType<typeof settle>>;
+    try {
+      result = await settle(deposit, 20_000);
+    } finally {
+      clock.now = read;
+    }
+    expect(result.ok).toBe(true);
+    if (!result.ok) return;
+    const { rows } = await app.testDatabase.database.query<{ available_at: Date }>(
+      "SELECT available_at FROM balance_transactions WHERE source_id = $1 AND type = 'deposit_settled'",
+      [deposit.id],
+    );
+    expect(rows.map((row) => row.available_at.toISOString())).toEqual([result.value.clearing_available_at]);
+    const { rows: clearings } = await app.testDatabase.database.query<{ available_at: Date }>(
+      'SELECT c.available_at FROM clearings c JOIN balance_transactions b ON b.balance_transaction_id = c.credit_balance_transaction_id WHERE b.source_id = $1',
+      [deposit.id],
+    );
+    expect(clearings.map((row) => row.available_at.toISOString())).toEqual([result.value.clearing_available_at]);
+  });
+
   it('exact payment: settled, fee from A, A − fee credited to pending clearing for 72 h, the withdrawal filled', async () => {
     const merchant = await newMerchant();
     const deposit = await matchedDeposit(merchant, 100_000);

@@ -99,6 +99,25 @@ describe('endpoint records', () => {
     expect(JSON.stringify(rows)).not.toContain('tenant=a');
   });
 
+  it('takes and shows the address as `deposit_url`, the spec\'s name, and still takes `url`, its earlier name', async () => {
+    const post = (body: Record<string, unknown>) => h.backoffice('POST', '/v1/bo/webhooks', { merchant_id: h.app.sandbox.merchant_id, mode: 'test', ...body });
+    const created = await post({ deposit_url: 'https://127.0.0.1:9445/deposits' });
+    expect(created.statusCode, created.body).toBe(201);
+    expect(created.json()).toMatchObject({ deposit_url: 'https://127.0.0.1:9445/deposits', url: 'https://127.0.0.1:9445/deposits' });
+    const id = created.json().id as string;
+    const moved = await h.backoffice('PATCH', `/v1/bo/webhooks/${id}`, { deposit_url: 'https://127.0.0.1:9446/deposits' }, operator);
+    expect(moved.json()).toMatchObject({ deposit_url: 'https://127.0.0.1:9446/deposits', url: 'https://127.0.0.1:9446/deposits', version: 2 });
+    expect((await h.backoffice('GET', `/v1/bo/webhooks/${id}`, undefined, reviewer)).json()).toMatchObject({ deposit_url: 'https://127.0.0.1:9446/deposits' });
+    // Both names at once must name one address; none at all is a missing deposit_url; a refused address is named by its field.
+    const fieldsOf = (response: Awaited<ReturnType<typeof post>>): unknown => response.json().error.details.fields;
+    expect(fieldsOf(await post({ deposit_url: 'https://127.0.0.1:9445/a', url: 'https://127.0.0.1:9445/b' }))).toEqual([expect.objectContaining({ path: 'deposit_url', reason: 'conflicts_with_url' })]);
+    expect(fieldsOf(await post({}))).toEqual([expect.objectContaining({ path: 'deposit_url', reason: 'required' })]);
+    expect(fieldsOf(await post({ mode: 'live', deposit_url: 'http://127.0.0.1:9000/hooks' }))).toEqual([expect.objectContaining({ path: 'deposit_url', reason: 'must_be_https' })]);
+    const same = await post({ deposit_url: 'https://127.0.0.1:9447/x', url: 'https://127.0.0.1:9447/x' });
+    expect(same.statusCode, same.body).toBe(201);
+    for (const endpoint of [id, same.json().id as string]) await h.backoffice('DELETE', `/v1/bo/webhooks/${endpoint}`);
+  });
+
   it('refuses addresses that may not receive webhooks, on write', async () => {
     const fields = async (body: Record<string, unknown>) => {
       const response = await h.backoffice('POST', '/v1/bo/webhooks', { merchant_id: h.app.sandbox.merchant_id, mode: 'test', ...body });

@@ -637,7 +637,7 @@ class CreateWithdrawal extends Step {
     const index = this.merchant % model.merchants.length;
     const merchant = model.merchants[index]!;
     // Whole baht (spec, Limits), as every withdrawal amount must be.
-    const share = Math.floor(((merchant.available - feeOf(100)) * this.spec.permille) / 1000);
+    const share = 'exact' in this.spec ? 0 : Math.floor(((merchant.available - feeOf(100)) * this.spec.permille) / 1000);
     const amount = 'exact' in this.spec ? this.spec.exact : Math.max(POLICY.min_amount_minor, share - (share % 100));
     const fee = feeOf(amount);
     const locked = amount + fee;

@@ -112,6 +112,7 @@ export interface Claim {
 export interface WebhookKeyRotation {
   object: 'webhook_key_rotation';
   id: string;
+  livemode: boolean;
   new_key: WebhookSigningKey;
   previous_kid: string | null;
   signing_switches_at: Timestamp;
@@ -122,6 +123,9 @@ export interface WebhookKeyRotation {
 export interface WebhookEndpoint {
   object: 'webhook_endpoint';
   id: string;
+  /** The merchant's webhook receiving address (the spec's name). */
+  deposit_url: string;
+  /** The same address under its earlier name. */
   url: string;
   enabled: boolean;
   status: string;

@@ -223,6 +223,7 @@ export interface Sender {
   account_name_th_masked: string;
   created_at: Timestamp;
   last_used_at: Timestamp;
+  livemode: boolean;
 }
 
 // Withdrawals and beneficiaries
