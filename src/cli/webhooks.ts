@@ -4,7 +4,6 @@ import { parseOrThrow } from '../http/validation.ts';
 import { SystemClock } from '../platform/clock.ts';
 import { SecretBox } from '../platform/crypto.ts';
 import { ApiError } from '../platform/errors.ts';
-import { invariant } from '../platform/assert.ts';
 import { DataDirectoryLocked } from '../platform/db.ts';
 import { createLogger, scrubText } from '../platform/logger.ts';
 import { HOUR_MS, parseTimestamp } from '../platform/time.ts';
@@ -12,7 +11,7 @@ import { EventsService } from '../events/service.ts';
 import { TenancyService } from '../tenancy/service.ts';
 import type { Actor } from '../platform/access.ts';
 import { createWebhooks, loadWebhookSettings, type Webhooks } from '../webhooks/index.ts';
-import { createEndpointBody, endpointAddressOf, replayBody, updateEndpointBody } from '../webhooks/routes.ts';
+import { createEndpointBody, endpointCreationOf, endpointUpdateOf, replayBody, updateEndpointBody } from '../webhooks/routes.ts';
 import type { DeliveryView, EndpointView, ReplayResult } from '../webhooks/service.ts';
 import type { RotationResult, SigningKeyRecord } from '../webhooks/signing-keys.ts';
 import { chooseBackend, CliError, cliActor, loadCliConfig, readOperatorCredentials, readServiceAnswer, type BackendPreference, type CliEnvironment, type TextSink } from './backends.ts';
@@ -66,11 +65,7 @@ export function createDirectWebhookBackend(options: { webhooks: Webhooks; tenanc
   return {
     kind: 'direct',
     async createEndpoint(input) {
-      const parsed = parseOrThrow(createEndpointBody, input);
-      const { deposit_url: _depositUrl, url: _url, ...body } = parsed;
-      const address = endpointAddressOf(parsed);
-      invariant(address !== null, 'a created endpoint has an address (createEndpointBody)');
-      return webhooks.service.createEndpoint(actor, scope, { ...body, ...address, livemode: body.mode === 'live' });
+      return webhooks.service.createEndpoint(actor, scope, endpointCreationOf(parseOrThrow(createEndpointBody, input)));
     },
     async listEndpoints(filter) {
       let white_label_id = filter.white_label_id;
@@ -97,9 +92,7 @@ export function createDirectWebhookBackend(options: { webhooks: Webhooks; tenanc
     },
     getEndpoint: (endpoint_id) => webhooks.service.getEndpoint(scope, endpoint_id),
     async updateEndpoint(endpoint_id, input) {
-      const parsed = parseOrThrow(updateEndpointBody, input);
-      const { deposit_url: _depositUrl, url: _url, ...body } = parsed;
-      return webhooks.service.updateEndpoint(actor, scope, endpoint_id, { ...body, ...(endpointAddressOf(parsed) ?? {}) });
+      return webhooks.service.updateEndpoint(actor, scope, endpoint_id, endpointUpdateOf(parseOrThrow(updateEndpointBody, input)));
     },
     deleteEndpoint: (endpoint_id) => webhooks.service.deleteEndpoint(actor, scope, endpoint_id),
     async listDeliveries(endpoint_id, status) {

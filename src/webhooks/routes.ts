@@ -6,7 +6,7 @@ import type { RouteRegistrar } from '../http/context.ts';
 import { actorOf, brandToActOn, scopeOf } from '../http/backoffice-scope.ts';
 import { idText } from '../tenancy/schemas.ts';
 import type { TenancyService } from '../tenancy/service.ts';
-import type { WebhookService } from './service.ts';
+import type { CreateEndpointInput, UpdateEndpointInput, WebhookService } from './service.ts';
 import type { SigningKeyService } from './signing-keys.ts';
 import { isWebhookId } from './types.ts';
 import { deletedWebhookEndpointSchema, keyRotationSchema, signingKeyListSchema, webhookDeliveryListSchema, webhookDeliverySchema, webhookEndpointListSchema, webhookEndpointSchema, webhookReplaySchema } from './resources.ts';
@@ -58,10 +58,24 @@ function checkAddress(body: { deposit_url?: string | undefined; url?: string | u
 }
 
 /** The address a checked body names, and the field it came in (for the errors of its checks). */
-export function endpointAddressOf(body: { deposit_url?: string | undefined; url?: string | undefined }): { url: string; address_field: 'deposit_url' | 'url' } | null {
+function endpointAddressOf(body: { deposit_url?: string | undefined; url?: string | undefined }): { url: string; address_field: 'deposit_url' | 'url' } | null {
   if (body.deposit_url !== undefined) return { url: body.deposit_url, address_field: 'deposit_url' };
   if (body.url !== undefined) return { url: body.url, address_field: 'url' };
   return null;
+}
+
+/** The service's input of a checked creation body (the route's and the CLI's direct backend's). */
+export function endpointCreationOf(body: z.infer<typeof createEndpointBody>): CreateEndpointInput {
+  const { deposit_url: _depositUrl, url: _url, mode, ...rest } = body;
+  const address = endpointAddressOf(body);
+  invariant(address !== null, 'a created endpoint has an address (createEndpointBody)');
+  return { ...rest, ...address, livemode: mode === 'live' };
+}
+
+/** The service's input of a checked update body: the address under the name it came in, the rest as given. */
+export function endpointUpdateOf(body: z.infer<typeof updateEndpointBody>): UpdateEndpointInput {
+  const { deposit_url: _depositUrl, url: _url, ...rest } = body;
+  return { ...rest, ...(endpointAddressOf(body) ?? {}) };
 }
 
 /** Bodies of the write routes, shared with the CLI's direct backend so both refuse the same input. */
@@ -166,16 +180,7 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
     roles: EDITORS,
     body: createEndpointBody,
     async handler({ context, body }) {
-      const address = endpointAddressOf(body);
-      invariant(address !== null, 'a created endpoint has an address (createEndpointBody)');
-      const endpoint = await webhookService().createEndpoint(actorOf(context), scopeOf(context), {
-        merchant_id: body.merchant_id,
-        livemode: body.mode === 'live',
-        ...address,
-        event_types: body.event_types,
-        description: body.description,
-        enabled: body.enabled,
-      });
+      const endpoint = await webhookService().createEndpoint(actorOf(context), scopeOf(context), endpointCreationOf(body));
       return { status: 201, body: endpoint };
     },
   });
@@ -228,9 +233,7 @@ export function registerWebhookRoutesWith(registrar: RouteRegistrar, targets: ()
     roles: EDITORS,
     body: updateEndpointBody,
     async handler({ context, params, body }) {
-      const { deposit_url: _depositUrl, url: _url, ...rest } = body;
-      const address = endpointAddressOf(body);
-      return { status: 200, body: await webhookService().updateEndpoint(actorOf(context), scopeOf(context), endpointIdOf(params), { ...rest, ...(address ?? {}) }) };
+      return { status: 200, body: await webhookService().updateEndpoint(actorOf(context), scopeOf(context), endpointIdOf(params), endpointUpdateOf(body)) };
     },
   });
 
