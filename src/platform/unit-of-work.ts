@@ -271,11 +271,11 @@ export async function deferWrite(db: Queryable, write: DeferredWrite): Promise<v
 
 /**
  * A kind of fact that a transaction keeps while it holds the locks the fact was read under (an order it locked, an
- * event feed's last sequence, a wallet locked ahead of its post, what a carried read answered), declared once by
- * the module that owns it, with the type of its values. Facts of a kind are found by an id the owner chooses (the
- * row's key). Outside a unit of work (a plain connection) nothing is kept and nothing is found: every owner then
- * reads as if the transaction had just begun. This replaces string keys in one untyped map, under which a reader
- * had to know, and cast to, what some other statement had put there.
+ * event feed's last sequence, a wallet locked ahead of its post, a withdrawal leg read under its order's lock),
+ * declared once by the module that owns it, with the type of its values. Facts of a kind are found by an id the
+ * owner chooses (the row's key). Outside a unit of work (a plain connection) nothing is kept and nothing is found:
+ * every owner then reads as if the transaction had just begun. This replaces string keys in one untyped map, under
+ * which a reader had to know, and cast to, what some other statement had put there.
  */
 export class TransactionFacts<Value> {
   /** `kind` names the facts in messages and debugging only: two kinds never share values, whatever their names. */

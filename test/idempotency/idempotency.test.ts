@@ -96,6 +96,14 @@ describe('idempotency: stored answers are sealed', () => {
   });
 });
 
+/** The same body under the same key gets the first refusal back, byte for byte (its request id included), as a replay. */
+async function expectRefusalReplayed(first: Awaited<ReturnType<TestApp['signed']>>, body: unknown, idempotency_key: string): Promise<void> {
+  const again = await app.signed({ method: 'POST', url: URL, body, idempotency_key });
+  expect(again.statusCode).toBe(first.statusCode);
+  expect(again.headers['idempotent-replay']).toBe('true');
+  expect(again.body).toBe(first.body);
+}
+
 describe('idempotency: errors', () => {
   it('idempotency_key_reused with original_request_id for another body', async () => {
     const first = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 10 }, idempotency_key: 'reuse-1' });
@@ -114,10 +122,7 @@ describe('idempotency: errors', () => {
     expect(refused.statusCode).toBe(409);
     expect(errorOf(refused).code).toBe('merchant_reference_in_use');
     expect(await countEvents()).toBe(before);
-    const again = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 12, fail_with: 'final_refusal' }, idempotency_key: 'final-refusal' });
-    expect(again.statusCode).toBe(409);
-    expect(again.headers['idempotent-replay']).toBe('true');
-    expect(again.body).toBe(refused.body);
+    await expectRefusalReplayed(refused, { amount_minor: 12, fail_with: 'final_refusal' }, 'final-refusal');
     const other = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 12 }, idempotency_key: 'final-refusal' });
     expect(other.statusCode).toBe(409);
     expect(errorOf(other).code).toBe('idempotency_key_reused');
@@ -130,10 +135,7 @@ describe('idempotency: errors', () => {
     const invalid = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 1.5 }, idempotency_key: 'invalid-body' });
     expect(invalid.statusCode).toBe(422);
     expect(errorOf(invalid).code).toBe('validation_error');
-    const replayed = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 1.5 }, idempotency_key: 'invalid-body' });
-    expect(replayed.statusCode).toBe(422);
-    expect(replayed.headers['idempotent-replay']).toBe('true');
-    expect(replayed.body).toBe(invalid.body);
+    await expectRefusalReplayed(invalid, { amount_minor: 1.5 }, 'invalid-body');
     // The corrected body under the same key is another request: it gets the conflict, and a new key succeeds.
     const corrected = await app.signed({ method: 'POST', url: URL, body: { amount_minor: 2 }, idempotency_key: 'invalid-body' });
     expect(corrected.statusCode).toBe(409);
