@@ -99,6 +99,11 @@ export function orderRowKey(white_label_id: string, withdrawal_id: string): stri
   return `withdrawal_orders:${white_label_id}:${withdrawal_id}`;
 }
 
+/** A leg's row key, as its writes name the row they write (src/platform/unit-of-work.ts `rows_written`). */
+function legRowKey(white_label_id: string, leg_ref: string): string {
+  return `withdrawal_legs:${white_label_id}:${leg_ref}`;
+}
+
 /**
  * Inserts a new order, queued in the transaction (src/platform/unit-of-work.ts). A merchant reference
  * taken by a concurrent creation makes the flush throw `taken()`, which rolls the creation back.
@@ -527,7 +532,7 @@ export async function insertLeg(db: Queryable, row: WithdrawalLegRow): Promise<v
       row.replacement_withdrawal_id, row.created_at, row.updated_at,
     ],
     expected_rows: 1,
-    rows_written: [`withdrawal_legs:${row.white_label_id}:${row.leg_ref}`],
+    rows_written: [legRowKey(row.white_label_id, row.leg_ref)],
   });
 }
 
@@ -569,7 +574,7 @@ export async function updateLockedLeg(db: Queryable, row: WithdrawalLegRow, expe
     sql: LEG_UPDATE_SQL,
     params: legUpdateParams(row, expected_status),
     expected_rows: 1,
-    rows_written: [`withdrawal_legs:${row.white_label_id}:${row.leg_ref}`],
+    rows_written: [legRowKey(row.white_label_id, row.leg_ref)],
   });
 }
 
@@ -631,13 +636,9 @@ export async function readHeldOrderForReservation(
 const HELD_LEGS = new TransactionFacts<WithdrawalLegRow | null>('withdrawals.held_legs');
 const HELD_NEXT_FILLS = new TransactionFacts<number>('withdrawals.held_next_fills');
 
-function legKey(white_label_id: string, leg_ref: string): string {
-  return `${white_label_id}:${leg_ref}`;
-}
-
 /** Forgets what a carried read answered about a leg and its order's fill numbers: a write of one of the order's legs makes it stale. */
 function forgetHeldLeg(db: Queryable, row: Pick<WithdrawalLegRow, 'white_label_id' | 'withdrawal_id' | 'leg_ref'>): void {
-  HELD_LEGS.delete(db, legKey(row.white_label_id, row.leg_ref));
+  HELD_LEGS.delete(db, legRowKey(row.white_label_id, row.leg_ref));
   HELD_NEXT_FILLS.delete(db, orderRowKey(row.white_label_id, row.withdrawal_id));
 }
 
@@ -650,7 +651,7 @@ export function keepHeldLegReads(
   white_label_id: string,
   answers: { legs: readonly { leg_ref: string; row: WithdrawalLegRow | null }[]; next_fills: readonly { withdrawal_id: string; next: number }[] },
 ): void {
-  for (const { leg_ref, row } of answers.legs) HELD_LEGS.set(db, legKey(white_label_id, leg_ref), row);
+  for (const { leg_ref, row } of answers.legs) HELD_LEGS.set(db, legRowKey(white_label_id, leg_ref), row);
   for (const { withdrawal_id, next } of answers.next_fills) HELD_NEXT_FILLS.set(db, orderRowKey(white_label_id, withdrawal_id), next);
 }
 
@@ -674,7 +675,7 @@ export function nextFillSequencePart(white_label_id: string, withdrawal_id: stri
 
 /** A leg; what a carried read answered about it (`keepHeldLegReads`) is taken instead of a round trip. */
 export async function findLeg(db: Queryable, white_label_id: string, leg_ref: string): Promise<WithdrawalLegRow | null> {
-  const held = HELD_LEGS.take(db, legKey(white_label_id, leg_ref));
+  const held = HELD_LEGS.take(db, legRowKey(white_label_id, leg_ref));
   if (held.found) return held.value;
   const { rows } = await db.query<WithdrawalLegRow>(`SELECT ${LEG_COLUMNS} FROM withdrawal_legs WHERE white_label_id = $1 AND leg_ref = $2`, [
     white_label_id,

@@ -625,6 +625,12 @@ class AdvanceClock extends Step {
 
 type AmountSpec = { permille: number } | { exact: number };
 
+/** A share of what is available, rounded down to whole baht (spec, Limits), and at least the policy's minimum. */
+function wholeBahtShare(available_minor: number, permille: number): number {
+  const share = Math.floor((available_minor * permille) / 1000);
+  return Math.max(POLICY.min_amount_minor, share - (share % 100));
+}
+
 class CreateWithdrawal extends Step {
   readonly name = 'CreateWithdrawal';
   constructor(readonly merchant: number, readonly spec: AmountSpec) {
@@ -636,9 +642,7 @@ class CreateWithdrawal extends Step {
   async act(model: Model) {
     const index = this.merchant % model.merchants.length;
     const merchant = model.merchants[index]!;
-    // Whole baht (spec, Limits), as every withdrawal amount must be.
-    const share = 'exact' in this.spec ? 0 : Math.floor(((merchant.available - feeOf(100)) * this.spec.permille) / 1000);
-    const amount = 'exact' in this.spec ? this.spec.exact : Math.max(POLICY.min_amount_minor, share - (share % 100));
+    const amount = 'exact' in this.spec ? this.spec.exact : wholeBahtShare(merchant.available - feeOf(100), this.spec.permille);
     const fee = feeOf(amount);
     const locked = amount + fee;
     const notWholeBaht = amount % 100 !== 0;
