@@ -220,7 +220,7 @@ export class DepositCreation {
       const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
       const legs = reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at }));
       const view = await this.changes.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.changes.expireJob(matched), ...(chunk ? [] : this.deps.scenarios(matched.livemode).afterCreation(matched))] });
-      const withInstructions = await this.changes.withPaymentInstructions(tx, view, account.white_label_id, { rows: legs, payees: reservation.payees });
+      const withInstructions = await this.changes.withPaymentInstructions(tx, view, account.white_label_id, { rows: legs, payees: reservation.payees, policy });
       return {
         deposit: await this.changes.withCheckoutUrl(tx, withInstructions, account.white_label_id),
         slip_upload: this.changes.slipUpload(matched, cause.api_version),

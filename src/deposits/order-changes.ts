@@ -60,20 +60,26 @@ export class DepositChanges {
     return { id, object, version, status, is_terminal, merchant_reference, end_user_ref, amount_minor, currency, created_at, expires_at, checkout_url, ...rest };
   }
 
-  /** Adds the QR payload to each live leg: built from the payee's account on every read, never stored. */
+  /**
+   * Adds the QR image link to each live leg, and its QR payload unless the brand's deposit policy switched
+   * `qr_payload` off ("A brand may switch this field off"): built from the payee's account on every read,
+   * never stored. The switch is applied here, where every shown leg gets its instructions, so any caller that
+   * shows a payload (an API answer, an event) follows it.
+   */
   async withPaymentInstructions(
     db: Queryable,
     view: DepositView,
     white_label_id: string,
-    known?: { rows: DepositLegRow[]; payees: Map<string, Payee> },
+    known?: { rows: DepositLegRow[]; payees: Map<string, Payee>; policy: DepositPolicy },
   ): Promise<DepositView> {
     if (view.status !== 'awaiting_payment') return view;
     const legs: LegView[] = [];
-    // The creating request knows its legs and their payees already; every other read looks them up.
+    // The creating request knows its legs, their payees and the policy already; every other read looks them up.
     const rows = known?.rows ?? (await repository.listLegs(db, white_label_id, view.id));
+    const policy = known?.policy ?? (await this.deps.policies.policyFor(db, white_label_id, view.livemode));
     for (const leg of view.legs) {
       const row = rows.find((candidate) => candidate.leg_ref === leg.leg_ref);
-      const destination = row ? (known?.payees.get(row.leg_ref) ?? (await this.payeeOf(db, view.livemode, row))) : null;
+      const destination = row ? (known?.payees.get(row.leg_ref) ?? (await this.payeeOf(db, view.livemode, row, policy))) : null;
       if (!row || !destination || row.status !== 'reserved' || row.paid_minor > 0) {
         legs.push(leg);
         continue;
@@ -84,6 +90,10 @@ export class DepositChanges {
         leg_ref: leg.leg_ref,
         expires: Math.floor(row.expires_at.getTime() / 1000),
       });
+      if (!policy.qr_payload_enabled) {
+        legs.push({ ...leg, qr_image_url });
+        continue;
+      }
       legs.push({ ...leg, qr_payload: promptPayPayload(destination.bank_code, destination.account_number, leg.amount_minor), qr_image_url });
     }
     return { ...view, legs };

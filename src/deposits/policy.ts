@@ -29,6 +29,8 @@ export interface DepositPolicy {
   gateway: GatewayAccount | null;
   /** A review of an order of at least this amount needs two approvers (`four_eyes_required`); null: never. */
   four_eyes_min_amount_minor: number | null;
+  /** Whether orders show each leg's raw `qr_payload` ("A brand may switch this field off"); `qr_image_url` stays. */
+  qr_payload_enabled: boolean;
 }
 
 /** A gateway account as the policy keeps it: the number sealed, never in clear outside the payment instructions. */
@@ -50,6 +52,7 @@ export const DEFAULT_DEPOSIT_POLICY: Readonly<DepositPolicy> = Object.freeze({
   gateway: null,
   // 20,000 baht and more: two reviewers, as for large payouts; the sandbox scenario amounts stay below it.
   four_eyes_min_amount_minor: 2_000_000,
+  qr_payload_enabled: true,
 });
 
 export function assertDepositPolicy(policy: DepositPolicy): void {
@@ -74,6 +77,7 @@ function policyOf(row: DepositPolicyRow): DepositPolicy {
         ? { bank_code: row.gateway_bank_code, account_sealed: row.gateway_account_sealed, account_last4: row.gateway_account_last4, account_name_th: row.gateway_account_name_th }
         : null,
     four_eyes_min_amount_minor: row.four_eyes_min_amount_minor,
+    qr_payload_enabled: row.qr_payload_enabled,
   };
 }
 

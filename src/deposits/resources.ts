@@ -158,6 +158,7 @@ export const depositPolicySchema = z
     max_legs: z.number().int(),
     liquidity_wait_seconds: z.number().int(),
     four_eyes_min_amount_minor: minorSchema.nullable(),
+    qr_payload_enabled: z.boolean().meta({ description: "Whether the brand's orders show each leg's qr_payload; qr_image_url is shown either way." }),
     source: z.enum(['brand', 'default']),
     gateway: z.object({ bank_code: z.string(), account_number_masked: z.string(), account_name_th: z.string() }).nullable(),
   })

@@ -116,6 +116,8 @@ const depositPolicySchema = z
     liquidity_wait_seconds: z.number().int().min(10).max(3600),
     /** Reviews of orders at or above this amount need two approvers; null: never; omitted: the default. */
     four_eyes_min_amount_minor: amountMinorSchema.nullable().optional(),
+    /** Whether orders show each leg's `qr_payload`; omitted: the default (shown). */
+    qr_payload_enabled: z.boolean().optional(),
     gateway: z
       .object({ bank_code: beneficiaryAccountFields.bank_code, account_number: beneficiaryAccountFields.account_number, account_name_th: beneficiaryAccountFields.account_name_th })
       .strict()
@@ -176,8 +178,12 @@ function registerDepositRoutes(registrar: RouteRegistrar, services: DepositRoute
     async handler({ context, body }) {
       const brand = brandToActOn(context, body.white_label_id);
       if (!(await services.tenancy.getBrand(brand))) throw new ApiError('resource_not_found');
-      const { white_label_id: _ignored, mode, gateway, four_eyes_min_amount_minor, ...rest } = body;
-      const terms = { ...rest, four_eyes_min_amount_minor: four_eyes_min_amount_minor === undefined ? DEFAULT_DEPOSIT_POLICY.four_eyes_min_amount_minor : four_eyes_min_amount_minor };
+      const { white_label_id: _ignored, mode, gateway, four_eyes_min_amount_minor, qr_payload_enabled, ...rest } = body;
+      const terms = {
+        ...rest,
+        four_eyes_min_amount_minor: four_eyes_min_amount_minor === undefined ? DEFAULT_DEPOSIT_POLICY.four_eyes_min_amount_minor : four_eyes_min_amount_minor,
+        qr_payload_enabled: qr_payload_enabled ?? DEFAULT_DEPOSIT_POLICY.qr_payload_enabled,
+      };
       const policy = await services.depositPolicies.setPolicyByStaff(actorOf(context), brand, mode, terms, gateway ?? null);
       return { status: 200, body: policyView(brand, mode, policy) };
     },

@@ -40,6 +40,8 @@ export interface DepositPolicyRow {
   gateway_account_last4: string | null;
   gateway_account_name_th: string | null;
   four_eyes_min_amount_minor: number | null;
+  /** Whether the brand's orders show each leg's `qr_payload` (migration 0029). */
+  qr_payload_enabled: boolean;
   created_at: Date;
   updated_at: Date;
 }

@@ -643,6 +643,55 @@ describe('external gateway fallback liquidity', () => {
   });
 });
 
+describe('a brand switch that turns qr_payload off', () => {
+  it('hides every leg’s qr_payload of the brand’s orders (201 and GET), keeps qr_image_url, and leaves other brands alone', async () => {
+    const { brand_id, depositor } = await brandWithWithdrawer('No raw QR brand', 500_000);
+    const policy = {
+      white_label_id: brand_id,
+      mode: 'test',
+      min_amount_minor: 10_000,
+      max_amount_minor: 1_000_000,
+      default_expires_in_seconds: 600,
+      max_expires_in_seconds: 1800,
+      max_legs: 2,
+      liquidity_wait_seconds: 120,
+      gateway: null,
+    };
+    const off = await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: { ...policy, qr_payload_enabled: false } });
+    expect(off.statusCode, off.body).toBe(200);
+    expect(off.json()).toMatchObject({ qr_payload_enabled: false, source: 'brand' });
+    const read = await app.backoffice({ url: `/v1/bo/deposit-policy?mode=test&white_label_id=${brand_id}` });
+    expect(read.json()).toMatchObject({ qr_payload_enabled: false });
+    expect((await app.backoffice({ url: `/v1/bo/deposit-policy?mode=live&white_label_id=${brand_id}` })).json()).toMatchObject({ qr_payload_enabled: true, source: 'default' });
+
+    const created = await createDeposit(body(20_000), depositor);
+    expect(created.statusCode, created.body).toBe(201);
+    const deposit = created.json<DepositView>();
+    expect(deposit.legs.length).toBeGreaterThan(0);
+    for (const leg of deposit.legs) {
+      expect(leg).not.toHaveProperty('qr_payload');
+      expect(leg.qr_image_url).toMatch(/\/qr\.png\?/);
+    }
+    const shown = await getDeposit(deposit.id, depositor);
+    for (const leg of shown.legs) {
+      expect(leg).not.toHaveProperty('qr_payload');
+      expect(leg.qr_image_url).toBeDefined();
+    }
+    // The image link still serves the QR: the switch names the raw string only.
+    const image = await app.instance.app.inject({ method: 'GET', url: (shown.legs[0]?.qr_image_url ?? '').slice(app.instance.services.publicBaseUrl().length) });
+    expect(image.statusCode).toBe(200);
+
+    // Another brand's orders keep their payload.
+    const other = (await createDeposit(body(10_000))).json<DepositView>();
+    expect(other.legs[0]?.qr_payload).toMatch(/^000201/);
+
+    // Switching it back on (the omitted field means the default) shows the payload on the open order at once.
+    const on = await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: policy });
+    expect(on.json()).toMatchObject({ qr_payload_enabled: true });
+    expect((await getDeposit(deposit.id, depositor)).legs[0]?.qr_payload).toMatch(/^000201/);
+  });
+});
+
 describe('crossing deposits', () => {
   it('deposits of two merchants paying each other’s withdrawals at once all succeed (no deadlock)', async () => {
     const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 't', request_id: null }, { name: 'Crossing Brand' });
