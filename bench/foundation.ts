@@ -11,7 +11,7 @@ import { createLogger } from '../src/platform/logger.ts';
 import { migrate } from '../src/platform/migrate.ts';
 import { sha256Hex } from '../src/platform/crypto.ts';
 import { canonicalString, signCanonical, signedHeaders } from '../src/http/canonical.ts';
-import { BUCKETS, windowStart } from '../src/http/rate-limit.ts';
+import { BUCKETS, keyBackoffTerms, windowStart } from '../src/http/rate-limit.ts';
 import { NONCE_RETENTION_MS } from '../src/http/merchant-auth.ts';
 import type { RouteModule } from '../src/http/context.ts';
 import { admitSignedRequest } from '../src/tenancy/repository.ts';
@@ -517,6 +517,8 @@ async function probe(settings: BenchSettings, databaseUrl: string, ready: ReadyM
         window_started_at: windowStart(now, BUCKETS.pay_read),
         key_limit: BUCKETS.pay_read.limit,
         scope_granted: true,
+        // The service's own backoff rule, so that a closed loop past the key's limit costs what it costs there.
+        backoff: keyBackoffTerms(BUCKETS.pay_read),
         extra_buckets: [],
         attachments: [],
       });

@@ -12,7 +12,7 @@ import type { ResolvedApiKey, ServerDependencies } from './ports.ts';
 
 /** What authenticating a merchant request needs of the server's dependencies. */
 type MerchantAuthDependencies = Pick<ServerDependencies, 'config' | 'clock' | 'callers'>;
-import { type BucketPolicy, type BucketState, windowStart } from './rate-limit.ts';
+import { type BucketPolicy, type BucketState, isExceeded, KEY_BACKOFF, keyBackoffTerms, windowStart } from './rate-limit.ts';
 
 /**
  * Merchant request authentication (spec, Authentication). The order of checks is fixed and recorded
@@ -168,11 +168,13 @@ export async function authenticateMerchant(
     window_started_at: window,
     key_limit: bucket.limit,
     scope_granted: key.scopes.has(scope),
+    backoff: keyBackoffTerms(bucket),
     extra_buckets: extras.buckets.map((extra) => ({ bucket: extra.policy.name, subject: extra.subject, window_started_at: windowStart(now, extra.policy) })),
     attachments: extras.attachments,
   });
   if (!admission) throw new ApiError('api_key_invalid');
   const bucketState: BucketState = { policy: bucket, count: admission.request_count, window_started_at: admission.window_started_at, now };
+  if (admission.backoff_started_at) bucketState.backoff_until = new Date(admission.backoff_started_at.getTime() + KEY_BACKOFF.seconds * 1000);
   // The bucket state is attached before any later refusal so that even a 401 carries rate headers.
   (request as FastifyRequest & { rateState?: BucketState }).rateState = bucketState;
   if (admission.key_status === 'revoked') throw new ApiError('api_key_revoked');
@@ -186,7 +188,7 @@ export async function authenticateMerchant(
   const extra_buckets = extras.buckets.map((extra, index): BucketState => {
     const counted = admission.extra_counts[index];
     if (counted) return { policy: extra.policy, count: counted.request_count, window_started_at: counted.window_started_at, now };
-    invariant(bucketState.count > bucket.limit, 'an admitted request within its key bucket is counted in its further buckets');
+    invariant(isExceeded(bucketState), 'an admitted request within its key bucket is counted in its further buckets');
     return { policy: extra.policy, count: 0, window_started_at: windowStart(now, extra.policy), now };
   });
   return { bucket: bucketState, context, extra_buckets, attachments: admission.attachments };

@@ -54,6 +54,12 @@ export interface AdmissionRequest {
   key_limit: number;
   /** Whether the key holds the route's scope (checked by the caller from the key it resolved). */
   scope_granted: boolean;
+  /**
+   * The key's backoff (src/http/rate-limit.ts, KEY_BACKOFF): the counter row it is kept in, the key bucket's
+   * count past which it starts, how long it lasts, and how many requests during it are tolerated before it
+   * starts again.
+   */
+  backoff: { bucket: string; start_above_count: number; seconds: number; tolerated: number };
   extra_buckets: readonly AdmissionBucket[];
   attachments: readonly ReadPart<unknown>[];
 }
@@ -66,6 +72,8 @@ export interface RequestAdmission {
   nonce_fresh: boolean;
   request_count: number;
   window_started_at: Date;
+  /** When the key's current backoff started, if the key is in one after this request; null otherwise. */
+  backoff_started_at: Date | null;
   /** The request's further buckets, in the order asked; null where the request was not counted in them. */
   extra_counts: ({ request_count: number; window_started_at: Date } | null)[];
   /** The values of the carried reads (src/platform/read-part.ts), in the order asked, as their owners parse them. */

@@ -30,6 +30,30 @@ export const BUCKETS = {
   slip_upload: { name: 'slip_upload', limit: 20, window_seconds: 60, scope: 'user' },
 } as const satisfies Record<string, BucketPolicy>;
 
+/**
+ * Tight retry loops on 429 put the whole key into backoff (spec, Errors, Rules 1). The rule is ours
+ * (docs/decisions/rate-limits.md, "Backoff of a key"): a key whose own bucket has refused more than
+ * `refusals_before_backoff` requests in one window is refused in every bucket of the key for
+ * `seconds`; a key that sends more than `tolerated_during_backoff` requests during a backoff starts it
+ * again from the latest of them. The state is one counter row per key, whatever the key sends.
+ */
+export const KEY_BACKOFF = Object.freeze({
+  bucket: 'key_backoff',
+  refusals_before_backoff: 60,
+  seconds: 60,
+  tolerated_during_backoff: 10,
+});
+
+/** The backoff terms an admission statement needs for a request counted in the key bucket `policy`. */
+export function keyBackoffTerms(policy: BucketPolicy): { bucket: string; start_above_count: number; seconds: number; tolerated: number } {
+  return {
+    bucket: KEY_BACKOFF.bucket,
+    start_above_count: policy.limit + KEY_BACKOFF.refusals_before_backoff,
+    seconds: KEY_BACKOFF.seconds,
+    tolerated: KEY_BACKOFF.tolerated_during_backoff,
+  };
+}
+
 export function windowStart(now: Date, policy: BucketPolicy): Date {
   const windowMs = policy.window_seconds * 1000;
   return new Date(Math.floor(now.getTime() / windowMs) * windowMs);
@@ -41,19 +65,31 @@ export interface BucketState {
   count: number;
   window_started_at: Date;
   now: Date;
+  /** When the key's backoff (KEY_BACKOFF) ends, for a key bucket whose key is in one; absent otherwise. */
+  backoff_until?: Date;
+}
+
+function inBackoff(state: BucketState): boolean {
+  return state.backoff_until !== undefined && state.backoff_until.getTime() > state.now.getTime();
 }
 
 export function remaining(state: BucketState): number {
-  return Math.max(0, state.policy.limit - state.count);
+  return inBackoff(state) ? 0 : Math.max(0, state.policy.limit - state.count);
 }
 
+/**
+ * Seconds until the bucket admits again: its window's end; in a backoff, the backoff's end, or the window's when
+ * the window is exceeded too and ends later.
+ */
 export function resetSeconds(state: BucketState): number {
-  const endMs = state.window_started_at.getTime() + state.policy.window_seconds * 1000;
+  const windowEndMs = state.window_started_at.getTime() + state.policy.window_seconds * 1000;
+  const backoffEndMs = inBackoff(state) ? (state.backoff_until?.getTime() ?? 0) : null;
+  const endMs = backoffEndMs === null ? windowEndMs : state.count > state.policy.limit ? Math.max(windowEndMs, backoffEndMs) : backoffEndMs;
   return Math.max(1, Math.ceil((endMs - state.now.getTime()) / 1000));
 }
 
 export function isExceeded(state: BucketState): boolean {
-  return state.count > state.policy.limit;
+  return state.count > state.policy.limit || inBackoff(state);
 }
 
 /**
@@ -80,7 +116,8 @@ export function applyRateHeaders(reply: FastifyReply, state: BucketState): void 
 export function rateLimitedError(state: BucketState): ApiError {
   return new ApiError('rate_limited', {
     retry_after_seconds: resetSeconds(state),
-    details: { bucket: state.policy.name, scope: state.policy.scope },
+    // A refusal of a key in backoff names the backoff, so that a client can tell it from its bucket's window.
+    details: { bucket: inBackoff(state) ? KEY_BACKOFF.bucket : state.policy.name, scope: state.policy.scope },
   });
 }
 

@@ -246,6 +246,20 @@ export async function insertAudit(db: Queryable, row: AuditRow): Promise<void> {
 }
 
 /**
+ * The key's backoff (src/http/rate-limit.ts, KEY_BACKOFF) as a counter row of its own (bucket $12, the key id as
+ * subject): `window_started_at` is when the backoff started and `request_count` the requests since then. The row
+ * is written only by a request of a key already in backoff (`held`), or whose key bucket's count passed $13; a
+ * backoff over ($14 is the earliest start still running) or one sent more than $15 requests starts again now.
+ * Housekeeping deletes the row with the stale rate counters.
+ */
+const BACKOFF_UPSERT = `INSERT INTO rate_limit_counters AS c (white_label_id, bucket, subject, window_started_at, request_count)
+       SELECT $1, $12, $3, $6, 0 FROM counter WHERE counter.request_count > $13 OR EXISTS (SELECT 1 FROM held)
+       ON CONFLICT (white_label_id, bucket, subject) DO UPDATE SET
+         request_count = CASE WHEN c.window_started_at <= $14 OR c.request_count >= $15 THEN 0 ELSE c.request_count + 1 END,
+         window_started_at = CASE WHEN c.window_started_at <= $14 OR c.request_count >= $15 THEN EXCLUDED.window_started_at ELSE c.window_started_at END
+       RETURNING window_started_at`;
+
+/**
  * The hot path of every signed request, in one statement and one round trip: records the nonce
  * (reusable only after its 10-minute expiry), counts the request in its fixed-window rate bucket, and
  * reads the current status of the key, merchant and brand so that a revocation or suspension applies
@@ -264,6 +278,7 @@ export async function admitSignedRequest(
   const params: unknown[] = [
     input.white_label_id, input.merchant_id, input.api_key_id, input.nonce, input.nonce_expires_at, input.now,
     input.bucket, input.subject, input.window_started_at, input.key_limit, input.scope_granted,
+    input.backoff.bucket, input.backoff.start_above_count, new Date(input.now.getTime() - input.backoff.seconds * 1000), input.backoff.tolerated,
   ];
   const extras = input.extra_buckets.map((extra, index) => {
     params.push(extra.bucket, extra.subject, extra.window_started_at);
@@ -301,13 +316,19 @@ export async function admitSignedRequest(
          JOIN merchants m ON m.white_label_id = k.white_label_id AND m.merchant_id = k.merchant_id
          JOIN brands b ON b.white_label_id = k.white_label_id
         WHERE k.white_label_id = $1 AND k.merchant_id = $2 AND k.api_key_id = $3
+     ), held AS (
+       SELECT 1 FROM rate_limit_counters
+        WHERE white_label_id = $1 AND bucket = $12 AND subject = $3 AND window_started_at > $14
+     ), backoff AS (
+       ${BACKOFF_UPSERT}
      ), admitted AS (
        SELECT 1 FROM chain, counter
         WHERE chain.key_status = 'active' AND chain.merchant_status = 'active' AND chain.brand_status = 'active'
-          AND EXISTS (SELECT 1 FROM nonce) AND counter.request_count <= $10 AND $11::boolean
+          AND EXISTS (SELECT 1 FROM nonce) AND counter.request_count <= $10 AND $11::boolean AND NOT EXISTS (SELECT 1 FROM held)
      )${extras.join('')}
      SELECT chain.key_status, chain.merchant_status, chain.brand_status,
-            EXISTS (SELECT 1 FROM nonce) AS nonce_fresh, counter.request_count, counter.window_started_at${extraColumns.join('')}${attachmentColumns.join('')}
+            EXISTS (SELECT 1 FROM nonce) AS nonce_fresh, counter.request_count, counter.window_started_at,
+            (SELECT window_started_at FROM backoff) AS backoff_started_at${extraColumns.join('')}${attachmentColumns.join('')}
        FROM chain CROSS JOIN counter`,
     params,
   );
@@ -320,6 +341,7 @@ export async function admitSignedRequest(
     nonce_fresh: row.nonce_fresh,
     request_count: row.request_count,
     window_started_at: row.window_started_at,
+    backoff_started_at: row.backoff_started_at === null ? null : new Date(row.backoff_started_at as Date | string),
     extra_counts: input.extra_buckets.map((_, index) => {
       const counted = row[`extra${index}`] as { request_count: number; window_started_at: string } | null;
       return counted ? { request_count: Number(counted.request_count), window_started_at: new Date(counted.window_started_at) } : null;
