@@ -99,6 +99,27 @@ ${nav}
 </header>`;
 }
 
+/**
+ * The payer's cancel: a button, then a confirmation that says what canceling means, since a payer who
+ * already transferred must upload the slip instead.
+ */
+function cancelSection(language: CheckoutLanguage): string {
+  const t = checkoutTexts(language);
+  const e = (key: CheckoutTextKey) => escapeHtml(t[key]);
+  return `<section id="cancel" aria-labelledby="cancel-heading" hidden>
+<h2 id="cancel-heading">${e('cancel_heading')}</h2>
+<p>${e('cancel_text')}</p>
+<button type="button" id="cancel-button" class="secondary">${e('cancel_button')}</button>
+<div id="cancel-confirm" hidden>
+<p id="cancel-confirm-text">${e('cancel_confirm_text')}</p>
+<button type="button" id="cancel-confirm-button" class="danger" aria-describedby="cancel-confirm-text">${e('cancel_confirm_button')}</button>
+<button type="button" id="cancel-keep-button" class="secondary">${e('cancel_keep_button')}</button>
+</div>
+<p id="cancel-progress" class="progress" aria-live="polite"></p>
+<p id="cancel-error" class="error" role="alert" hidden></p>
+</section>`;
+}
+
 /** The page at the order's checkout address: a shell the script fills from GET …/status. */
 export function renderCheckoutShell(language: CheckoutLanguage, assets: CheckoutAssets): string {
   const t = checkoutTexts(language);
@@ -151,6 +172,8 @@ ${banner(language, true)}
 <p>${e('sandbox_text')}</p>
 <button type="button" id="simulate-button" class="secondary">${e('sandbox_button')}</button>
 </section>
+
+${cancelSection(language)}
 
 <section id="done" aria-labelledby="done-heading" hidden>
 <h2 id="done-heading">${e('done_heading')}</h2>

@@ -28,6 +28,7 @@ import { brandSchema } from '../tenancy/resources.ts';
  * - GET  /checkout/{brand}/{deposit}/status     the order as the page shows it (session)
  * - POST /checkout/{brand}/{deposit}/slip-upload     the order's slip upload capability, no-store (session)
  * - POST /checkout/{brand}/{deposit}/sandbox-transfer  the sandbox bank's transfer and slip (session, test mode)
+ * - POST /checkout/{brand}/{deposit}/cancel     the payer cancels the unpaid order (session, Idempotency-Key)
  * - GET  /checkout/assets/{name}                the script, stylesheet and fonts, named by their hash
  *
  * Every answer carries the page's security headers. Routes are registered on the Fastify instance itself
@@ -70,6 +71,16 @@ function refuseCrossSite(request: FastifyRequest): void {
   if (origin !== undefined && (!URL.canParse(origin) || new URL(origin).host !== request.headers.host)) {
     throw new ApiError('scope_denied', { message: 'Checkout requests must come from the checkout page itself.', details: { reason: 'cross_site_request' } });
   }
+}
+
+/** The Idempotency-Key of a page's POST that changes something (a simulated transfer, a cancel). */
+function pageIdempotencyKey(request: FastifyRequest): string {
+  const key = request.headers['idempotency-key'];
+  if (typeof key !== 'string' || key === '') throw new ApiError('idempotency_key_required');
+  if (!IDEMPOTENCY_KEY_PATTERN.test(key)) {
+    throw new ApiError('validation_error', { details: { fields: [{ path: 'Idempotency-Key', reason: 'invalid_format', hint: '1 to 255 printable ASCII characters' }] } });
+  }
+  return key;
 }
 
 /** What the checkout pages call. */
@@ -168,11 +179,7 @@ export function registerCheckoutPages(app: FastifyInstance, services: CheckoutPa
         const session = await sessionOf(request);
         // A live order has no simulated transfer: the route does not exist for it, whatever is sent.
         if (session.livemode) throw new ApiError('resource_not_found');
-        const key = request.headers['idempotency-key'];
-        if (typeof key !== 'string' || key === '') throw new ApiError('idempotency_key_required');
-        if (!IDEMPOTENCY_KEY_PATTERN.test(key)) {
-          throw new ApiError('validation_error', { details: { fields: [{ path: 'Idempotency-Key', reason: 'invalid_format', hint: '1 to 255 printable ASCII characters' }] } });
-        }
+        const key = pageIdempotencyKey(request);
         const raw = await requestBodiesOf(app).buffer(request, reply, pageBodyLimits);
         let decoded: unknown = {};
         if (raw.length > 0) {
@@ -189,6 +196,19 @@ export function registerCheckoutPages(app: FastifyInstance, services: CheckoutPa
           path: (request.raw.url ?? '').split('?')[0] ?? '',
           body: decoded,
         });
+        if (stored.replayed) reply.header('Idempotent-Replay', 'true');
+        return sendJson(reply, request, stored.status, stored.body_text);
+      }));
+
+      // The payer cancels the order from its page (spec: `canceled_by` `end_user`, `end_user_request`).
+      scope.post('/:white_label_id/:deposit_id/cancel', checkoutHandler(async (request, reply) => {
+        refuseCrossSite(request);
+        const session = await sessionOf(request);
+        const key = pageIdempotencyKey(request);
+        if (requestHasBody(request)) {
+          throw new ApiError('validation_error', { details: { fields: [{ path: '$', reason: 'body_not_allowed' }] } });
+        }
+        const stored = await checkout.cancel(session, { idempotency_key: key, request_id: request.id, path: (request.raw.url ?? '').split('?')[0] ?? '', body: undefined });
         if (stored.replayed) reply.header('Idempotent-Replay', 'true');
         return sendJson(reply, request, stored.status, stored.body_text);
       }));

@@ -67,6 +67,8 @@ export interface CheckoutState {
   can_upload: boolean;
   /** Whether the page offers the sandbox's simulated transfer now (test mode only). */
   can_simulate: boolean;
+  /** Whether the page offers the payer's cancel now: the order awaits payment and has no slip. */
+  can_cancel: boolean;
   review: { reasons: { code: string; display_th: string; display_en: string; actionable_by: string }[] } | null;
   rejection: { display_th: string; display_en: string } | null;
   settlement: { amount_received_minor: number; partial: boolean } | null;
@@ -200,6 +202,7 @@ export class CheckoutService {
       slips: { uploaded: activity.total, processing, uploads_left: uploadsLeft },
       can_upload: takesSlips && !processing && uploadsLeft > 0,
       can_simulate: !view.livemode && view.status === 'awaiting_payment' && pendingLeg && !processing && uploadsLeft > 0,
+      can_cancel: view.status === 'awaiting_payment' && activity.total === 0,
       review: view.status === 'under_review' && view.review ? { reasons: view.review.reasons.map(reasonForPayer) } : null,
       rejection: view.rejection ? { display_th: view.rejection.display_th, display_en: view.rejection.display_en } : null,
       settlement: settlementForPayer(view),
@@ -244,6 +247,29 @@ export class CheckoutService {
         if (!made) throw new ApiError('resource_not_found');
         if (!made.ok) throw made.error;
         return { status: 201, body: made.value, headers: { 'Cache-Control': 'no-store' } };
+      },
+    );
+  }
+
+  /**
+   * The payer's cancel from the page: the order is canceled by `end_user` with `end_user_request` (spec,
+   * `canceled_by` and `cancel_reason_code`) through the deposit service's one cancel, which refuses with 409
+   * `deposit_not_cancelable` once a slip exists or the order no longer awaits payment. Idempotent by the page's
+   * key, so a retried click cancels once and answers the same; the answer is the page's view of the order.
+   */
+  async cancel(scope: CheckoutScope, input: { idempotency_key: string; request_id: string; path: string; body: unknown }): Promise<StoredResponse> {
+    return this.deps.idempotency.execute(
+      { white_label_id: scope.white_label_id, merchant_id: `checkout:${scope.deposit_id}`, livemode: scope.livemode, idempotency_key: input.idempotency_key },
+      { fingerprint: requestFingerprint('POST', input.path, input.body), request_id: input.request_id },
+      async (tx) => {
+        // The event names the page's request; the page's key is its own and is not the creation's key the spec means.
+        const cause = { request_id: input.request_id, idempotency_key: null, api_version: CURRENT_API_VERSION };
+        const canceled = await this.deps.deposits.cancel(tx, scope, scope.deposit_id, 'end_user', cause);
+        if (!canceled) throw new ApiError('resource_not_found');
+        if (!canceled.ok) throw canceled.error;
+        const state = await this.state(tx, scope);
+        if (!state) throw new ApiError('resource_not_found');
+        return { status: 200, body: state, headers: { 'Cache-Control': 'no-store' } };
       },
     );
   }

@@ -222,14 +222,17 @@ export class DepositService {
   /**
    * Cancels an unpaid order for the merchant or the end user. Once a slip exists (any later status)
    * the answer is `deposit_not_cancelable`. A waiting order never had a destination, so it closes
-   * for good (null window); a matched one keeps the late-slip window of its transfer deadline.
+   * for good (null window); a matched one keeps the late-slip window of its transfer deadline. The end
+   * user (the hosted checkout page) cancels only an order awaiting payment, the one status the spec's
+   * row names ("`awaiting_payment` | Canceled by merchant, end user or system | No slip exists").
    */
   async cancel(tx: Queryable, account: DepositAccount, deposit_id: string, by: Exclude<CanceledBy, 'system'>, cause: EventCause): Promise<Result<DepositView> | null> {
     const found = await repository.findOrder(tx, account, deposit_id);
     if (!found) return null;
     const row = await this.locks.lockForChange(tx, account.white_label_id, deposit_id);
     invariant(row, 'the order exists');
-    if (row.status !== 'awaiting_liquidity' && row.status !== 'awaiting_payment') return fail('deposit_not_cancelable', { details: { status: row.status } });
+    const cancelable = by === 'end_user' ? row.status === 'awaiting_payment' : row.status === 'awaiting_liquidity' || row.status === 'awaiting_payment';
+    if (!cancelable) return fail('deposit_not_cancelable', { details: { status: row.status } });
     // Once a slip exists (uploaded, even unread or unreadable) the end user may have paid: no cancel (spec).
     if (row.slip_attempts > 0 || (await this.deps.slip_activity(tx, row.white_label_id, row.deposit_id)).total > 0) {
       return fail('deposit_not_cancelable', { details: { status: row.status, reason: 'slip_received' } });

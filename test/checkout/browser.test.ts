@@ -246,6 +246,37 @@ describe.skipIf(chromiumPath === null)('the checkout page in a browser', () => {
     noProblems(problems);
   });
 
+  it('phone: the payer cancels the unpaid order after a confirmation, and may still upload a slip in the window', async () => {
+    const order = await createOrder();
+    const { page, problems } = await openPage(PHONE);
+    await followShopLink(page, order.checkout_url);
+    await statusIs(page, TH.status_awaiting_payment);
+    expect(await page.isVisible('#cancel-button')).toBe(true);
+    expect(await page.isHidden('#cancel-confirm')).toBe(true);
+    // The first press only asks; "keep paying" changes nothing.
+    await page.click('#cancel-button');
+    expect(await page.isVisible('#cancel-confirm')).toBe(true);
+    expect(await page.textContent('#cancel-confirm-text')).toBe(TH.cancel_confirm_text);
+    await axeScan(page, 'cancel confirmation');
+    await shoot(page, 'phone-cancel-1-confirm');
+    await page.click('#cancel-keep-button');
+    expect(await page.isHidden('#cancel-confirm')).toBe(true);
+    expect((await app.signed({ url: `/v1/pay/deposits/${order.id}` })).json<DepositView>().status).toBe('awaiting_payment');
+
+    await page.click('#cancel-button');
+    await page.click('#cancel-confirm-button');
+    await statusIs(page, TH.status_canceled);
+    const canceled = (await app.signed({ url: `/v1/pay/deposits/${order.id}` })).json<DepositView>();
+    expect(canceled).toMatchObject({ status: 'canceled', canceled_by: 'end_user', cancel_reason_code: 'end_user_request' });
+    expect(await page.isHidden('#cancel')).toBe(true);
+    expect(await page.isVisible('#legs img.qr')).toBe(false);
+    expect(await page.textContent('#status-detail')).toContain(TH.late_upload_hint.split('{time}')[0]!);
+    expect(await page.isEnabled('#slip-file')).toBe(true);
+    await axeScan(page, 'canceled by the payer');
+    await shoot(page, 'phone-cancel-2-canceled');
+    noProblems(problems);
+  });
+
   it('phone: a transfer from another sender name, its slip chosen in the file input, puts the order under review with the spec text', async () => {
     const order = await createOrder();
     const { page, problems } = await openPage(PHONE);

@@ -387,6 +387,80 @@ describe('the page endpoints', () => {
   });
 });
 
+/** The page's cancel, same-origin unless the headers say otherwise. */
+function cancel(session: Session, headers: Record<string, string> = {}, body?: string) {
+  return pageRequest(session, 'POST', '/cancel', { headers: { 'sec-fetch-site': 'same-origin', ...headers }, ...(body === undefined ? {} : { body }) });
+}
+
+describe("the payer's cancel", () => {
+  it('cancels an order awaiting payment as end_user with end_user_request, once per key, and refuses bad requests changing nothing', async () => {
+    const { status, order } = await createOrder();
+    expect(status).toBe(201);
+    const session = await openLink(order.checkout_url!);
+    expect((await stateOf(session)).can_cancel).toBe(true);
+
+    expect((await cancel(session, { 'sec-fetch-site': 'cross-site', 'idempotency-key': 'c0' })).statusCode).toBe(403);
+    expect(errorOf(await cancel(session)).code).toBe('idempotency_key_required');
+    const withBody = await cancel(session, { 'idempotency-key': 'c0', 'content-type': 'application/json' }, '{"reason":"x"}');
+    expect(withBody.statusCode).toBe(422);
+    const noCookie = await pageRequest({ ...session, cookie: '' }, 'POST', '/cancel', { headers: { 'sec-fetch-site': 'same-origin', 'idempotency-key': 'c0' } });
+    expect(noCookie.statusCode).toBe(404);
+    // Another order's session does not open this order's path.
+    const other = await openLink((await createOrder()).order.checkout_url!);
+    const foreign = await app.instance.app.inject({
+      method: 'POST',
+      url: `${session.page}/cancel`,
+      headers: { host: new URL(PUBLIC_BASE).host, cookie: other.cookie, 'sec-fetch-site': 'same-origin', 'idempotency-key': 'c0' },
+    });
+    expect(foreign.statusCode).toBe(404);
+    expect((await app.signed({ url: `/v1/pay/deposits/${order.id}` })).json<Order>().status).toBe('awaiting_payment');
+
+    const canceled = await cancel(session, { 'idempotency-key': 'c1' });
+    expect(canceled.statusCode, canceled.body).toBe(200);
+    expectSecurityHeaders(canceled);
+    const state = canceled.json<CheckoutState>();
+    expect(state).toMatchObject({ object: 'checkout', status: 'canceled', can_cancel: false, can_upload: true });
+    expect(state.late_slip_accepted_until).not.toBeNull();
+
+    const read = (await app.signed({ url: `/v1/pay/deposits/${order.id}` })).json<Order>();
+    expect(read).toMatchObject({ status: 'canceled', canceled_by: 'end_user', cancel_reason_code: 'end_user_request', is_terminal: false });
+    expect(read.late_slip_accepted_until).toBe(state.late_slip_accepted_until);
+    const events = (await eventsOfMerchant(app, app.sandbox.merchant_id)).filter((event) => event.data.object.id === order.id && event.type === 'deposit.canceled');
+    expect(events).toHaveLength(1);
+    expect(events[0]?.data.object).toMatchObject({ canceled_by: 'end_user', cancel_reason_code: 'end_user_request' });
+    expect((events[0] as unknown as { request?: { id: string } }).request?.id).toBe(canceled.headers['request-id']);
+
+    const replay = await cancel(session, { 'idempotency-key': 'c1' });
+    expect(replay.statusCode).toBe(200);
+    expect(replay.headers['idempotent-replay']).toBe('true');
+    const again = await cancel(session, { 'idempotency-key': 'c2' });
+    expect(again.statusCode).toBe(409);
+    expect(errorOf(again)).toMatchObject({ code: 'deposit_not_cancelable', details: { status: 'canceled' } });
+    expect((await eventsOfMerchant(app, app.sandbox.merchant_id)).filter((event) => event.data.object.id === order.id && event.type === 'deposit.canceled')).toHaveLength(1);
+  });
+
+  it('refuses once a slip exists, and for an order still waiting for liquidity', async () => {
+    const { order } = await createOrder();
+    const session = await openLink(order.checkout_url!);
+    const capability = (await pageRequest(session, 'POST', '/slip-upload', { headers: { 'sec-fetch-site': 'same-origin' } })).json<SlipUpload>();
+    const transfer = (await pageRequest(session, 'POST', '/sandbox-transfer', { headers: { 'idempotency-key': 'slip-first', 'sec-fetch-site': 'same-origin' } })).json<SandboxTransferView>();
+    expect((await uploadMultipart(app, capability, Buffer.from(transfer.slip.image_base64, 'base64'))).statusCode).toBe(202);
+    expect((await stateOf(session)).can_cancel).toBe(false);
+    const refused = await cancel(session, { 'idempotency-key': 'after-slip' });
+    expect(refused.statusCode).toBe(409);
+    expect(errorOf(refused)).toMatchObject({ code: 'deposit_not_cancelable', details: { reason: 'slip_received' } });
+
+    const waiting = await createOrder({ credentials: live });
+    expect(waiting.status).toBe(202);
+    const waitingSession = await openLink(waiting.order.checkout_url!);
+    expect((await stateOf(waitingSession)).can_cancel).toBe(false);
+    const notYet = await cancel(waitingSession, { 'idempotency-key': 'waiting' });
+    expect(notYet.statusCode).toBe(409);
+    expect(errorOf(notYet)).toMatchObject({ code: 'deposit_not_cancelable', details: { status: 'awaiting_liquidity' } });
+    expect((await app.signed({ url: `/v1/pay/deposits/${waiting.order.id}`, credentials: live })).json<Order>().status).toBe('awaiting_liquidity');
+  });
+});
+
 describe("a brand's checkout origin", () => {
   it('is set by the platform administrator, checked, audited, and used by every order of the brand', async () => {
     const brand = app.sandbox.white_label_id;

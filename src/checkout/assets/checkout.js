@@ -205,7 +205,7 @@
     page.stopped = true;
     clearTimeout(page.pollTimer);
     setStatus(text('link_invalid'), 'error');
-    ['waiting', 'pay', 'sender', 'upload', 'sandbox', 'done'].forEach(function (id) {
+    ['waiting', 'pay', 'sender', 'upload', 'sandbox', 'cancel', 'done'].forEach(function (id) {
       show(id, false);
     });
   }
@@ -241,7 +241,7 @@
     if (order.status !== 'awaiting_payment') page.note = null;
 
     var checking = order.slips.processing || order.status === 'slip_processing' || page.awaitingOutcome;
-    var sections = { waiting: false, pay: false, sender: false, upload: false, sandbox: false, done: false };
+    var sections = { waiting: false, pay: false, sender: false, upload: false, sandbox: false, cancel: false, done: false };
     var detail = '';
     switch (order.status) {
       case 'awaiting_liquidity':
@@ -256,6 +256,7 @@
         sections.sender = true;
         sections.upload = true;
         sections.sandbox = !order.livemode;
+        sections.cancel = order.can_cancel;
         break;
       case 'slip_processing':
         setStatus(text('status_checking'), 'info');
@@ -306,6 +307,7 @@
     if (sections.sender) renderSender(order);
     renderUpload(order, checking);
     renderSandbox(order);
+    renderCancel(order);
     renderDone(order);
     tick();
   }
@@ -405,6 +407,13 @@
     byId('simulate-button').disabled = !order.can_simulate || page.busy || page.awaitingOutcome;
   }
 
+  function renderCancel(order) {
+    var enabled = order.can_cancel && !page.busy && !page.awaitingOutcome;
+    byId('cancel-button').disabled = !enabled;
+    byId('cancel-confirm-button').disabled = !enabled;
+    if (!order.can_cancel) show('cancel-confirm', false);
+  }
+
   function renderDone(order) {
     var link = byId('return-link');
     if (order.return_url) {
@@ -456,6 +465,7 @@
     if (page.order) {
       renderUpload(page.order, false);
       renderSandbox(page.order);
+      renderCancel(page.order);
     }
   }
 
@@ -746,6 +756,66 @@
       });
   }
 
+  // ---- the payer's cancel ------------------------------------------------------------------------
+
+  function cancelError(message) {
+    setText('cancel-error', message || '');
+    show('cancel-error', Boolean(message));
+  }
+
+  /** Asks for a confirmation first: a payer who already transferred must upload the slip instead. */
+  function askCancel() {
+    cancelError('');
+    show('cancel-confirm', true);
+    byId('cancel-confirm-button').focus();
+  }
+
+  function keepPaying() {
+    show('cancel-confirm', false);
+    byId('cancel-button').focus();
+  }
+
+  /** Cancels the order; a lost answer is retried with the same key, so the order is canceled once. */
+  function cancelOrder() {
+    if (page.busy || !page.order || !page.order.can_cancel) return;
+    cancelError('');
+    page.busy = true;
+    renderCancel(page.order);
+    setText('cancel-progress', text('cancel_working'));
+    var key = newKey();
+    function attempt(round) {
+      return requestJson('POST', '/cancel', undefined, key).catch(function () {
+        if (round >= UPLOAD_ATTEMPTS) throw failure('failed');
+        return wait(1000 * round).then(function () {
+          return attempt(round + 1);
+        });
+      });
+    }
+    attempt(1)
+      .then(function (answer) {
+        page.busy = false;
+        setText('cancel-progress', '');
+        show('cancel-confirm', false);
+        if (answer.status === 200 && answer.body) {
+          // The status region announces the canceled order.
+          render(answer.body);
+          return;
+        }
+        if (answer.status === 404) {
+          linkInvalid();
+          return;
+        }
+        cancelError(errorCode(answer) === 'deposit_not_cancelable' ? text('cancel_refused') : text('cancel_failed'));
+        schedulePoll(0, true);
+      })
+      .catch(function () {
+        page.busy = false;
+        setText('cancel-progress', '');
+        cancelError(text('cancel_failed'));
+        if (page.order) renderCancel(page.order);
+      });
+  }
+
   // ---- start -------------------------------------------------------------------------------------
 
   byId('upload-form').addEventListener('submit', function (event) {
@@ -765,6 +835,9 @@
     uploadError('');
   });
   byId('simulate-button').addEventListener('click', simulateTransfer);
+  byId('cancel-button').addEventListener('click', askCancel);
+  byId('cancel-keep-button').addEventListener('click', keepPaying);
+  byId('cancel-confirm-button').addEventListener('click', cancelOrder);
   document.addEventListener('visibilitychange', function () {
     if (!document.hidden && page.order && following(page.order)) schedulePoll(0, true);
   });
