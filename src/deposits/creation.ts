@@ -204,6 +204,7 @@ export class DepositCreation {
       rejection: null,
       verification: null,
       slip_attempts: 0,
+      window_closed_at: null,
       created_at: now,
       updated_at: now,
     };

@@ -10,7 +10,7 @@ import { claimUrl, SLIP_CLAIM_PERIOD_MS, slipUploadOf, slipUploadUrl, type SlipU
 import * as repository from './repository.ts';
 import { GATEWAY_ACCOUNT_PURPOSE, type DepositPolicy } from './policy.ts';
 import type { DepositDependencies } from './dependencies.ts';
-import { DEPOSIT_TRANSITIONS, EVENT_OF_TRIGGER, EXPIRE_DEPOSIT_TASK, LATE_SLIP_WINDOW_MS, MATCH_RETRY_INTERVAL_MS, MATCH_RETRY_TASK } from './transitions.ts';
+import { CLOSE_WINDOW_TASK, DEPOSIT_TRANSITIONS, EVENT_OF_TRIGGER, EXPIRE_DEPOSIT_TASK, LATE_SLIP_WINDOW_MS, MATCH_RETRY_INTERVAL_MS, MATCH_RETRY_TASK } from './transitions.ts';
 import { depositView, promptPayPayload, type DepositView, type LegView } from './views.ts';
 import type { DepositLegRow, DepositRow, ReviewObject, ReviewReason } from './types.ts';
 
@@ -165,7 +165,7 @@ export class DepositChanges {
           ? { object: { ...afterView, ...input.event_extra }, before_object: { ...beforeView, ...input.event_extra } }
           : {}),
       },
-      ...(input.jobs ? { jobs: input.jobs } : {}),
+      jobs: [...(input.jobs ?? []), ...this.closeJobs(input.after)],
     });
     if (!result.ok) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.after.merchant_reference } });
     return result.view;
@@ -179,6 +179,28 @@ export class DepositChanges {
       payload: { white_label_id: row.white_label_id, deposit_id: row.deposit_id },
       run_at: runAt,
       job_key: `${MATCH_RETRY_TASK}:${row.deposit_id}:${runAt.getTime()}`,
+      white_label_id: row.white_label_id,
+    };
+  }
+
+  /**
+   * The close of the late-slip window of an order that is (again) expired or canceled with a window not yet
+   * closed: every such change schedules it, and its key (the order and the window's end) makes a repeat a
+   * no-op while it is pending. An order that leaves the state before the job runs is left alone by the job.
+   */
+  closeJobs(row: DepositRow): JobSpec[] {
+    if ((row.status !== 'expired' && row.status !== 'canceled') || row.late_slip_accepted_until === null || row.window_closed_at !== null) return [];
+    return [this.closeJob(row, row.late_slip_accepted_until, 0)];
+  }
+
+  /** The close job at `run_at`; `attempt` counts the times it found a slip still waiting to be processed. */
+  closeJob(row: DepositRow, run_at: Date, attempt: number): JobSpec {
+    return {
+      task: CLOSE_WINDOW_TASK,
+      payload: { white_label_id: row.white_label_id, deposit_id: row.deposit_id, attempt },
+      run_at,
+      // The attempt is part of the key: a job that looks again must not collide with itself while it runs.
+      job_key: `${CLOSE_WINDOW_TASK}:${row.deposit_id}:${run_at.getTime()}:${attempt}`,
       white_label_id: row.white_label_id,
     };
   }

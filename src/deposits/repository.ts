@@ -12,7 +12,7 @@ const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, deposit_id, versio
   liquidity_source, expires_at, wait_started_at, late_slip_accepted_until, expired_reason, canceled_by, cancel_reason_code,
   slip_received_at, slip_is_late, transferred_amount_minor, amount_received_minor, fee_total_minor, fee_breakdown,
   credited_amount_minor, partial, settled_via, balance_transaction_id, settled_at, clearing_available_at, overpayment, reversal,
-  review, rejection, verification, slip_attempts, created_at, updated_at`;
+  review, rejection, verification, slip_attempts, window_closed_at, created_at, updated_at`;
 
 const LEG_COLUMNS = `white_label_id, deposit_id, leg_ref, sequence, amount_minor, expires_at, status, destination, withdrawal_id, withdrawal_leg_ref,
   receiver_bank_code, receiver_bank_name_th, receiver_account_last4, receiver_name_masked, created_at, updated_at, paid_minor`;
@@ -135,7 +135,7 @@ export async function updateOrder(db: Queryable, row: DepositRow, expected_versi
             slip_is_late = $15, transferred_amount_minor = $16, amount_received_minor = $17, fee_total_minor = $18,
             fee_breakdown = $19, credited_amount_minor = $20, partial = $21, settled_via = $22, balance_transaction_id = $23,
             settled_at = $24, clearing_available_at = $25, overpayment = $26, reversal = $27, review = $28, rejection = $29,
-            verification = $30, slip_attempts = $31
+            verification = $30, slip_attempts = $31, window_closed_at = $32
       WHERE white_label_id = $1 AND deposit_id = $2 AND version = $3`;
   const params = [
       row.white_label_id, row.deposit_id, expected_version, row.version, row.status, row.liquidity_source, row.expires_at,
@@ -145,7 +145,7 @@ export async function updateOrder(db: Queryable, row: DepositRow, expected_versi
       row.balance_transaction_id, row.settled_at, row.clearing_available_at,
       row.overpayment === null ? null : JSON.stringify(row.overpayment), row.reversal === null ? null : JSON.stringify(row.reversal),
       row.review === null ? null : JSON.stringify(row.review), row.rejection === null ? null : JSON.stringify(row.rejection),
-      row.verification === null ? null : JSON.stringify(row.verification), row.slip_attempts,
+      row.verification === null ? null : JSON.stringify(row.verification), row.slip_attempts, row.window_closed_at,
   ];
   const key = orderRowKey(row.white_label_id, row.deposit_id);
   if (!holdsLock(db, key)) return (await db.query(sql, params)).rowCount === 1;
@@ -192,7 +192,7 @@ export function keepLockedOrder(db: Queryable, row: DepositRow): void {
 
 /** The timestamp columns of an order, which a row read as JSON has as text. */
 const ORDER_DATE_COLUMNS = [
-  'expires_at', 'wait_started_at', 'late_slip_accepted_until', 'slip_received_at', 'settled_at', 'clearing_available_at', 'created_at', 'updated_at',
+  'expires_at', 'wait_started_at', 'late_slip_accepted_until', 'slip_received_at', 'settled_at', 'clearing_available_at', 'window_closed_at', 'created_at', 'updated_at',
 ] as const satisfies readonly (keyof DepositRow)[];
 
 /**

@@ -2,9 +2,9 @@ import type { Database, Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
-import { formatTimestamp } from '../platform/time.ts';
+import { formatTimestamp, MINUTE_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
-import { cancelJobsByKey, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
+import { cancelJobsByKey, scheduleJob, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank } from '../banks/service.ts';
 import * as repository from './repository.ts';
 import { renderQrPng } from './qr-image.ts';
@@ -14,7 +14,7 @@ import { DepositLocks } from './order-locks.ts';
 import { DepositCreation } from './creation.ts';
 import { DepositSlipHooks } from './slip-hooks.ts';
 import { DepositReviewHooks } from './review-hooks.ts';
-import { depositOfJob, EXPIRE_DEPOSIT_TASK, MATCH_RETRY_TASK } from './transitions.ts';
+import { CLOSE_WINDOW_TASK, depositOfJob, EXPIRE_DEPOSIT_TASK, MATCH_RETRY_TASK } from './transitions.ts';
 import { depositView, promptPayPayload, type DepositView, type SenderView } from './views.ts';
 import { maskAccount, maskName } from './masking.ts';
 import type { CanceledBy, DepositAccount, DepositLegRow, DepositRow } from './types.ts';
@@ -258,6 +258,33 @@ export class DepositService {
   }
 
   /**
+   * The close job (deposits.close_window): at `late_slip_accepted_until` an expired or canceled order that took
+   * no late slip becomes terminal, as a change of the order (a new version, `is_terminal` false to true,
+   * `deposit.closed`), so that a client that follows webhooks learns it. An order that left the state, or was
+   * closed already, is left alone. A slip accepted before the window's end and not yet processed decides
+   * first: the job looks again a minute later, at most `CLOSE_WINDOW_MAX_ATTEMPTS` times (a day).
+   */
+  async closeWindow(tx: Queryable, white_label_id: string, deposit_id: string, attempt: number): Promise<'closed' | 'left' | 'waiting'> {
+    const row = await this.locks.lockForChange(tx, white_label_id, deposit_id);
+    if (!row || (row.status !== 'expired' && row.status !== 'canceled') || row.late_slip_accepted_until === null || row.window_closed_at !== null) return 'left';
+    const now = this.changes.now();
+    // Early (another clock's time) or a slip still to be processed: look again later, a bounded number of times.
+    const early = row.late_slip_accepted_until.getTime() > now.getTime();
+    if (early || (await this.deps.slip_activity(tx, white_label_id, deposit_id)).unprocessed > 0) {
+      const next = early ? row.late_slip_accepted_until : new Date(now.getTime() + MINUTE_MS);
+      if (attempt < CLOSE_WINDOW_MAX_ATTEMPTS) await scheduleJob(tx, this.deps.clock, this.changes.closeJob(row, next, attempt + 1));
+      return 'waiting';
+    }
+    await this.changes.transition(tx, {
+      before: row,
+      after: { ...row, version: row.version + 1, window_closed_at: now, updated_at: now },
+      trigger: 'close',
+      cause: SYSTEM_CAUSE,
+    });
+    return 'closed';
+  }
+
+  /**
    * One page of the caller's orders (no payment instructions in a list: they are read per order).
    * Returns one row more than asked when there is a next page.
    */
@@ -338,8 +365,16 @@ export class DepositService {
 }
 
 /** The job handler of a waiting order's matching retry; one short transaction, a no-op once the order moved on. */
+/** How many times the close job looks again (a minute apart) while a slip of the order waits to be processed. */
+const CLOSE_WINDOW_MAX_ATTEMPTS = 1440;
+
 export function createDepositJobHandlers(database: Database, deposits: DepositService): Record<string, JobHandler> {
   return {
+    [CLOSE_WINDOW_TASK]: async (job) => {
+      const { white_label_id, deposit_id } = depositOfJob(job.payload);
+      const attempt = Number(job.payload.attempt ?? 0);
+      await database.transaction((tx) => deposits.closeWindow(tx, white_label_id, deposit_id, Number.isSafeInteger(attempt) ? attempt : 0));
+    },
     [MATCH_RETRY_TASK]: async (job) => {
       const { white_label_id, deposit_id } = depositOfJob(job.payload);
       await database.transaction((tx) => deposits.retryMatching(tx, white_label_id, deposit_id));

@@ -10,6 +10,8 @@ import { DEPOSIT_STATUSES, type DepositStatus, type ReviewReason } from './types
 
 export const MATCH_RETRY_TASK = 'deposits.match_retry';
 export const EXPIRE_DEPOSIT_TASK = 'deposits.expire';
+/** The end of an expired or canceled order's late-slip window: the order becomes terminal (`deposit.closed`). */
+export const CLOSE_WINDOW_TASK = 'deposits.close_window';
 /**
  * The options of `deposit_not_payable` for an order in `status`: a retry may succeed only for an order still
  * waiting for a destination (`awaiting_liquidity`, which gets one when it is matched); for any other status the
@@ -61,6 +63,9 @@ export const DEPOSIT_TRANSITIONS = new TransitionTable<DepositStatus>('deposit_o
   // null), then released when the dispute ends for the depositor (docs/decisions/disputes.md).
   { from: 'settled', to: 'settled', trigger: 'funds_held' },
   { from: 'settled', to: 'settled', trigger: 'funds_released' },
+  // The late-slip window of an expired or canceled order passed with no slip: `is_terminal` turns true (deposit.closed).
+  { from: 'expired', to: 'expired', trigger: 'close' },
+  { from: 'canceled', to: 'canceled', trigger: 'close' },
 ]);
 
 export const EVENT_OF_TRIGGER: Record<string, string> = {
@@ -81,6 +86,7 @@ export const EVENT_OF_TRIGGER: Record<string, string> = {
   slip_attached: 'deposit.review_updated',
   funds_held: 'deposit.funds_held',
   funds_released: 'deposit.funds_released',
+  close: 'deposit.closed',
 };
 
 /** Slips accepted per order, counting expired and not-yet-expired cases (spec, Limits). */

@@ -92,6 +92,11 @@ export interface DepositRow extends DepositAccount {
   rejection: RejectionObject | null;
   verification: VerificationBooleans | null;
   slip_attempts: number;
+  /**
+   * When the close job (deposits.close_window) closed the late-slip window of this expired or canceled order,
+   * making it terminal (migration 0030); null before that, and for an order that never had a window.
+   */
+  window_closed_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }

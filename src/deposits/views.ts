@@ -112,13 +112,15 @@ export interface ViewOptions {
 
 /**
  * The order as the API and events show it. `is_terminal` follows `late_slip_accepted_until`: an
- * expired or canceled order is final only once its late-slip window has passed, or when there was
- * never a destination (null window).
+ * expired or canceled order is final once the close job has closed its late-slip window (a change with its
+ * own version and event, `deposit.closed`), or at once when there was never a destination (null window).
+ * It is read from the stored order, never from the clock, so that it never changes without a new version.
  */
 export function depositView(row: DepositRow, legs: DepositLegRow[], options: ViewOptions): DepositView {
   const closedWithWindow = row.status === 'expired' || row.status === 'canceled';
-  const windowPassed = row.late_slip_accepted_until === null || row.late_slip_accepted_until.getTime() <= options.now.getTime();
-  const isTerminal = row.status === 'rejected' || row.status === 'reversed' || (closedWithWindow && windowPassed);
+  // A row from a read that does not name the column has it undefined: that is not a closed window.
+  const windowClosed = row.late_slip_accepted_until === null || (row.window_closed_at ?? null) !== null;
+  const isTerminal = row.status === 'rejected' || row.status === 'reversed' || (closedWithWindow && windowClosed);
   const activeLegs = legs.filter((leg) => leg.status !== 'released' || closedWithWindow);
   return {
     id: row.deposit_id,

@@ -304,7 +304,21 @@ describe('expiry and cancel', () => {
     // A late slip may still come within the window, so a capability is still issued; after it, none.
     expect((await app.signed({ method: 'POST', url: `/v1/pay/deposits/${created.id}/slip-token`, idempotency_key: `exp-${created.id}` })).statusCode).toBe(200);
     app.clock.advance(24 * HOUR_MS);
-    expect((await getDeposit(created.id)).is_terminal).toBe(true);
+    // The window has passed, but the order changes only when the close job runs: until then it reads as before.
+    expect(await getDeposit(created.id)).toMatchObject({ is_terminal: false, version: expired.version });
+    await app.instance.worker.runDueJobs();
+    const final = await getDeposit(created.id);
+    expect(final).toMatchObject({ status: 'expired', is_terminal: true, version: expired.version + 1 });
+    const events = await eventsOf(created.id);
+    expect(events.map((event) => event.type)).toEqual(['deposit.created', 'deposit.expired', 'deposit.closed']);
+    expect(events[2]?.data.object).toMatchObject({ status: 'expired', is_terminal: true, version: expired.version + 1 });
+    expect(events[2]?.data.previous_attributes).toEqual({ is_terminal: false, version: expired.version });
+    // The merchant's feed carries it too.
+    const feed = (await app.signed({ url: '/v1/pay/events?type=deposit.closed' })).json<{ data: { type: string; data: { object: { id: string } } }[] }>();
+    expect(feed.data.filter((event) => event.data.object.id === created.id).map((event) => event.type)).toContain('deposit.closed');
+    // Running the worker again changes nothing: one close per order.
+    await app.instance.worker.runDueJobs();
+    expect((await getDeposit(created.id)).version).toBe(expired.version + 1);
     const closed = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${created.id}/slip-token`, idempotency_key: `closed-${created.id}` });
     // Final: no retry can make it payable again (spec, Error body: `retryable` is "True when a retry may succeed").
     expect(errorOf(closed)).toMatchObject({ code: 'deposit_not_payable', retryable: false, details: { status: 'expired' } });
@@ -558,6 +572,8 @@ describe('masking and the transition table', () => {
         'under_review>under_review:slip_attached',
         'settled>settled:funds_held',
         'settled>settled:funds_released',
+        'expired>expired:close',
+        'canceled>canceled:close',
       ].sort(),
     );
   });

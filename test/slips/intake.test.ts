@@ -389,6 +389,8 @@ describe('after the late-slip window', () => {
       details: { deposit_id: order.id, late_slip_accepted_until: new Date(Date.parse(order.expires_at) + 24 * HOUR_MS).toISOString(), claim_url: expect.any(String) },
     });
     expect(await intakeRows()).toEqual({ ...before, records: before.records + 1 });
+    // The order turns terminal when the close job runs at the window's end (deposit.closed), not by the clock alone.
+    await runJobs(app);
     expect((await getDeposit(app, order.id)).is_terminal).toBe(true);
 
     const claimUrl = String(error.details.claim_url);

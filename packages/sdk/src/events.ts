@@ -64,6 +64,8 @@ export const DEPOSIT_EVENT_TYPES = [
   'deposit.leg_paid',
   'deposit.funds_held',
   'deposit.funds_released',
+  // The late-slip window of an expired or canceled order closed: `is_terminal` turned true (issue 31).
+  'deposit.closed',
 ] as const;
 
 export const WITHDRAWAL_EVENT_TYPES = [
