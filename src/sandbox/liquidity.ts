@@ -27,8 +27,12 @@ export const STANDING_WITHDRAWAL_MINOR = 5_000_000;
 /** Sandbox scenario 105.00 THB: no destination for the first 25 seconds of the order. */
 export const LATE_LIQUIDITY_AMOUNT_MINOR = 10_500;
 export const LATE_LIQUIDITY_DELAY_MS = 25_000;
-/** Scenarios whose destinations the counterparty opens for the deposit alone: the amounts of their legs. */
-const DEDICATED_LEGS_MINOR: Readonly<Record<number, readonly number[]>> = { 10_400: [5_200, 5_200], 11_000: [11_000] };
+/**
+ * Scenarios whose destinations the counterparty opens for the deposit alone, out of the matching queue so that
+ * no other deposit reserves them: the amounts of their legs. 102.00 needs its own too: its late slip reserves
+ * the leg again when approved, which a standing order that has reached its `max_splits` meanwhile refuses.
+ */
+const DEDICATED_LEGS_MINOR: Readonly<Record<number, readonly number[]>> = { 10_200: [10_200], 10_400: [5_200, 5_200], 11_000: [11_000] };
 
 /** Seeded accounts of the sandbox bank (src/bank-directory/sandbox-adapter.ts) that the counterparty pays out to. */
 const COUNTERPARTY_PAYEES = [
@@ -87,9 +91,10 @@ export class SandboxLiquidity implements LiquidityProvider {
   }
 
   /**
-   * Scenarios 104.00 (a fallback route of two legs) and 110.00 (a destination that is gone when the late
-   * slip comes): the counterparty opens withdrawals of exactly these amounts for this deposit alone, so the
-   * scenario's later steps act on them without touching any other order's liquidity.
+   * Scenarios 104.00 (a fallback route of two legs), 110.00 (a destination that is gone when the late slip
+   * comes) and 102.00 (a late slip reserves its leg again): the counterparty opens withdrawals of exactly these
+   * amounts for this deposit alone, kept out of the matching queue, so the scenario's later steps act on them
+   * and no other order's deposit can take them meanwhile.
    */
   private async dedicatedLegs(
     tx: Queryable,
@@ -140,7 +145,7 @@ export class SandboxLiquidity implements LiquidityProvider {
       account,
       { amount_minor, merchant_reference: `${purpose}-${standingId}`, end_user_ref: 'sandbox-counterparty', beneficiary_id },
       SYSTEM_CAUSE,
-      { sandbox_liquidity: true },
+      { sandbox_liquidity: true, outside_matching_queue: purpose === 'scenario' },
     );
     invariant(created.ok, 'a funded counterparty can always open its withdrawal');
     return created.value.id;

@@ -21,6 +21,7 @@ import {
   SCENARIO_DUPLICATE_DELAY_MS,
   SCENARIO_FILL_CHUNK_DELAY_MS,
   SCENARIO_LATE_SLIP_DELAY_MS,
+  SCENARIO_LATE_TRANSFER_AFTER_DEADLINE_MS,
   SCENARIO_OVERPAID_TRANSFER_MINOR,
   SCENARIO_PAYMENT_DELAY_MS,
   SCENARIO_REVERSAL_DELAY_MS,
@@ -222,7 +223,7 @@ export class SandboxScenarios {
       case 10_200: {
         if (order.status === 'awaiting_payment') return 'wait';
         if (order.status !== 'expired') return 'stopped';
-        await this.pay(order, 'late_payment', {});
+        await this.pay(order, 'late_payment', { occurred_at: new Date(order.expires_at.getTime() + SCENARIO_LATE_TRANSFER_AFTER_DEADLINE_MS) });
         await this.schedule(order, 'approve_late_slip', new Date(this.deps.clock.now().getTime() + SCENARIO_REVIEW_APPROVAL_DELAY_MS));
         return 'done';
       }

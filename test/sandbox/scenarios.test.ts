@@ -86,7 +86,7 @@ describe('deposit scenarios', () => {
     expect((await getDeposit(app, created.id, merchant)).status).toBe('under_review');
   });
 
-  it('102.00: expired, a late slip 60 s after the skew tolerance goes to review with LATE_SLIP, then settled', async () => {
+  it('102.00: expired, a late slip 60 s after the deadline goes to review with LATE_SLIP, then settled', async () => {
     const merchant = await newMerchant();
     const created = await createDeposit(app, { amount_minor: 10_200, credentials: merchant });
     expect(seconds(created.created_at, created.expires_at)).toBe(60);
@@ -94,7 +94,7 @@ describe('deposit scenarios', () => {
     expect(expired.order.expired_reason).toBe('no_payment');
     const reviewed = await until(created, 'under_review', 185_000, merchant);
     expect(reviewed.order.review?.reasons.map((reason) => reason.code)).toContain('LATE_SLIP');
-    expect(seconds(created.expires_at, reviewed.order.review!.opened_at)).toBe(180);
+    expect(seconds(created.expires_at, reviewed.order.review!.opened_at)).toBe(60);
     const { order } = await until(created, 'settled', 70_000, merchant);
     expect(order).toMatchObject({ settled_via: 'review', amount_received_minor: 10_200 });
   });
@@ -191,12 +191,15 @@ describe('deposit scenarios', () => {
     expect(order).toMatchObject({ partial: true, settled_via: 'auto', amount_received_minor: 10_000, transferred_amount_minor: 10_000 });
   });
 
-  it('112.00: after the deadline the late-slip window is closed: 410 with a claim_url that opens a claim', async () => {
+  it('112.00: the late-slip window (24 h after the deadline) is closed: 410 with a claim_url that opens a claim', async () => {
     const merchant = await newMerchant();
     const created = await createDeposit(app, { amount_minor: 11_200, credentials: merchant });
-    expect(seconds(created.created_at, created.expires_at)).toBe(60);
-    const { order } = await until(created, 'expired', 61_000, merchant);
-    expect(order.late_slip_accepted_until).toBe(created.expires_at);
+    // The deadline is dated a day and a minute before the order, so the window, always 24 hours after the
+    // deadline (spec, late_slip_accepted_until), closed a minute before the order was made.
+    expect(seconds(created.created_at, created.expires_at)).toBe(-(24 * 3600 + 60));
+    const { order } = await until(created, 'expired', 1_000, merchant);
+    expect(seconds(order.expires_at, order.late_slip_accepted_until!)).toBe(24 * 3600);
+    expect(seconds(created.created_at, order.late_slip_accepted_until!)).toBe(-60);
     // Nothing is paid automatically: the 410 is the answer to the end user's upload.
     expect(await receiptCount(created.id)).toBe(0);
     const transfer = await sandboxTransfer(app, created, {}, merchant);
@@ -234,14 +237,21 @@ describe('deposit scenarios', () => {
     expect((await eventsOfMerchant(app, merchant.merchant_id)).filter((event) => event.type === 'webhook.key.rotating')).toHaveLength(1);
   });
 
-  it('115.00: an idempotency conflict (409 idempotency_key_reused), nothing created', async () => {
+  it('115.00: the first request is stored under its key; the same body replays it, another body gets 409 idempotency_key_reused naming it', async () => {
     const merchant = await newMerchant();
     const body = depositBody(11_500);
-    const response = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: merchant, body });
-    expect(response.statusCode, response.body).toBe(409);
-    expect(errorOf(response)).toMatchObject({ code: 'idempotency_key_reused', retryable: false });
+    const idempotency_key = crypto.randomUUID();
+    const first = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key, credentials: merchant, body });
+    expect(first.statusCode, first.body).toBe(201);
+    const replay = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key, credentials: merchant, body });
+    expect(replay.statusCode, replay.body).toBe(201);
+    expect(replay.headers['idempotent-replay']).toBe('true');
+    expect(replay.json<DepositView>().id).toBe(first.json<DepositView>().id);
+    const conflict = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key, credentials: merchant, body: { ...body, merchant_reference: nextReference('other-body') } });
+    expect(conflict.statusCode, conflict.body).toBe(409);
+    expect(errorOf(conflict)).toMatchObject({ code: 'idempotency_key_reused', retryable: false, details: { original_request_id: first.headers['request-id'] } });
     const { rows } = await app.testDatabase.database.query('SELECT 1 FROM deposit_orders WHERE merchant_id = $1', [merchant.merchant_id]);
-    expect(rows).toHaveLength(0);
+    expect(rows).toHaveLength(1);
   });
 
   it('116.00: same-slip overpayment, V = 12100: one deposit.settled with A = X and E = 500', async () => {
