@@ -20,8 +20,8 @@ export interface SandboxScenario {
   amount_minor: ScenarioAmount;
   /** The spec's "Scenario" column. */
   description: string;
-  /** Which kind of order the amount selects. */
-  applies_to: 'deposit' | 'withdrawal';
+  /** Which kind of order the amount selects: 107.00 selects both (the counterparty's withdrawal split into 3 chunks, seen from either side). */
+  applies_to: 'deposit' | 'withdrawal' | 'both';
 }
 
 /** The spec's table, row by row. */
@@ -33,7 +33,7 @@ export const SANDBOX_SCENARIOS: readonly SandboxScenario[] = [
   { amount_minor: 10_400, applies_to: 'deposit', description: 'Fallback route with 2 legs, TTL about 4 minutes' },
   { amount_minor: 10_500, applies_to: 'deposit', description: '25 seconds in `awaiting_liquidity` before a destination appears' },
   { amount_minor: 10_600, applies_to: 'deposit', description: '`under_review` with `BANK_DISABLED`' },
-  { amount_minor: 10_700, applies_to: 'withdrawal', description: 'Counterparty withdrawal split into 3 chunks' },
+  { amount_minor: 10_700, applies_to: 'both', description: 'Counterparty withdrawal split into 3 chunks' },
   { amount_minor: 10_800, applies_to: 'deposit', description: 'Duplicate transfer: settled, then `deposit.overpaid` at +45 seconds' },
   { amount_minor: 10_900, applies_to: 'deposit', description: 'Canceled, transferred anyway: canceled (`is_terminal` false), late slip, `under_review` with `CANCELED_ORDER_SLIP`' },
   { amount_minor: 11_000, applies_to: 'deposit', description: '`ALLOCATION_CONFLICT` late slip plus `withdrawal.disputed` on the counterparty' },
@@ -49,9 +49,9 @@ export const SANDBOX_SCENARIOS: readonly SandboxScenario[] = [
 export const SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR = 11_300;
 
 /** The scenario a test-mode order of this kind and amount follows; null for live and for any other amount. */
-export function sandboxScenarioOf(kind: SandboxScenario['applies_to'], livemode: boolean, amount_minor: number): SandboxScenario | null {
+export function sandboxScenarioOf(kind: 'deposit' | 'withdrawal', livemode: boolean, amount_minor: number): SandboxScenario | null {
   if (livemode) return null;
-  return SANDBOX_SCENARIOS.find((scenario) => scenario.amount_minor === amount_minor && scenario.applies_to === kind) ?? null;
+  return SANDBOX_SCENARIOS.find((scenario) => scenario.amount_minor === amount_minor && (scenario.applies_to === kind || scenario.applies_to === 'both')) ?? null;
 }
 
 /** When the sandbox payer acts after an order gets its destination: the "about 5 seconds" of 100.00 THB include verification. */
@@ -125,7 +125,7 @@ export function scenarioDeadlineDatedBackSeconds(livemode: boolean, amount_minor
 export const SCENARIO_STEP_TASK = 'sandbox.scenario_step';
 
 /** Steps of the scenarios; each runs as one `sandbox.scenario_step` job and may schedule the next. */
-export type ScenarioStep = 'start' | 'late_payment' | 'approve_late_slip' | 'reverse' | 'duplicate_transfer' | 'fill_chunk';
+export type ScenarioStep = 'start' | 'late_payment' | 'approve_late_slip' | 'reverse' | 'duplicate_transfer' | 'fill_chunk' | 'pay_leg' | 'relay_dispute';
 
 /** The job of one step; `at` is when it runs, `order_id` the deposit or withdrawal it acts on. */
 export function scenarioStepJob(input: { white_label_id: string; order_id: string; step: ScenarioStep; at: Date }) {

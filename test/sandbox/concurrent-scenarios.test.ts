@@ -57,9 +57,9 @@ async function readyMerchant(white_label_id: string): Promise<{ merchant: Mercha
 }
 
 /** Creates one order of a scenario amount as a merchant's integration would: a deposit, or a withdrawal for the withdrawal rows. */
-async function start(amount_minor: number, ready: { merchant: MerchantCredentials; beneficiary_id: string }): Promise<Started> {
+async function start(amount_minor: number, ready: { merchant: MerchantCredentials; beneficiary_id: string }, kind: 'deposit' | 'withdrawal' = 'deposit'): Promise<Started> {
   const { merchant } = ready;
-  const withdrawal = SANDBOX_SCENARIOS.find((row) => row.amount_minor === amount_minor)?.applies_to === 'withdrawal';
+  const withdrawal = kind === 'withdrawal';
   const body = withdrawal
     ? { amount_minor, currency: 'THB', merchant_reference: nextReference('at-once-wdr'), end_user_ref: 'user-at-once', beneficiary_id: ready.beneficiary_id }
     : depositBody(amount_minor);
@@ -127,6 +127,9 @@ async function expectDepositEnding(started: Extract<Started, { kind: 'deposit' }
       expect(seconds(created.created_at, eventOf(feed, 'deposit.matched').created_at), label).toBeGreaterThanOrEqual(25);
       expect(seconds(created.created_at, eventOf(feed, 'deposit.matched').created_at), label).toBeLessThanOrEqual(25 + tolerance_s);
       return;
+    case 10_700:
+      await expectSplitCounterpartyWithdrawal(started, order, label);
+      return;
     case 10_800:
       expect(order.status, label).toBe('settled');
       expect(feed.filter((event) => event.type === 'deposit.settled'), label).toHaveLength(1);
@@ -172,6 +175,24 @@ function expectLateSlipSettled(created: CreatedDeposit, order: DepositView, feed
   expect(feed.map((event) => event.type), label).toEqual(expect.arrayContaining(['deposit.expired', 'deposit.under_review', 'deposit.settled']));
 }
 
+/**
+ * 107.00 as a deposit: three legs, the counterparty's one withdrawal split into three chunks, each paid and
+ * settled automatically; the withdrawal has three fills.
+ */
+async function expectSplitCounterpartyWithdrawal(started: Extract<Started, { kind: 'deposit' }>, order: DepositView, label: string): Promise<void> {
+  expect(started.created, label).toMatchObject({ leg_count: 3 });
+  expect(started.created.legs.map((leg) => leg.amount_minor), label).toEqual([3_500, 3_600, 3_600]);
+  expect(order, label).toMatchObject({ status: 'settled', settled_via: 'auto', amount_received_minor: 10_700 });
+  const { rows } = await app.testDatabase.database.query<{ withdrawal_id: string; merchant_id: string; status: string; settled_splits: number }>(
+    `SELECT DISTINCT w.withdrawal_id, w.merchant_id, w.status, w.settled_splits
+       FROM deposit_legs d JOIN withdrawal_orders w USING (white_label_id, withdrawal_id) WHERE d.deposit_id = $1`,
+    [started.created.id],
+  );
+  expect(rows, label).toHaveLength(1);
+  expect(rows[0], label).toMatchObject({ status: 'settled', settled_splits: 3 });
+  expect(rows[0]!.merchant_id, label).not.toBe(started.merchant.merchant_id);
+}
+
 /** 110.00: a late slip in review with ALLOCATION_CONFLICT, and a dispute on the counterparty's withdrawal. */
 async function expectAllocationConflict(started: Extract<Started, { kind: 'deposit' }>, order: DepositView, label: string): Promise<void> {
   expect(order.status, label).toBe('under_review');
@@ -184,6 +205,10 @@ async function expectAllocationConflict(started: Extract<Started, { kind: 'depos
   const disputed = (await eventsOfMerchant(app, leg.merchant_id)).filter((event) => event.type === 'withdrawal.disputed' && event.data.object.id === leg.withdrawal_id);
   expect(disputed, label).toHaveLength(1);
   expect(disputed[0]!.data.object, label).toMatchObject({ dispute: { reason_code: 'ALLOCATION_CONFLICT', amount_minor: 11_000, status: 'open' } });
+  // The copy in the feed of the merchant running the scenario (issue 31): the same event data.
+  const relayed = await feedOf(started.merchant, leg.withdrawal_id);
+  expect(relayed.map((event) => event.type), label).toEqual(['withdrawal.disputed']);
+  expect(relayed[0]!.data, label).toEqual(disputed[0]!.data);
 }
 
 /** 115.00: the first request is stored under its key: the same body replays it, another body gets 409 naming it. */
@@ -245,8 +270,10 @@ async function runAtOnce(copies: number, merchants: number, step_ms: number): Pr
   const brand = (await app.createMerchant()).white_label_id;
   const ready: { merchant: MerchantCredentials; beneficiary_id: string }[] = [];
   for (let index = 0; index < merchants; index += 1) ready.push(await readyMerchant(brand));
-  const amounts = Array.from({ length: copies }, () => SANDBOX_SCENARIOS.map((row) => row.amount_minor)).flat();
-  const started = await Promise.all(amounts.map((amount_minor, index) => start(amount_minor, ready[index % merchants]!)));
+  // Every row once per kind of order it selects: 107.00 both as a deposit and as a withdrawal.
+  const rows = SANDBOX_SCENARIOS.flatMap((row) => (row.applies_to === 'both' ? (['deposit', 'withdrawal'] as const) : [row.applies_to]).map((kind) => ({ amount_minor: row.amount_minor, kind })));
+  const orders = Array.from({ length: copies }, () => rows).flat();
+  const started = await Promise.all(orders.map((order, index) => start(order.amount_minor, ready[index % merchants]!, order.kind)));
   await passTime(5 * 60_000, step_ms);
   return started;
 }
@@ -254,14 +281,15 @@ async function runAtOnce(copies: number, merchants: number, step_ms: number): Pr
 describe('every scenario at once', () => {
   it('all 17 amounts created at once each end as their row says', async () => {
     const started = await runAtOnce(1, 1, 1_000);
-    expect(started.map((order) => order.amount_minor).sort()).toEqual(SANDBOX_SCENARIOS.map((row) => row.amount_minor));
+    expect([...new Set(started.map((order) => order.amount_minor))].sort()).toEqual(SANDBOX_SCENARIOS.map((row) => row.amount_minor));
+    expect(started).toHaveLength(18);
     for (const order of started) await expectEnding(order, 1);
     await expectNoFailedJobs();
   });
 
   it('ten of each amount at once from several merchants of one brand each end as their row says', async () => {
     const started = await runAtOnce(10, 7, 2_000);
-    expect(started).toHaveLength(170);
+    expect(started).toHaveLength(180);
     for (const order of started) await expectEnding(order, 2);
     await expectNoFailedJobs();
   }, 600_000);

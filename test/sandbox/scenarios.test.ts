@@ -141,6 +141,25 @@ describe('deposit scenarios', () => {
     expect(order.review?.reasons.map((reason) => reason.code)).toContain('BANK_DISABLED');
   });
 
+  it('107.00 as a deposit: the counterparty’s withdrawal split into 3 chunks, the order’s 3 legs, each paid and filled', async () => {
+    const merchant = await newMerchant();
+    const created = await createDeposit(app, { amount_minor: 10_700, credentials: merchant });
+    expect(created).toMatchObject({ status: 'awaiting_payment', leg_count: 3, liquidity_source: 'internal' });
+    expect(created.legs.map((leg) => leg.amount_minor)).toEqual([3_500, 3_600, 3_600]);
+    const { order } = await until(created, 'settled', 60_000, merchant);
+    expect(order).toMatchObject({ settled_via: 'auto', partial: false, amount_received_minor: 10_700 });
+    expect(await receiptCount(created.id)).toBe(3);
+    const { rows } = await app.testDatabase.database.query<{ withdrawal_id: string; merchant_id: string }>(
+      'SELECT DISTINCT d.withdrawal_id, w.merchant_id FROM deposit_legs d JOIN withdrawal_orders w USING (white_label_id, withdrawal_id) WHERE d.deposit_id = $1',
+      [created.id],
+    );
+    expect(rows).toHaveLength(1);
+    const counterparty = rows[0]!;
+    expect(counterparty.merchant_id).not.toBe(merchant.merchant_id);
+    const filled = (await eventsOfMerchant(app, counterparty.merchant_id)).filter((event) => event.type === 'withdrawal.filled' && event.data.object.id === counterparty.withdrawal_id);
+    expect(filled.map((event) => (event.data.object as { settled_splits: number }).settled_splits)).toEqual([1, 2, 3]);
+  });
+
   it('108.00: settled, then deposit.overpaid for the duplicate transfer 45 seconds later', async () => {
     const merchant = await newMerchant();
     const created = await createDeposit(app, { amount_minor: 10_800, credentials: merchant });
@@ -182,6 +201,11 @@ describe('deposit scenarios', () => {
     const counterpartyEvents = (await eventsOfMerchant(app, counterparty.merchant_id)).filter((event) => event.data.object.id === counterparty.withdrawal_id);
     expect(counterpartyEvents.map((event) => event.type)).toContain('withdrawal.disputed');
     expect(counterpartyEvents.at(-1)?.data.object).toMatchObject({ dispute: { reason_code: 'ALLOCATION_CONFLICT', amount_minor: 11_000, status: 'open' } });
+    // The merchant running the scenario gets the same event in its own feed, so its endpoints receive it.
+    await passTime(10_000);
+    const relayed = (await eventsOfMerchant(app, merchant.merchant_id)).filter((event) => event.type === 'withdrawal.disputed');
+    expect(relayed).toHaveLength(1);
+    expect(relayed[0]!.data).toEqual(counterpartyEvents.find((event) => event.type === 'withdrawal.disputed')!.data);
   });
 
   it('111.00: a clean short-pay settled automatically (partial, auto)', async () => {
