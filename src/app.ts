@@ -474,6 +474,7 @@ function createSandboxScenarios(services: Services, liquidity: SandboxLiquidity)
     review: services.review,
     sandboxBank: services.sandboxBank,
     liquidity,
+    events: services.events,
     // 114.00 THB: the scenario rotates the brand's sandbox signing key.
     rotateSandboxSigningKey: async (input) => {
       await services.webhooks.signingKeys.rotateForSandboxScenario(input);

@@ -132,12 +132,9 @@ export class DepositCreation {
         },
       });
     }
-    // A sandbox scenario may answer instead of creating (115.00 THB's key conflict: a merchant sees its
-    // handling of the 409 with one request), and may fix the lifetime (104.00: about 4 minutes; the expiry
-    // scenarios: 60 s).
+    // A sandbox scenario may fix the lifetime (104.00: about 4 minutes; the expiry scenarios: 60 s) and date the
+    // deadline back (112.00: before the order, so its late-slip window is closed).
     const scenario = this.deps.scenarios(account.livemode);
-    const scenarioRefusal = scenario.refuseCreation({ amount_minor: input.amount_minor, request_id: cause.request_id });
-    if (scenarioRefusal) throw scenarioRefusal;
     const expiresIn = scenario.lifetimeSeconds(input) ?? Math.min(input.expires_in_seconds ?? policy.default_expires_in_seconds, policy.max_expires_in_seconds);
     if (input.min_ttl_seconds !== undefined && input.min_ttl_seconds > expiresIn) {
       throw validationError('min_ttl_seconds', 'exceeds_order_lifetime', `at most ${expiresIn} seconds under this brand's policy`);
@@ -218,7 +215,8 @@ export class DepositCreation {
     if (conflicts.open_ids.length >= cap) throw new ApiError('too_many_open_deposits', { details: { open_deposit_ids: conflicts.open_ids, limit: cap } });
     if (chunk && !('legs' in reservation)) throw new ApiError('withdrawal_state_conflict', { details: { reason: 'not_matchable' } });
     if ('legs' in reservation) {
-      const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: new Date(now.getTime() + expiresIn * SECOND_MS) };
+      const expires_at = new Date(now.getTime() + (expiresIn - scenario.deadlineDatedBackSeconds(row)) * SECOND_MS);
+      const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at };
       const legs = reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at }));
       const view = await this.changes.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.changes.expireJob(matched), ...(chunk ? [] : this.deps.scenarios(matched.livemode).afterCreation(matched))] });
       const withInstructions = await this.changes.withPaymentInstructions(tx, view, account.white_label_id, { rows: legs, payees: reservation.payees, policy });
@@ -345,7 +343,7 @@ export class DepositCreation {
       version: row.version + 1,
       status: 'awaiting_payment',
       liquidity_source: reservation.source,
-      expires_at: new Date(now.getTime() + row.expires_in_seconds * SECOND_MS),
+      expires_at: new Date(now.getTime() + (row.expires_in_seconds - this.deps.scenarios(row.livemode).deadlineDatedBackSeconds(row)) * SECOND_MS),
       updated_at: now,
     };
     await this.changes.transition(tx, { before: row, after: matched, trigger: 'matched', cause: SYSTEM_CAUSE, legs: legs.map((leg) => ({ ...leg, expires_at: matched.expires_at })), jobs: [this.changes.expireJob(matched)] });

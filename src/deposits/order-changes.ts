@@ -42,10 +42,9 @@ export class DepositChanges {
     return this.deps.clock.now();
   }
 
-  /** The end of an order's late-slip window: 24 h after its transfer deadline (none for sandbox scenario 112.00). */
+  /** The end of an order's late-slip window: always 24 h after its transfer deadline (spec, `late_slip_accepted_until`). */
   lateSlipAcceptedUntil(row: DepositRow): Date {
-    const window_ms = this.deps.scenarios(row.livemode).lateSlipWindowMs(row) ?? LATE_SLIP_WINDOW_MS;
-    return new Date(row.expires_at.getTime() + window_ms);
+    return new Date(row.expires_at.getTime() + LATE_SLIP_WINDOW_MS);
   }
 
   async view(db: Queryable, row: DepositRow, liquidity?: DepositView['liquidity']): Promise<DepositView> {

@@ -1,4 +1,3 @@
-import type { ApiError } from '../platform/errors.ts';
 import type { JobSpec } from '../jobs/queue.ts';
 
 /**
@@ -8,21 +7,21 @@ import type { JobSpec } from '../jobs/queue.ts';
  * can reach a live order and the deposit module imports nothing of the sandbox.
  */
 export interface DepositScenarioHooks {
-  /** Before a new order is created: the scenario's answer in place of the order (115.00 THB), or null. */
-  refuseCreation(order: { amount_minor: number; request_id: string | null }): ApiError | null;
   /** The lifetime the scenario fixes for a new order, in seconds; null to follow the brand's policy. */
   lifetimeSeconds(order: { amount_minor: number }): number | null;
-  /** The late-slip window the scenario fixes, in milliseconds; null for the usual 24 hours. */
-  lateSlipWindowMs(order: { amount_minor: number }): number | null;
+  /**
+   * How many seconds earlier than its lifetime gives the scenario dates the order's transfer deadline; 0 for
+   * none. 112.00 THB dates it before the order was made, so that its late-slip window is already closed.
+   */
+  deadlineDatedBackSeconds(order: { amount_minor: number }): number;
   /** The jobs of the scenario's automatic steps, written with the new order. */
   afterCreation(order: { white_label_id: string; deposit_id: string; amount_minor: number; created_at: Date }): JobSpec[];
 }
 
 /** The hooks of every live order, and of a deployment without a sandbox: nothing changes, nothing is scheduled. */
 export const NO_DEPOSIT_SCENARIOS: DepositScenarioHooks = {
-  refuseCreation: () => null,
   lifetimeSeconds: () => null,
-  lateSlipWindowMs: () => null,
+  deadlineDatedBackSeconds: () => 0,
   afterCreation: () => [],
 };
 

@@ -1,12 +1,10 @@
-import { ApiError } from '../platform/errors.ts';
 import { NO_DEPOSIT_SCENARIOS, type DepositScenarioHooks } from '../deposits/scenario-hooks.ts';
 import { NO_WITHDRAWAL_SCENARIOS, type WithdrawalScenarioHooks } from '../withdrawals/scenario-hooks.ts';
 import {
   SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR,
-  SANDBOX_KEY_CONFLICT_AMOUNT_MINOR,
   sandboxScenarioOf,
+  scenarioDeadlineDatedBackSeconds,
   scenarioExpiresInSeconds,
-  scenarioLateSlipWindowMs,
   scenarioStartJob,
   scenarioWithdrawalStartJob,
 } from './scenario-table.ts';
@@ -17,18 +15,15 @@ import {
  * test-mode orders only; every rule here is the spec's table (src/sandbox/scenario-table.ts).
  */
 export const SANDBOX_DEPOSIT_SCENARIOS: DepositScenarioHooks = {
-  // 115.00 THB: the answer to a key used before with another body, whatever the key, and nothing is created.
-  refuseCreation(order) {
-    if (sandboxScenarioOf('deposit', false, order.amount_minor)?.amount_minor !== SANDBOX_KEY_CONFLICT_AMOUNT_MINOR) return null;
-    return new ApiError('idempotency_key_reused', { details: { original_request_id: order.request_id, sandbox_scenario: 'idempotency_conflict' } });
-  },
   lifetimeSeconds: (order) => scenarioExpiresInSeconds(false, order.amount_minor),
-  lateSlipWindowMs: (order) => scenarioLateSlipWindowMs(false, order.amount_minor),
+  deadlineDatedBackSeconds: (order) => scenarioDeadlineDatedBackSeconds(false, order.amount_minor),
   afterCreation: (order) => scenarioStartJob({ ...order, livemode: false }),
 };
 
 export const SANDBOX_WITHDRAWAL_SCENARIOS: WithdrawalScenarioHooks = {
   refusesAsInsufficient: (amount_minor) => sandboxScenarioOf('withdrawal', false, amount_minor)?.amount_minor === SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR,
+  // 107.00 THB: another merchant's deposit filling part of it would change the count of chunks the row promises.
+  inMatchingQueue: (amount_minor) => sandboxScenarioOf('withdrawal', false, amount_minor)?.amount_minor !== 10_700,
   afterCreation: (order) => scenarioWithdrawalStartJob({ ...order, livemode: false }),
 };
 

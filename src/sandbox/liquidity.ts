@@ -27,8 +27,18 @@ export const STANDING_WITHDRAWAL_MINOR = 5_000_000;
 /** Sandbox scenario 105.00 THB: no destination for the first 25 seconds of the order. */
 export const LATE_LIQUIDITY_AMOUNT_MINOR = 10_500;
 export const LATE_LIQUIDITY_DELAY_MS = 25_000;
-/** Scenarios whose destinations the counterparty opens for the deposit alone: the amounts of their legs. */
-const DEDICATED_LEGS_MINOR: Readonly<Record<number, readonly number[]>> = { 10_400: [5_200, 5_200], 11_000: [11_000] };
+/**
+ * Scenarios whose destinations the counterparty opens for the deposit alone, out of the matching queue so that
+ * no other deposit reserves them: per withdrawal, the amounts of the deposit's legs on it. 102.00 needs its own
+ * too: its late slip reserves the leg again when approved, which a standing order that has reached its
+ * `max_splits` meanwhile refuses. 107.00 as a deposit: one withdrawal split into three chunks, the three legs.
+ */
+const DEDICATED_WITHDRAWALS_MINOR: Readonly<Record<number, readonly (readonly number[])[]>> = {
+  10_200: [[10_200]],
+  10_400: [[5_200], [5_200]],
+  10_700: [[3_500, 3_600, 3_600]],
+  11_000: [[11_000]],
+};
 
 /** Seeded accounts of the sandbox bank (src/bank-directory/sandbox-adapter.ts) that the counterparty pays out to. */
 const COUNTERPARTY_PAYEES = [
@@ -64,7 +74,7 @@ export class SandboxLiquidity implements LiquidityProvider {
       const arrives = new Date(input.order_created_at.getTime() + LATE_LIQUIDITY_DELAY_MS);
       if (this.deps.clock.now().getTime() < arrives.getTime()) return { wait_until: arrives };
     }
-    const dedicated = DEDICATED_LEGS_MINOR[input.amount_minor];
+    const dedicated = DEDICATED_WITHDRAWALS_MINOR[input.amount_minor];
     if (dedicated) return this.dedicatedLegs(tx, input, dedicated);
     // The order found here is the one rule 2 would pick (same scope, oldest first) and this transaction
     // holds its row lock, so the matcher takes it as it is instead of searching the queue again.
@@ -87,24 +97,25 @@ export class SandboxLiquidity implements LiquidityProvider {
   }
 
   /**
-   * Scenarios 104.00 (a fallback route of two legs) and 110.00 (a destination that is gone when the late
-   * slip comes): the counterparty opens withdrawals of exactly these amounts for this deposit alone, so the
-   * scenario's later steps act on them without touching any other order's liquidity.
+   * Scenarios 104.00 (a fallback route of two legs), 107.00 (a withdrawal split into three chunks), 110.00 (a
+   * destination that is gone when the late slip comes) and 102.00 (a late slip reserves its leg again): the
+   * counterparty opens withdrawals of exactly these amounts for this deposit alone, kept out of the matching
+   * queue, so the scenario's later steps act on them and no other order's deposit can take them meanwhile.
    */
   private async dedicatedLegs(
     tx: Queryable,
     input: { white_label_id: string; amount_minor: number; exclude_merchant_id: string },
-    amounts_minor: readonly number[],
+    withdrawals_minor: readonly (readonly number[])[],
   ): Promise<LiquidityDecision> {
-    invariant(amounts_minor.reduce((sum, amount) => sum + amount, 0) === input.amount_minor, 'dedicated legs sum to the order amount');
+    invariant(withdrawals_minor.flat().reduce((sum, amount) => sum + amount, 0) === input.amount_minor, 'dedicated legs sum to the order amount');
     await repository.lockBrandLiquidity(tx, input.white_label_id);
     const counterparty = await this.counterparty(tx, input.white_label_id);
     if (counterparty.merchant_id === input.exclude_merchant_id) return 'match';
     await this.deps.events.lockFeeds(tx, input.white_label_id, [input.exclude_merchant_id, counterparty.merchant_id], false);
     const legs = [];
-    for (const amount_minor of amounts_minor) {
-      const withdrawal_id = await this.openWithdrawal(tx, counterparty, amount_minor, 'scenario');
-      legs.push({ withdrawal_id, merchant_id: counterparty.merchant_id, amount_minor });
+    for (const legs_minor of withdrawals_minor) {
+      const withdrawal_id = await this.openWithdrawal(tx, counterparty, legs_minor.reduce((sum, amount) => sum + amount, 0), 'scenario');
+      for (const amount_minor of legs_minor) legs.push({ withdrawal_id, merchant_id: counterparty.merchant_id, amount_minor });
     }
     return { legs };
   }
@@ -140,7 +151,7 @@ export class SandboxLiquidity implements LiquidityProvider {
       account,
       { amount_minor, merchant_reference: `${purpose}-${standingId}`, end_user_ref: 'sandbox-counterparty', beneficiary_id },
       SYSTEM_CAUSE,
-      { sandbox_liquidity: true },
+      { sandbox_liquidity: true, outside_matching_queue: purpose === 'scenario' },
     );
     invariant(created.ok, 'a funded counterparty can always open its withdrawal');
     return created.value.id;

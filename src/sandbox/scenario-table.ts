@@ -1,4 +1,6 @@
 import { SECOND_MS } from '../platform/time.ts';
+import { TIME_SKEW_ALLOWANCE_MS } from '../verification/checks.ts';
+import { LATE_SLIP_WINDOW_MS } from '../deposits/transitions.ts';
 
 /**
  * The spec's sandbox scenarios (Sandbox scenarios, by created amount), as data. A test-mode order whose
@@ -18,8 +20,8 @@ export interface SandboxScenario {
   amount_minor: ScenarioAmount;
   /** The spec's "Scenario" column. */
   description: string;
-  /** Which kind of order the amount selects. */
-  applies_to: 'deposit' | 'withdrawal';
+  /** Which kind of order the amount selects: 107.00 selects both (the counterparty's withdrawal split into 3 chunks, seen from either side). */
+  applies_to: 'deposit' | 'withdrawal' | 'both';
 }
 
 /** The spec's table, row by row. */
@@ -31,7 +33,7 @@ export const SANDBOX_SCENARIOS: readonly SandboxScenario[] = [
   { amount_minor: 10_400, applies_to: 'deposit', description: 'Fallback route with 2 legs, TTL about 4 minutes' },
   { amount_minor: 10_500, applies_to: 'deposit', description: '25 seconds in `awaiting_liquidity` before a destination appears' },
   { amount_minor: 10_600, applies_to: 'deposit', description: '`under_review` with `BANK_DISABLED`' },
-  { amount_minor: 10_700, applies_to: 'withdrawal', description: 'Counterparty withdrawal split into 3 chunks' },
+  { amount_minor: 10_700, applies_to: 'both', description: 'Counterparty withdrawal split into 3 chunks' },
   { amount_minor: 10_800, applies_to: 'deposit', description: 'Duplicate transfer: settled, then `deposit.overpaid` at +45 seconds' },
   { amount_minor: 10_900, applies_to: 'deposit', description: 'Canceled, transferred anyway: canceled (`is_terminal` false), late slip, `under_review` with `CANCELED_ORDER_SLIP`' },
   { amount_minor: 11_000, applies_to: 'deposit', description: '`ALLOCATION_CONFLICT` late slip plus `withdrawal.disputed` on the counterparty' },
@@ -45,24 +47,29 @@ export const SANDBOX_SCENARIOS: readonly SandboxScenario[] = [
 
 /** 113.00 THB: the withdrawal amount that always answers 402 on creation (spec, Sandbox scenarios). */
 export const SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR = 11_300;
-/** 115.00 THB: the deposit amount whose creation answers 409 idempotency_key_reused and creates nothing. */
-export const SANDBOX_KEY_CONFLICT_AMOUNT_MINOR = 11_500;
 
 /** The scenario a test-mode order of this kind and amount follows; null for live and for any other amount. */
-export function sandboxScenarioOf(kind: SandboxScenario['applies_to'], livemode: boolean, amount_minor: number): SandboxScenario | null {
+export function sandboxScenarioOf(kind: 'deposit' | 'withdrawal', livemode: boolean, amount_minor: number): SandboxScenario | null {
   if (livemode) return null;
-  return SANDBOX_SCENARIOS.find((scenario) => scenario.amount_minor === amount_minor && scenario.applies_to === kind) ?? null;
+  return SANDBOX_SCENARIOS.find((scenario) => scenario.amount_minor === amount_minor && (scenario.applies_to === kind || scenario.applies_to === 'both')) ?? null;
 }
 
 /** When the sandbox payer acts after an order gets its destination: the "about 5 seconds" of 100.00 THB include verification. */
 export const SCENARIO_PAYMENT_DELAY_MS = 3 * SECOND_MS;
 /**
- * 102.00 and 110.00: the late slip comes 60 seconds after the point from which a transfer counts as late.
- * The slip checks tolerate two minutes of clock difference between banks and the service
- * (TIME_SKEW_ALLOWANCE_MS in src/verification/checks.ts), so a transfer one minute after the deadline
- * is still on time; the sandbox keeps that rule, as live does, and pays a minute after it.
+ * 102.00 and 110.00: the late slip comes 60 seconds after the transfer deadline (spec: "automatic late slip at
+ * +60 seconds"). Until issue 31 it came 180 s after, waiting out the slip checks' two minutes of clock difference
+ * between banks and the service (TIME_SKEW_ALLOWANCE_MS); the bank's time on 102.00's transfer now says late
+ * instead (SCENARIO_LATE_TRANSFER_AFTER_DEADLINE_MS).
  */
-export const SCENARIO_LATE_SLIP_DELAY_MS = 180 * SECOND_MS;
+export const SCENARIO_LATE_SLIP_DELAY_MS = 60 * SECOND_MS;
+/**
+ * 102.00: how long after the deadline the sandbox bank dates the late transfer: one second past the two minutes
+ * of clock difference the time check tolerates (src/verification/checks.ts TIME_SKEW_ALLOWANCE_MS), so the live
+ * rule calls it late without the scenario waiting for it. The sandbox bank is then a bank whose clock is a minute
+ * ahead of the service's, which the tolerance exists for (docs/decisions/sandbox.md).
+ */
+export const SCENARIO_LATE_TRANSFER_AFTER_DEADLINE_MS = TIME_SKEW_ALLOWANCE_MS + SECOND_MS;
 /** 102.00: the sandbox desk approves a late slip this long after it went to review. */
 export const SCENARIO_REVIEW_APPROVAL_DELAY_MS = 60 * SECOND_MS;
 /** 103.00: the reversal comes this long after settlement. */
@@ -78,10 +85,12 @@ export const SCENARIO_OVERPAID_TRANSFER_MINOR = 12_100;
 /** 111.00: what the payer transfers (V < X), a clean short-pay. */
 export const SCENARIO_SHORT_TRANSFER_MINOR = 10_000;
 
+
 /**
  * The order lifetime a scenario fixes, in seconds: 104.00 has a TTL of about 4 minutes (spec), and the
- * scenarios that start with an expiry (102.00, 110.00, 112.00) expire at the shortest lifetime the
- * contract allows (60 s), so that trying them takes minutes, not the default quarter of an hour.
+ * scenarios that start with an expiry (102.00, 110.00) expire at the shortest lifetime the contract allows
+ * (60 s), so that trying them takes minutes, not the default quarter of an hour; 112.00 too, but its deadline
+ * is then dated back (scenarioDeadlineDatedBackSeconds).
  */
 export function scenarioExpiresInSeconds(livemode: boolean, amount_minor: number): number | null {
   const scenario = sandboxScenarioOf('deposit', livemode, amount_minor);
@@ -98,16 +107,25 @@ export function scenarioExpiresInSeconds(livemode: boolean, amount_minor: number
   }
 }
 
-/** 112.00: the late-slip window is closed from the transfer deadline on (zero length). Null: the normal window. */
-export function scenarioLateSlipWindowMs(livemode: boolean, amount_minor: number): number | null {
-  return sandboxScenarioOf('deposit', livemode, amount_minor)?.amount_minor === 11_200 ? 0 : null;
+/**
+ * 112.00: the order's transfer deadline is dated this long before its creation, so that its late-slip window,
+ * always 24 hours after the deadline (spec, `late_slip_accepted_until`), closed a minute before the order was
+ * made: the order expires at once and the end user's upload is answered 410 with the `claim_url`.
+ */
+export const SCENARIO_CLOSED_WINDOW_DEADLINE_AGO_SECONDS = LATE_SLIP_WINDOW_MS / SECOND_MS + 60;
+
+/** How many seconds a scenario dates the deadline back from the end of its lifetime: 112.00's lies a day and a minute before its creation. */
+export function scenarioDeadlineDatedBackSeconds(livemode: boolean, amount_minor: number): number {
+  if (sandboxScenarioOf('deposit', livemode, amount_minor)?.amount_minor !== 11_200) return 0;
+  const lifetime = scenarioExpiresInSeconds(livemode, amount_minor);
+  return (lifetime ?? 0) + SCENARIO_CLOSED_WINDOW_DEADLINE_AGO_SECONDS;
 }
 
 /** The durable job that runs a scenario's next step (src/sandbox/scenarios.ts). */
 export const SCENARIO_STEP_TASK = 'sandbox.scenario_step';
 
 /** Steps of the scenarios; each runs as one `sandbox.scenario_step` job and may schedule the next. */
-export type ScenarioStep = 'start' | 'late_payment' | 'approve_late_slip' | 'reverse' | 'duplicate_transfer' | 'fill_chunk';
+export type ScenarioStep = 'start' | 'late_payment' | 'approve_late_slip' | 'reverse' | 'duplicate_transfer' | 'fill_chunk' | 'pay_leg' | 'relay_dispute';
 
 /** The job of one step; `at` is when it runs, `order_id` the deposit or withdrawal it acts on. */
 export function scenarioStepJob(input: { white_label_id: string; order_id: string; step: ScenarioStep; at: Date }) {
@@ -124,7 +142,7 @@ export function scenarioStepJob(input: { white_label_id: string; order_id: strin
 export function scenarioStartJob(order: { white_label_id: string; deposit_id: string; livemode: boolean; amount_minor: number; created_at: Date }) {
   const scenario = sandboxScenarioOf('deposit', order.livemode, order.amount_minor);
   // 104.00 and 105.00 show what an order looks like (two legs, a liquidity wait) and 112.00 what the end
-  // user's upload is answered; 115.00 creates nothing. Nothing runs for them after creation.
+  // user's upload is answered; 115.00 is the merchant's own second request. Nothing runs for them after creation.
   if (!scenario || [10_400, 10_500, 11_200, 11_500].includes(scenario.amount_minor)) return [];
   return [scenarioStepJob({ white_label_id: order.white_label_id, order_id: order.deposit_id, step: 'start', at: new Date(order.created_at.getTime() + SCENARIO_PAYMENT_DELAY_MS) })];
 }

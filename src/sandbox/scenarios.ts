@@ -15,12 +15,14 @@ import type { SlipsService } from '../slips/service.ts';
 import type { SlipTokenSigner } from '../slip-capability/capability.ts';
 import { parseJsonEvidence } from '../slips/evidence-body.ts';
 import type { ReviewService, Reviewer } from '../review/service.ts';
+import type { EventsService } from '../events/service.ts';
 import type { SandboxBank, SandboxTransferInput } from './bank.ts';
 import type { SandboxLiquidity } from './liquidity.ts';
 import {
   SCENARIO_DUPLICATE_DELAY_MS,
   SCENARIO_FILL_CHUNK_DELAY_MS,
   SCENARIO_LATE_SLIP_DELAY_MS,
+  SCENARIO_LATE_TRANSFER_AFTER_DEADLINE_MS,
   SCENARIO_OVERPAID_TRANSFER_MINOR,
   SCENARIO_PAYMENT_DELAY_MS,
   SCENARIO_REVERSAL_DELAY_MS,
@@ -88,6 +90,8 @@ export interface SandboxScenarioDependencies {
   sandboxBank: SandboxBank;
   /** 107.00 THB: the brand's sandbox counterparty, whose deposits fill the merchant's withdrawal. */
   liquidity: SandboxLiquidity;
+  /** 110.00 THB: the counterparty's `withdrawal.disputed` is delivered to the merchant running the scenario too. */
+  events: EventsService;
   /** 114.00 THB: rotates the sandbox signing keys and tells the merchant (the webhooks module; wired late). */
   rotateSandboxSigningKey?: (input: { white_label_id: string; merchant_id: string; request_id: string; scenario_run_id: string }) => Promise<void>;
 }
@@ -150,6 +154,10 @@ export class SandboxScenarios {
         return this.reverse(order);
       case 'duplicate_transfer':
         return this.duplicateTransfer(order);
+      case 'pay_leg':
+        return this.payNextLeg(order);
+      case 'relay_dispute':
+        return this.relayDispute(order);
       case 'fill_chunk':
         // A withdrawal's step, run by runFillStep; never reached with a deposit.
         return 'stopped';
@@ -190,6 +198,8 @@ export class SandboxScenarios {
         return this.pay(order, 'start', { amount_minor: SCENARIO_SHORT_TRANSFER_MINOR });
       case 11_600:
         return this.pay(order, 'start', { amount_minor: SCENARIO_OVERPAID_TRANSFER_MINOR });
+      case 10_700:
+        return this.payNextLeg(order);
       case 10_900: {
         // The merchant cancels; the end user, who had already opened the bank app, pays anyway.
         const canceled = await this.deps.database.transaction((tx) =>
@@ -215,6 +225,27 @@ export class SandboxScenarios {
     }
   }
 
+  /**
+   * 107.00 as a deposit: the counterparty's withdrawal split into three chunks, which are the order's three legs
+   * (src/sandbox/liquidity.ts). The payer transfers to one leg at a time and uploads its slip; 5 s later the
+   * next step pays the next leg once that slip was verified, until the order settles. A slip received but not
+   * yet verified (more uploads than paid legs) is waited for, so no leg is paid twice.
+   */
+  private async payNextLeg(order: DepositRow): Promise<StepOutcome> {
+    if (order.status === 'settled') return 'done';
+    if (order.status === 'slip_processing') return 'wait';
+    if (order.status !== 'awaiting_payment') return 'stopped';
+    const parties = await this.deps.deposits.paymentParties(this.deps.database, order.white_label_id, order.deposit_id);
+    invariant(parties, 'the order exists');
+    const paidLegs = parties.legs.filter((leg) => leg.status === 'filled' || leg.paid_minor > 0).length;
+    if (order.slip_attempts > paidLegs) return 'wait';
+    const leg = parties.legs.find((candidate) => candidate.status !== 'filled' && candidate.paid_minor === 0);
+    if (!leg) return 'wait';
+    await this.pay(order, 'pay_leg', { leg_ref: leg.leg_ref }, leg.leg_ref);
+    await this.schedule(order, 'pay_leg', new Date(this.deps.clock.now().getTime() + SCENARIO_FILL_CHUNK_DELAY_MS), 0, 'due');
+    return 'done';
+  }
+
   /** 102.00, 109.00, 110.00: the slip of an order that is no longer waiting for it. */
   private async latePayment(order: DepositRow): Promise<StepOutcome> {
     if (order.slip_attempts > 0 || order.slip_received_at !== null) return 'stopped';
@@ -222,7 +253,7 @@ export class SandboxScenarios {
       case 10_200: {
         if (order.status === 'awaiting_payment') return 'wait';
         if (order.status !== 'expired') return 'stopped';
-        await this.pay(order, 'late_payment', {});
+        await this.pay(order, 'late_payment', { occurred_at: new Date(order.expires_at.getTime() + SCENARIO_LATE_TRANSFER_AFTER_DEADLINE_MS) });
         await this.schedule(order, 'approve_late_slip', new Date(this.deps.clock.now().getTime() + SCENARIO_REVIEW_APPROVAL_DELAY_MS));
         return 'done';
       }
@@ -248,11 +279,49 @@ export class SandboxScenarios {
         const kept = await this.deps.sandboxBank.transferOfScenario(this.deps.database, order.white_label_id, order.deposit_id);
         invariant(kept, 'the in-time transfer was made at the start');
         await this.upload(order, 'late_payment', kept.slip);
+        await this.schedule(order, 'relay_dispute', new Date(this.deps.clock.now().getTime() + STEP_WAIT_MS));
         return 'done';
       }
       default:
         return 'stopped';
     }
+  }
+
+  /**
+   * 110.00: the dispute the late slip opened is on the counterparty's withdrawal, whose `withdrawal.disputed`
+   * goes to the feed of the service's own merchant, which no merchant reads. The merchant running the scenario
+   * gets a copy of that event in its own feed (and so at its endpoints): the same type, object and
+   * `previous_attributes`, test mode only (docs/decisions/sandbox.md). A copy already there is not made again.
+   */
+  private async relayDispute(order: DepositRow): Promise<StepOutcome> {
+    if (order.status === 'slip_processing') return 'wait';
+    if (order.status !== 'under_review') return 'stopped';
+    const parties = await this.deps.deposits.paymentParties(this.deps.database, order.white_label_id, order.deposit_id);
+    invariant(parties, 'the order exists');
+    const withdrawal_id = parties.legs.find((leg) => leg.withdrawal_id !== null)?.withdrawal_id;
+    if (!withdrawal_id) return 'stopped';
+    const [owner] = await this.deps.withdrawals.merchantsOf(this.deps.database, order.white_label_id, [withdrawal_id]);
+    invariant(owner, 'a leg names a withdrawal of the brand');
+    const disputed = (type: string, merchant_id: string) =>
+      this.deps.events.listEvents(this.deps.database, {
+        white_label_id: order.white_label_id, merchant_id, livemode: false, after_sequence: 0, before_sequence: null,
+        type, object_status: null, created_from: null, created_to: null, descending: true, limit: 100,
+      }).then((events) => events.find((event) => event.data.object.id === withdrawal_id) ?? null);
+    const original = await disputed('withdrawal.disputed', owner);
+    if (!original) return 'wait';
+    if (await disputed('withdrawal.disputed', order.merchant_id)) return 'done';
+    await this.deps.database.transaction((tx) =>
+      this.deps.events.emitEvent(tx, {
+        white_label_id: order.white_label_id,
+        merchant_id: order.merchant_id,
+        livemode: false,
+        type: original.type,
+        object: original.data.object,
+        previous_attributes: original.data.previous_attributes,
+        cause: SYSTEM_CAUSE,
+      }),
+    );
+    return 'done';
   }
 
   /** 102.00: the sandbox's desk approves the late slip, as a reviewer would after checking it. */
@@ -390,11 +459,11 @@ export class SandboxScenarios {
   }
 
   /** A transfer of the sandbox bank to the order's first unpaid leg, and the upload of its slip. */
-  private async pay(order: DepositRow, step: ScenarioStep, input: Omit<SandboxTransferInput, 'deposit_id'>): Promise<StepOutcome> {
+  private async pay(order: DepositRow, step: ScenarioStep, input: Omit<SandboxTransferInput, 'deposit_id'>, leg_ref?: string): Promise<StepOutcome> {
     const account = { white_label_id: order.white_label_id, merchant_id: order.merchant_id, livemode: false };
     const made = await this.deps.database.transaction((tx) => this.deps.sandboxBank.transfer(tx, account, { ...input, deposit_id: order.deposit_id }));
     invariant(made?.ok, 'a scenario order with a leg can be paid');
-    await this.upload(order, step, made.value.slip);
+    await this.upload(order, step, made.value.slip, leg_ref);
     return 'done';
   }
 
@@ -411,7 +480,7 @@ export class SandboxScenarios {
    * upload had been stored gets 409 `idempotency_key_reused` for its new transfer's slip, which means
    * the step's slip is in, and the step is done.
    */
-  private async upload(order: DepositRow, step: ScenarioStep, slip: { media_type: string; image_base64: string; payload: string }): Promise<void> {
+  private async upload(order: DepositRow, step: ScenarioStep, slip: { media_type: string; image_base64: string; payload: string }, leg_ref?: string): Promise<void> {
     const capability = await this.deps.deposits.sandboxPayerCapability(this.deps.database, order.white_label_id, order.deposit_id);
     invariant(capability, 'a paid order has its capability');
     const verified = this.deps.slipTokens.verify(capability.token, { url: capability.upload_url, deposit_id: order.deposit_id, now: this.deps.clock.now() });
@@ -420,7 +489,8 @@ export class SandboxScenarios {
     try {
       await this.deps.slips.upload({
         claims: verified.claims,
-        idempotency_key: `sandbox-scenario-${step}-${order.deposit_id}`,
+        // 107.00's steps pay one leg each: the leg is part of the key, so each leg's slip is its own request.
+        idempotency_key: `sandbox-scenario-${step}-${order.deposit_id}${leg_ref === undefined ? '' : `-${leg_ref}`}`,
         request_id: newId('request'),
         path: new URL(capability.upload_url).pathname,
         evidence,

@@ -31,6 +31,11 @@ export interface CreateWithdrawalOptions {
   replacement_of_withdrawal_id?: string | null;
   /** The sandbox counterparty's standing liquidity: skips the amount range, approval and the sandbox 402. */
   sandbox_liquidity?: boolean;
+  /**
+   * A sandbox scenario's dedicated withdrawal (104.00, 110.00, 102.00 THB): kept out of the matching queue,
+   * so that only the deposit it is opened for reserves it (migration 0029). Test mode only.
+   */
+  outside_matching_queue?: boolean;
   /** What the request's first statement answered for the creation's policy, reference and fee reads (`planForMerchant`). */
   prefetched_context?: repository.CreationContext<FeeComputation>;
 }
@@ -147,6 +152,7 @@ export class WithdrawalCreation {
     const replacement = replacement_of_withdrawal_id !== null;
     const internal = replacement || options.sandbox_liquidity === true;
     invariant(!options.sandbox_liquidity || !account.livemode, 'sandbox liquidity exists in test mode only');
+    invariant(!options.outside_matching_queue || !account.livemode, 'only sandbox scenarios keep an order out of the matching queue');
     // The policy, the reference and the fee quote are read in one round trip, carried by the request's
     // idempotency statement when it came through HTTP (`planForMerchant`); a replacement pays no fee.
     invariant(!replacement || options.prefetched_context === undefined, 'a replacement reads its own context');
@@ -231,6 +237,8 @@ export class WithdrawalCreation {
       closed_at: null,
       dispute: null,
       funds_on_hold: false,
+      // 107.00 THB: a merchant's scenario withdrawal is filled by the scenario's chunks alone (src/sandbox/hooks.ts).
+      in_matching_queue: options.outside_matching_queue !== true && (internal || this.deps.scenarios(account.livemode).inMatchingQueue(input.amount_minor)),
     };
     const created = await this.transitions.apply(tx, {
       before: null,

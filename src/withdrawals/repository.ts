@@ -14,7 +14,7 @@ const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, ver
   beneficiary_id, amount_total_minor, fee_total_minor, fee_breakdown, fee_recognized_minor, filled_minor, reserved_minor,
   remaining_minor, refunded_minor, settled_splits, max_splits, expires_at, approval_expires_at, refund_of_deposit_id,
   replacement_of_withdrawal_id, metadata, client, close_reason_code, closed_by, review_note, reserve_balance_transaction_id,
-  release_balance_transaction_id, created_at, updated_at, closed_at, dispute, funds_on_hold`;
+  release_balance_transaction_id, created_at, updated_at, closed_at, dispute, funds_on_hold, in_matching_queue`;
 
 const LEG_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, leg_ref, deposit_leg_key, deposit_id, amount_minor,
   reserved_amount_minor, status, sequence, fee_recognized_minor, settled_at, balance_transaction_id, fee_balance_transaction_id, auto_confirm_at,
@@ -113,7 +113,7 @@ export async function insertOrder(db: Queryable, row: WithdrawalRow, taken: () =
   await deferWrite(db, {
     sql: `INSERT INTO withdrawal_orders (${ORDER_COLUMNS})
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
-                  $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
+                  $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)
           ON CONFLICT (white_label_id, merchant_id, livemode, merchant_reference) DO NOTHING`,
     params: [
       row.white_label_id, row.merchant_id, row.livemode, row.withdrawal_id, row.version, row.status, row.merchant_reference,
@@ -123,7 +123,7 @@ export async function insertOrder(db: Queryable, row: WithdrawalRow, taken: () =
       row.metadata === null ? null : JSON.stringify(row.metadata), row.client === null ? null : JSON.stringify(row.client),
       row.close_reason_code, row.closed_by, row.review_note, row.reserve_balance_transaction_id,
       row.release_balance_transaction_id, row.created_at, row.updated_at, row.closed_at,
-      row.dispute === null ? null : JSON.stringify(row.dispute), row.funds_on_hold,
+      row.dispute === null ? null : JSON.stringify(row.dispute), row.funds_on_hold, row.in_matching_queue,
     ],
     expected_rows: 1,
     on_unexpected_rows: taken,
@@ -258,7 +258,8 @@ function matchableConditions(values: 'seen_by_the_planner' | 'hidden_from_the_pl
   // In the head statement the brand and environment are the head's (the same row by its primary key), so
   // they are named there only.
   const scope = hidden ? '' : 'o.white_label_id = $1 AND o.livemode = $2 AND ';
-  return `${scope}o.status IN ('open', 'partially_filled')
+  // An order out of the queue (a sandbox scenario's own, migration 0029) is reserved only by the deposit naming it.
+  return `${scope}o.status IN ('open', 'partially_filled') AND o.in_matching_queue
         AND o.remaining_minor > 0 AND o.remaining_minor >= ${amount} AND o.expires_at > ${now}
         AND (${excluded} IS NULL OR o.merchant_id <> ${excluded})
         AND o.settled_splits + (SELECT count(*) FROM withdrawal_legs l
@@ -301,6 +302,7 @@ function matchableStatement(shape: MatchableShape, carriedColumns: string, limit
        FROM (SELECT h.white_label_id AS head_white_label_id, h.withdrawal_id AS head_withdrawal_id, h.created_at AS head_created_at
                FROM withdrawal_orders h
               WHERE h.white_label_id = $1 AND h.livemode = $2 AND h.status IN ('open', 'partially_filled') AND h.remaining_minor > 0
+                AND h.in_matching_queue
               ORDER BY h.created_at, h.withdrawal_id
               LIMIT ${MATCHING_QUEUE_HEAD_ORDERS}) head
        JOIN withdrawal_orders o ON o.white_label_id = head.head_white_label_id AND o.withdrawal_id = head.head_withdrawal_id

@@ -8,12 +8,15 @@ import type { JobSpec } from '../jobs/queue.ts';
 export interface WithdrawalScenarioHooks {
   /** True when the scenario answers a creation of this amount with 402 `insufficient_balance` (113.00 THB). */
   refusesAsInsufficient(amount_minor: number): boolean;
+  /** False when only the scenario's own deposits may fill an order of this amount (107.00 THB's chunks): it stays out of the matching queue. */
+  inMatchingQueue(amount_minor: number): boolean;
   /** The jobs of the scenario's automatic steps, written with the new order (107.00 THB's chunks). */
   afterCreation(order: { white_label_id: string; withdrawal_id: string; amount_total_minor: number; created_at: Date }): JobSpec[];
 }
 
 export const NO_WITHDRAWAL_SCENARIOS: WithdrawalScenarioHooks = {
   refusesAsInsufficient: () => false,
+  inMatchingQueue: () => true,
   afterCreation: () => [],
 };
 

@@ -86,7 +86,7 @@ describe('deposit scenarios', () => {
     expect((await getDeposit(app, created.id, merchant)).status).toBe('under_review');
   });
 
-  it('102.00: expired, a late slip 60 s after the skew tolerance goes to review with LATE_SLIP, then settled', async () => {
+  it('102.00: expired, a late slip 60 s after the deadline goes to review with LATE_SLIP, then settled', async () => {
     const merchant = await newMerchant();
     const created = await createDeposit(app, { amount_minor: 10_200, credentials: merchant });
     expect(seconds(created.created_at, created.expires_at)).toBe(60);
@@ -94,7 +94,7 @@ describe('deposit scenarios', () => {
     expect(expired.order.expired_reason).toBe('no_payment');
     const reviewed = await until(created, 'under_review', 185_000, merchant);
     expect(reviewed.order.review?.reasons.map((reason) => reason.code)).toContain('LATE_SLIP');
-    expect(seconds(created.expires_at, reviewed.order.review!.opened_at)).toBe(180);
+    expect(seconds(created.expires_at, reviewed.order.review!.opened_at)).toBe(60);
     const { order } = await until(created, 'settled', 70_000, merchant);
     expect(order).toMatchObject({ settled_via: 'review', amount_received_minor: 10_200 });
   });
@@ -141,6 +141,25 @@ describe('deposit scenarios', () => {
     expect(order.review?.reasons.map((reason) => reason.code)).toContain('BANK_DISABLED');
   });
 
+  it('107.00 as a deposit: the counterparty’s withdrawal split into 3 chunks, the order’s 3 legs, each paid and filled', async () => {
+    const merchant = await newMerchant();
+    const created = await createDeposit(app, { amount_minor: 10_700, credentials: merchant });
+    expect(created).toMatchObject({ status: 'awaiting_payment', leg_count: 3, liquidity_source: 'internal' });
+    expect(created.legs.map((leg) => leg.amount_minor)).toEqual([3_500, 3_600, 3_600]);
+    const { order } = await until(created, 'settled', 60_000, merchant);
+    expect(order).toMatchObject({ settled_via: 'auto', partial: false, amount_received_minor: 10_700 });
+    expect(await receiptCount(created.id)).toBe(3);
+    const { rows } = await app.testDatabase.database.query<{ withdrawal_id: string; merchant_id: string }>(
+      'SELECT DISTINCT d.withdrawal_id, w.merchant_id FROM deposit_legs d JOIN withdrawal_orders w USING (white_label_id, withdrawal_id) WHERE d.deposit_id = $1',
+      [created.id],
+    );
+    expect(rows).toHaveLength(1);
+    const counterparty = rows[0]!;
+    expect(counterparty.merchant_id).not.toBe(merchant.merchant_id);
+    const filled = (await eventsOfMerchant(app, counterparty.merchant_id)).filter((event) => event.type === 'withdrawal.filled' && event.data.object.id === counterparty.withdrawal_id);
+    expect(filled.map((event) => (event.data.object as { settled_splits: number }).settled_splits)).toEqual([1, 2, 3]);
+  });
+
   it('108.00: settled, then deposit.overpaid for the duplicate transfer 45 seconds later', async () => {
     const merchant = await newMerchant();
     const created = await createDeposit(app, { amount_minor: 10_800, credentials: merchant });
@@ -182,6 +201,11 @@ describe('deposit scenarios', () => {
     const counterpartyEvents = (await eventsOfMerchant(app, counterparty.merchant_id)).filter((event) => event.data.object.id === counterparty.withdrawal_id);
     expect(counterpartyEvents.map((event) => event.type)).toContain('withdrawal.disputed');
     expect(counterpartyEvents.at(-1)?.data.object).toMatchObject({ dispute: { reason_code: 'ALLOCATION_CONFLICT', amount_minor: 11_000, status: 'open' } });
+    // The merchant running the scenario gets the same event in its own feed, so its endpoints receive it.
+    await passTime(10_000);
+    const relayed = (await eventsOfMerchant(app, merchant.merchant_id)).filter((event) => event.type === 'withdrawal.disputed');
+    expect(relayed).toHaveLength(1);
+    expect(relayed[0]!.data).toEqual(counterpartyEvents.find((event) => event.type === 'withdrawal.disputed')!.data);
   });
 
   it('111.00: a clean short-pay settled automatically (partial, auto)', async () => {
@@ -191,12 +215,15 @@ describe('deposit scenarios', () => {
     expect(order).toMatchObject({ partial: true, settled_via: 'auto', amount_received_minor: 10_000, transferred_amount_minor: 10_000 });
   });
 
-  it('112.00: after the deadline the late-slip window is closed: 410 with a claim_url that opens a claim', async () => {
+  it('112.00: the late-slip window (24 h after the deadline) is closed: 410 with a claim_url that opens a claim', async () => {
     const merchant = await newMerchant();
     const created = await createDeposit(app, { amount_minor: 11_200, credentials: merchant });
-    expect(seconds(created.created_at, created.expires_at)).toBe(60);
-    const { order } = await until(created, 'expired', 61_000, merchant);
-    expect(order.late_slip_accepted_until).toBe(created.expires_at);
+    // The deadline is dated a day and a minute before the order, so the window, always 24 hours after the
+    // deadline (spec, late_slip_accepted_until), closed a minute before the order was made.
+    expect(seconds(created.created_at, created.expires_at)).toBe(-(24 * 3600 + 60));
+    const { order } = await until(created, 'expired', 1_000, merchant);
+    expect(seconds(order.expires_at, order.late_slip_accepted_until!)).toBe(24 * 3600);
+    expect(seconds(created.created_at, order.late_slip_accepted_until!)).toBe(-60);
     // Nothing is paid automatically: the 410 is the answer to the end user's upload.
     expect(await receiptCount(created.id)).toBe(0);
     const transfer = await sandboxTransfer(app, created, {}, merchant);
@@ -234,14 +261,21 @@ describe('deposit scenarios', () => {
     expect((await eventsOfMerchant(app, merchant.merchant_id)).filter((event) => event.type === 'webhook.key.rotating')).toHaveLength(1);
   });
 
-  it('115.00: an idempotency conflict (409 idempotency_key_reused), nothing created', async () => {
+  it('115.00: the first request is stored under its key; the same body replays it, another body gets 409 idempotency_key_reused naming it', async () => {
     const merchant = await newMerchant();
     const body = depositBody(11_500);
-    const response = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: merchant, body });
-    expect(response.statusCode, response.body).toBe(409);
-    expect(errorOf(response)).toMatchObject({ code: 'idempotency_key_reused', retryable: false });
+    const idempotency_key = crypto.randomUUID();
+    const first = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key, credentials: merchant, body });
+    expect(first.statusCode, first.body).toBe(201);
+    const replay = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key, credentials: merchant, body });
+    expect(replay.statusCode, replay.body).toBe(201);
+    expect(replay.headers['idempotent-replay']).toBe('true');
+    expect(replay.json<DepositView>().id).toBe(first.json<DepositView>().id);
+    const conflict = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key, credentials: merchant, body: { ...body, merchant_reference: nextReference('other-body') } });
+    expect(conflict.statusCode, conflict.body).toBe(409);
+    expect(errorOf(conflict)).toMatchObject({ code: 'idempotency_key_reused', retryable: false, details: { original_request_id: first.headers['request-id'] } });
     const { rows } = await app.testDatabase.database.query('SELECT 1 FROM deposit_orders WHERE merchant_id = $1', [merchant.merchant_id]);
-    expect(rows).toHaveLength(0);
+    expect(rows).toHaveLength(1);
   });
 
   it('116.00: same-slip overpayment, V = 12100: one deposit.settled with A = X and E = 500', async () => {
