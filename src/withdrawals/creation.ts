@@ -33,7 +33,7 @@ export interface CreateWithdrawalOptions {
   sandbox_liquidity?: boolean;
   /**
    * A sandbox scenario's dedicated withdrawal (104.00, 110.00, 102.00 THB): kept out of the matching queue,
-   * so that only the deposit it is opened for reserves it (migration 0029). Test mode only.
+   * so that only the deposit it is opened for reserves it (migration 0031). Test mode only.
    */
   outside_matching_queue?: boolean;
   /** What the request's first statement answered for the creation's policy, reference and fee reads (`planForMerchant`). */

@@ -258,7 +258,7 @@ function matchableConditions(values: 'seen_by_the_planner' | 'hidden_from_the_pl
   // In the head statement the brand and environment are the head's (the same row by its primary key), so
   // they are named there only.
   const scope = hidden ? '' : 'o.white_label_id = $1 AND o.livemode = $2 AND ';
-  // An order out of the queue (a sandbox scenario's own, migration 0029) is reserved only by the deposit naming it.
+  // An order out of the queue (a sandbox scenario's own, migration 0031) is reserved only by the deposit naming it.
   return `${scope}o.status IN ('open', 'partially_filled') AND o.in_matching_queue
         AND o.remaining_minor > 0 AND o.remaining_minor >= ${amount} AND o.expires_at > ${now}
         AND (${excluded} IS NULL OR o.merchant_id <> ${excluded})

@@ -90,7 +90,7 @@ export interface WithdrawalRow extends WithdrawalAccount {
   /** True while money related to an unresolved dispute of the order is held. */
   funds_on_hold: boolean;
   /**
-   * False for an order that only the deposits naming it may reserve (migration 0029): the sandbox scenarios'
+   * False for an order that only the deposits naming it may reserve (migration 0031): the sandbox scenarios'
    * dedicated withdrawals. The matching queue skips it; every other order is in the queue.
    */
   in_matching_queue: boolean;
