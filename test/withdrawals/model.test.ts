@@ -340,10 +340,10 @@ async function checkInvariants(model: Model): Promise<void> {
   );
   const reversedFromAvailable = new Set<string>();
   for (const movement of movements.rows) {
-    // The spec's names keep their exact meanings; the other two credits have their own (docs/decisions/ledger.md).
+    // The spec's names keep their exact meanings (every reversal is balance.debited); the other two credits have their own (docs/decisions/ledger.md).
     const expectedType =
       movement.type === 'clearing_released' ? 'balance.cleared'
-      : movement.direction === 'debit' ? 'balance.debited'
+      : movement.direction === 'debit' || movement.type === 'reversal' ? 'balance.debited'
       : movement.bucket_to === 'pending_clearing' ? 'balance.credited'
       : movement.type === 'withdrawal_released' ? 'balance.released'
       : 'balance.adjusted';
