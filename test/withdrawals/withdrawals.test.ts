@@ -658,6 +658,11 @@ describe('refunds at close (spec: refunded_minor is the amount returned to the b
     expect(closing.type).toBe('withdrawal.expired');
     expect(closing.data.object).toMatchObject({ remaining_minor: 0, refunded_minor: credit });
     expect(closing.data.previous_attributes).toMatchObject({ remaining_minor: 57_000, refunded_minor: null });
+    // The database keeps the same rule (migration 0029): a closed order with something open, or a refund that is
+    // not what it returned, is refused.
+    for (const change of ['remaining_minor = 1', 'refunded_minor = refunded_minor + 1']) {
+      await expect(app.testDatabase.database.query(`UPDATE withdrawal_orders SET ${change} WHERE withdrawal_id = $1`, [order.id])).rejects.toThrow(/withdrawal_orders_check5/);
+    }
     await expectConsistent(payer);
   });
 });
