@@ -5,6 +5,8 @@ import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 import type { WalletAccount } from '../../src/ledger/types.ts';
 import { heldInWallet, WITHDRAWAL_TRANSITIONS, type WithdrawalService, type WithdrawalView } from '../../src/withdrawals/service.ts';
 import { WITHDRAWAL_STATUSES } from '../../src/withdrawals/types.ts';
+import { Rollback } from '../../src/platform/db.ts';
+import { readMigrations } from '../../src/platform/migrate.ts';
 
 /**
  * Withdrawal orders (issue 3, item 7) and the functions the deposit side calls (item 8), through the
@@ -664,6 +666,30 @@ describe('refunds at close (spec: refunded_minor is the amount returned to the b
       await expect(app.testDatabase.database.query(`UPDATE withdrawal_orders SET ${change} WHERE withdrawal_id = $1`, [order.id])).rejects.toThrow(/withdrawal_orders_check5/);
     }
     await expectConsistent(payer);
+  });
+
+  it('migration 0029 rewrites a closed order stored the old way (principal only, remaining kept) to the refund it made', async () => {
+    const order = await createOrder(payer, 50_000);
+    expect((await fill(await reserveOk(order, 12_000))).ok).toBe(true);
+    expect((await app.signed({ method: 'POST', url: `/v1/pay/withdrawals/${order.id}/cancel`, idempotency_key: `cancel-${order.id}`, credentials: payer.credentials })).statusCode).toBe(200);
+    const closed = await getOrder(payer, order.id);
+    const migration = readMigrations().find((file) => file.version === 29)!;
+    const rewrite = /UPDATE withdrawal_orders[\s\S]*?;/.exec(migration.sql)![0];
+    // The old rules and the old row, in a transaction that is rolled back: the migration's rewrite must give the new row.
+    const rewritten = await app.testDatabase.database
+      .transaction(async (tx) => {
+        await tx.query('ALTER TABLE withdrawal_orders DROP CONSTRAINT withdrawal_orders_rules');
+        await tx.query('UPDATE withdrawal_orders SET remaining_minor = 38000, refunded_minor = 38000 WHERE withdrawal_id = $1', [order.id]);
+        await tx.query(rewrite);
+        const { rows } = await tx.query<{ remaining_minor: number; refunded_minor: number; version: number }>('SELECT remaining_minor, refunded_minor, version FROM withdrawal_orders WHERE withdrawal_id = $1', [order.id]);
+        throw new Rollback(rows[0]);
+      })
+      .catch((error: unknown) => {
+        if (error instanceof Rollback) return error.value as { remaining_minor: number; refunded_minor: number; version: number };
+        throw error;
+      });
+    expect(rewritten).toEqual({ remaining_minor: 0, refunded_minor: closed.refunded_minor, version: closed.version });
+    expect(closed.refunded_minor).toBe(38_000 + FEE_MINOR - closed.fee_recognized_minor);
   });
 });
 
