@@ -248,7 +248,7 @@ function foundationOf(options: CreateInstanceOptions): Foundation {
 /** The ledger, fees, payees, withdrawals and tenancy: the money side every order builds on. */
 function createMoneyServices(base: Foundation) {
   const { clock, secretBox, database } = base;
-  const events = new EventsService(clock);
+  const events = new EventsService(clock, secretBox);
   events.observe((envelope) => base.metrics.events_written_total.inc({ type: envelope.type }));
   const ledger = new LedgerService(events, clock);
   const fees = new FeeService(clock);

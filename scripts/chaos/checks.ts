@@ -353,8 +353,10 @@ export async function withdrawalRows(facts: RunFacts): Promise<CheckRow[]> {
     [tenants.white_label_id],
   );
   const { rows: moves } = await database.query<{ source_id: string; type: string; movements: number; amount_minor: number }>(
-    `SELECT source_id, type, count(*)::int AS movements, sum(amount_minor)::bigint AS amount_minor
-       FROM balance_transactions WHERE white_label_id = $1 AND source_type = 'withdrawal_order' GROUP BY source_id, type`,
+    // A reversed fill's credits into available (a closed order's) are counted apart: they are part of its refund.
+    `SELECT source_id, CASE WHEN type = 'reversal' AND bucket_to = 'available' THEN 'reversal_into_available' ELSE type END AS type,
+            count(*)::int AS movements, sum(amount_minor)::bigint AS amount_minor
+       FROM balance_transactions WHERE white_label_id = $1 AND source_type = 'withdrawal_order' GROUP BY 1, 2`,
     [tenants.white_label_id],
   );
   const legOf = (id: string, status: string) => legs.find((row) => row.withdrawal_id === id && row.status === status) ?? { legs: 0, amount_minor: 0 };
@@ -366,7 +368,7 @@ export async function withdrawalRows(facts: RunFacts): Promise<CheckRow[]> {
     const id = order.withdrawal_id;
     statuses.set(order.status, (statuses.get(order.status) ?? 0) + 1);
     const fail = (what: string) => problems.push(`${id} (${order.status}): ${what}`);
-    if (order.amount_total_minor !== order.filled_minor + order.reserved_minor + order.remaining_minor) fail('total ≠ filled + reserved + remaining');
+    if (!closed.has(order.status) && order.amount_total_minor !== order.filled_minor + order.reserved_minor + order.remaining_minor) fail('total ≠ filled + reserved + remaining');
     if (legOf(id, 'filled').amount_minor !== order.filled_minor) fail(`filled ${order.filled_minor} ≠ its filled legs ${legOf(id, 'filled').amount_minor}`);
     if (legOf(id, 'reserved').amount_minor !== order.reserved_minor) fail(`reserved ${order.reserved_minor} ≠ its reserved legs ${legOf(id, 'reserved').amount_minor}`);
     if (legOf(id, 'filled').legs !== order.settled_splits) fail(`settled_splits ${order.settled_splits} ≠ ${legOf(id, 'filled').legs} filled legs`);
@@ -376,10 +378,12 @@ export async function withdrawalRows(facts: RunFacts): Promise<CheckRow[]> {
     if (moveOf(id, 'fee').amount_minor !== order.fee_recognized_minor) fail(`fee movements ${moveOf(id, 'fee').amount_minor} ≠ fee recognised`);
     const release = moveOf(id, 'withdrawal_released');
     if (closed.has(order.status)) {
-      // Refund rules: a closed order returns exactly what it never paid, with the fee it did not use.
-      if (order.reserved_minor !== 0) fail('closed with a leg in transfer');
-      if (order.refunded_minor !== order.remaining_minor) fail(`refunded ${order.refunded_minor} ≠ remaining ${order.remaining_minor}`);
-      const owed = (order.refunded_minor ?? 0) + order.fee_total_minor - order.fee_recognized_minor;
+      // Refund rules: a closed order has nothing open and returned exactly what it never paid, with the fee it did
+      // not use (refunded_minor, spec: "Amount returned to the balance"): its release, plus any fill reversed after.
+      if (order.reserved_minor !== 0 || order.remaining_minor !== 0) fail(`closed with reserved ${order.reserved_minor}, remaining ${order.remaining_minor}`);
+      const refunded = order.refunded_minor ?? 0;
+      if (order.amount_total_minor + order.fee_total_minor !== order.filled_minor + order.fee_recognized_minor + refunded) fail(`refunded ${refunded} ≠ locked − paid − fee earned`);
+      const owed = refunded - moveOf(id, 'reversal_into_available').amount_minor;
       if (release.amount_minor !== owed || release.movements > 1) fail(`withdrawal_released ${release.movements}× ${release.amount_minor}, owed ${owed}`);
     } else {
       if (order.refunded_minor !== null) fail('refunded while open');

@@ -207,7 +207,7 @@ async function openDirect(env: CliEnvironment, stderr: TextSink): Promise<Webhoo
   const clock = new SystemClock();
   const secretBox = new SecretBox(masterKey);
   const tenancy = new TenancyService(database, clock, secretBox);
-  const webhooks = createWebhooks({ database, clock, logger, secretBox, events: new EventsService(clock), tenancy }, { environment: env });
+  const webhooks = createWebhooks({ database, clock, logger, secretBox, events: new EventsService(clock, secretBox), tenancy }, { environment: env });
   return createDirectWebhookBackend({ webhooks, tenancy, close: () => database.close() });
 }
 

@@ -346,7 +346,15 @@ export class DepositCreation {
       expires_at: new Date(now.getTime() + (row.expires_in_seconds - this.deps.scenarios(row.livemode).deadlineDatedBackSeconds(row)) * SECOND_MS),
       updated_at: now,
     };
-    await this.changes.transition(tx, { before: row, after: matched, trigger: 'matched', cause: SYSTEM_CAUSE, legs: legs.map((leg) => ({ ...leg, expires_at: matched.expires_at })), jobs: [this.changes.expireJob(matched)] });
+    await this.changes.transition(tx, {
+      before: row,
+      after: matched,
+      trigger: 'matched',
+      cause: SYSTEM_CAUSE,
+      legs: legs.map((leg) => ({ ...leg, expires_at: matched.expires_at })),
+      instructions: { payees: reservation.payees, policy },
+      jobs: [this.changes.expireJob(matched)],
+    });
     return 'awaiting_payment';
   }
 }

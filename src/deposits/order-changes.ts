@@ -26,8 +26,22 @@ export interface OrderChange {
   legs?: DepositLegRow[];
   jobs?: JobSpec[];
   liquidity?: DepositView['liquidity'];
+  /**
+   * Who the new legs pay and the brand's deposit policy, when the caller holds them already (a match): for
+   * `deposit.matched`'s payment instructions, which follow the policy's `qr_payload` switch.
+   */
+  instructions?: { payees: Map<string, Payee>; policy: DepositPolicy };
   /** Shown in the event only, beside the order (e.g. the claim of a later transfer). */
   event_extra?: Record<string, unknown>;
+}
+
+/** The one deposit event that carries payment instructions (spec: "the only event carrying payment instructions"). */
+const INSTRUCTIONS_EVENT_TRIGGER = 'matched';
+
+/** The order as an event other than `deposit.matched` shows it: without its legs, whose receivers are payment instructions. */
+function withoutInstructions(view: DepositView): Omit<DepositView, 'legs'> {
+  const { legs: _legs, ...rest } = view;
+  return rest;
 }
 
 /**
@@ -130,8 +144,10 @@ export class DepositChanges {
     const existingLegs = input.before ? await repository.listLegs(tx, input.after.white_label_id, input.after.deposit_id) : [];
     const legsAfter = [...existingLegs.map((leg) => input.legs?.find((changed) => changed.leg_ref === leg.leg_ref) ?? leg), ...(input.legs ?? []).filter((leg) => !existingLegs.some((old) => old.leg_ref === leg.leg_ref))];
     const now = this.now();
-    const beforeView = input.before ? depositView(input.before, existingLegs, { now }) : null;
+    const beforeLiquidity = await this.liquidityShownBefore(tx, input);
+    const beforeView = input.before ? depositView(input.before, existingLegs, { now, ...(beforeLiquidity ? { liquidity: beforeLiquidity } : {}) }) : null;
     const afterView = depositView(input.after, legsAfter, { now, ...(input.liquidity ? { liquidity: input.liquidity } : {}) });
+    const event = await this.eventObjects(tx, input, { before: beforeView, after: afterView, legs: legsAfter });
     const result = await applyTransition(tx, this.deps, {
       table: DEPOSIT_TRANSITIONS,
       trigger: input.trigger,
@@ -160,14 +176,50 @@ export class DepositChanges {
         merchant_id: input.after.merchant_id,
         livemode: input.after.livemode,
         cause: input.cause,
-        ...(input.event_extra && beforeView
-          ? { object: { ...afterView, ...input.event_extra }, before_object: { ...beforeView, ...input.event_extra } }
-          : {}),
+        object: event.object,
+        ...(event.before_object ? { before_object: event.before_object } : {}),
       },
       jobs: [...(input.jobs ?? []), ...this.closeJobs(input.after)],
     });
     if (!result.ok) throw new ApiError('merchant_reference_in_use', { details: { merchant_reference: input.after.merchant_reference } });
     return result.view;
+  }
+
+  /**
+   * What the event of a change shows (spec, Envelope: `data.object` is the full object; Event types:
+   * `deposit.matched` is "the only event carrying payment instructions"): `deposit.matched` shows the legs with
+   * their receivers, `qr_payload` and `qr_image_url` as GET does; every other event leaves `legs` out (the field is
+   * optional, and a leg without its receiver is not a leg the spec describes). `previous_attributes` compares the
+   * two objects as the events show them.
+   */
+  private async eventObjects(
+    db: Queryable,
+    input: OrderChange,
+    views: { before: DepositView | null; after: DepositView; legs: DepositLegRow[] },
+  ): Promise<{ object: Record<string, unknown>; before_object: Record<string, unknown> | null }> {
+    const extra = input.event_extra ?? {};
+    if (input.trigger === INSTRUCTIONS_EVENT_TRIGGER) {
+      const known = input.instructions ? { rows: views.legs, ...input.instructions } : undefined;
+      const object = await this.withPaymentInstructions(db, views.after, input.after.white_label_id, known);
+      return { object: { ...object, ...extra }, before_object: views.before ? { ...views.before, ...extra } : null };
+    }
+    return {
+      object: { ...withoutInstructions(views.after), ...extra },
+      before_object: views.before ? { ...withoutInstructions(views.before), ...extra } : null,
+    };
+  }
+
+  /**
+   * The `liquidity` a waiting order showed at its previous version, for the change that ends the wait: the
+   * object is computed when it is shown (suggested amounts are read from the matching queue then), so the row
+   * cannot give it back, and the matching queue must not be read again inside the match (it takes locks). The
+   * previous version's event showed it; `previous_attributes` then names `liquidity` with that old value (spec:
+   * "Only changed keys plus the old version").
+   */
+  private async liquidityShownBefore(db: Queryable, input: OrderChange): Promise<DepositView['liquidity'] | undefined> {
+    if (!input.before || input.before.status !== 'awaiting_liquidity' || input.after.status === 'awaiting_liquidity') return undefined;
+    const shown = await this.deps.events.objectKeyAtVersion(db, input.before.white_label_id, input.before.deposit_id, input.before.version, 'liquidity');
+    return shown && typeof shown === 'object' ? (shown as DepositView['liquidity']) : undefined;
   }
 
   /** The next matching retry: in 10 seconds, or sooner when liquidity is known to arrive sooner, never after the wait ends. */

@@ -170,6 +170,28 @@ export async function listEvents(db: Queryable, filter: EventListFilter): Promis
   return rows;
 }
 
+/**
+ * One key of an object as its event of `version` showed it (`data.object`), by the `events_object` index;
+ * `found` false when no event of that version is stored, and `value` null when the event had no such key.
+ */
+export async function objectKeyAtVersion(
+  db: Queryable,
+  white_label_id: string,
+  object_id: string,
+  version: number,
+  key: string,
+): Promise<{ found: boolean; value: unknown }> {
+  const { rows } = await db.query<{ value: unknown }>(
+    `SELECT envelope -> 'data' -> 'object' -> $4::text AS value
+       FROM events
+      WHERE white_label_id = $1 AND object_id = $2 AND envelope -> 'data' -> 'object' ->> 'version' = $3::text
+      LIMIT 1`,
+    [white_label_id, object_id, String(version), key],
+  );
+  const row = rows[0];
+  return row ? { found: true, value: row.value ?? null } : { found: false, value: null };
+}
+
 /** One stored event of a feed, with its envelope exactly as stored (the bytes every delivery sends). */
 export interface StoredEventText {
   event_id: string;

@@ -8,6 +8,8 @@ import type { EventCause } from '../platform/cause.ts';
 import { isUnitOfWork, TransactionFacts } from '../platform/unit-of-work.ts';
 import type { ReadPart } from '../platform/read-part.ts';
 import * as repository from './repository.ts';
+import type { SecretBox } from '../platform/crypto.ts';
+import { EventFieldSealer } from './sealed-fields.ts';
 
 /**
  * A feed's last sequence, which a transaction remembers while it holds the feed's lock (src/platform/unit-of-work.ts
@@ -48,7 +50,20 @@ export type EventObserver = (envelope: EventEnvelope) => void;
 export class EventsService {
   private readonly observers: EventObserver[] = [];
 
-  constructor(private readonly clock: Clock) {}
+  private readonly sealer: EventFieldSealer;
+
+  /** `secret_box` seals the fields the outbox never keeps in clear (src/events/sealed-fields.ts). */
+  constructor(
+    private readonly clock: Clock,
+    secret_box: SecretBox | null = null,
+  ) {
+    this.sealer = new EventFieldSealer(secret_box);
+  }
+
+  /** A stored envelope's text as its event was written (sealed fields opened): the body every delivery sends. */
+  openStoredText(text: string): string {
+    return this.sealer.open(text);
+  }
 
   /** Observers are told after a write is issued (metrics); they must not do I/O. */
   observe(observer: EventObserver): void {
@@ -136,7 +151,7 @@ export class EventsService {
     // The sequence is handed out by the same statement that stores the event, so the stored text is
     // split where the number goes. The keys before it are ids, names and a timestamp: the first
     // `"sequence":0,` in the text is the envelope's own.
-    const text = JSON.stringify(draft);
+    const text = this.sealer.seal(JSON.stringify(draft));
     const slot = text.indexOf(SEQUENCE_SLOT);
     invariant(slot > 0, 'an envelope has a top-level sequence');
     const row: repository.NewEventRow = {
@@ -169,6 +184,15 @@ export class EventsService {
     return envelope;
   }
 
+  /**
+   * One key of an object as its event of `version` showed it, for a transition whose `previous_attributes` must
+   * name a key the stored row cannot give back (a value computed when the event was written); null when no event
+   * of that version is stored or it had no such key.
+   */
+  async objectKeyAtVersion(db: Queryable, white_label_id: string, object_id: string, version: number, key: string): Promise<unknown> {
+    return (await repository.objectKeyAtVersion(db, white_label_id, object_id, version, key)).value;
+  }
+
   /** The sandbox test clock an object was created under (src/test-clocks/), or null. */
   testClockOfObject(db: Queryable, white_label_id: string, object_id: string): Promise<string | null> {
     return repository.testClockOfObject(db, white_label_id, object_id);
@@ -178,12 +202,14 @@ export class EventsService {
    * One event of a feed with its envelope text exactly as stored, which is the body every webhook
    * delivery of it sends byte for byte; null when the feed has no such event.
    */
-  findEventText(db: Queryable, feed: { white_label_id: string; merchant_id: string; livemode: boolean }, event_id: string): Promise<repository.StoredEventText | null> {
-    return repository.findEventText(db, feed, event_id);
+  async findEventText(db: Queryable, feed: { white_label_id: string; merchant_id: string; livemode: boolean }, event_id: string): Promise<repository.StoredEventText | null> {
+    const stored = await repository.findEventText(db, feed, event_id);
+    return stored ? { ...stored, text: this.sealer.open(stored.text) } : null;
   }
 
   async listEvents(db: Queryable, filter: repository.EventListFilter): Promise<EventEnvelope[]> {
     const rows = await repository.listEvents(db, filter);
-    return rows.map((row) => row.envelope as unknown as EventEnvelope);
+    // The driver parsed the stored json; its compact text is the stored text, so it opens as a delivery's body does.
+    return rows.map((row) => JSON.parse(this.sealer.open(JSON.stringify(row.envelope))) as EventEnvelope);
   }
 }

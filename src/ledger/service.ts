@@ -108,13 +108,17 @@ export function balanceTransactionView(row: BalanceTransactionRow): BalanceTrans
  * Which event a movement writes: one per movement, so that a merchant can fold them all. The spec's
  * three names keep their exact meanings: `balance.credited` is money arriving into pending clearing,
  * `balance.cleared` the move from pending clearing to available, `balance.debited` a debit from the
- * bucket named in `bucket_from`. The two other credits get names of their own (docs/decisions/ledger.md,
- * "balance.* events"): `balance.released` for a withdrawal's reservation returning to available, and
- * `balance.adjusted` for an operator's or the sandbox's adjustment into available.
+ * bucket named in `bucket_from`. Every `reversal` movement is `balance.debited`, the credit of a reversed
+ * fill included: the spec names that event for reversals ("for example a reversal") and makes it one of
+ * the five an endpoint cannot turn off, as it does `withdrawal.fill_reversed`, so the money a reversal
+ * moves can never be unsubscribed from; `direction` says which way it went. The two other credits get
+ * names of their own (docs/decisions/ledger.md, "balance.* events"): `balance.released` for a withdrawal's
+ * reservation returning to available, and `balance.adjusted` for an operator's or the sandbox's
+ * adjustment into available.
  */
 export function eventTypeOf(movement: { type: BalanceTransactionType; direction: 'credit' | 'debit'; bucket_to: Bucket | null }): string {
   if (movement.type === 'clearing_released') return 'balance.cleared';
-  if (movement.direction === 'debit') return 'balance.debited';
+  if (movement.direction === 'debit' || movement.type === 'reversal') return 'balance.debited';
   if (movement.bucket_to === 'pending_clearing') return 'balance.credited';
   if (movement.type === 'withdrawal_released') return 'balance.released';
   return 'balance.adjusted';

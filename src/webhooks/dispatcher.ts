@@ -70,6 +70,8 @@ export interface DispatcherDependencies {
   metrics?: DispatcherMetrics;
   /** Identifies this dispatcher in leases; unique per instance. */
   worker_id?: string;
+  /** The stored envelope text as its event was written (the events module opens the fields it keeps sealed). */
+  openBody: (stored_text: string) => string;
 }
 
 export interface TickResult {
@@ -388,7 +390,7 @@ export class DeliveryDispatcher {
     await this.acquireSlot(claim.endpoint_id);
     let completion: AttemptCompletion;
     try {
-      const body = Buffer.from(claim.body, 'utf8');
+      const body = Buffer.from(this.dependencies.openBody(claim.body), 'utf8');
       // The delivery's environment picks the key set (live, or its brand's sandbox set): a sandbox
       // event is never signed by a live key, nor the other way round.
       const signer = await signingKeys.signer({ white_label_id: claim.white_label_id, livemode: claim.livemode });

@@ -123,6 +123,7 @@ export function createWebhooks(dependencies: WebhookDependencies, options: Webho
     settings,
     metrics: dispatcherMetrics(dependencies.metrics),
     worker_id: options.worker_id,
+    openBody: (stored_text) => dependencies.events.openStoredText(stored_text),
   });
   const webhooks: Webhooks = {
     settings,

@@ -293,7 +293,8 @@ export class WithdrawalLegs {
    * Reverses a fill (the paying deposit was reversed, so the beneficiary did not keep the chunk). The
    * chunk and the fee it no longer earns come back into the wallet (`reversal` movements that point at
    * the fill's payout). A live order takes the chunk back into remaining and is matched again; a
-   * closed order returns it to available, and a settled one gets a replacement order for it
+   * closed order returns it and its fee to available (added to `refunded_minor`; `remaining_minor` stays 0),
+   * and a settled one gets a replacement order for it
    * (`replacement_of_withdrawal_id`, no second fee) when the balance covers it. Idempotent by leg.
    */
   async reverseFill(tx: Queryable, input: ReverseFillInput): Promise<Result<FillReversalOutcome>> {
@@ -348,18 +349,24 @@ export class WithdrawalLegs {
     invariant(principal?.ok, 'a credit cannot be refused');
     if (fee) invariant(fee.ok, 'a credit cannot be refused');
 
-    const remaining = row.remaining_minor + leg.amount_minor;
     let after: WithdrawalRow = {
       ...row,
       version: row.version + 1,
       filled_minor: filled,
       fee_recognized_minor: recognized,
-      remaining_minor: remaining,
       settled_splits: row.settled_splits - 1,
       updated_at: now,
     };
-    if (live) after = { ...after, status: filled > 0 ? 'partially_filled' : 'open' };
-    else after = { ...after, refunded_minor: remaining };
+    if (live) {
+      after = { ...after, status: filled > 0 ? 'partially_filled' : 'open', remaining_minor: row.remaining_minor + leg.amount_minor };
+    } else {
+      // A closed order has nothing open: the chunk and its fee went back to available, so they are returned
+      // to the balance and `refunded_minor` grows by exactly the two credits.
+      const credited = principal.value.amount_minor + (fee?.ok ? fee.value.amount_minor : 0);
+      invariant(credited === leg.amount_minor + feeBack, `${row.withdrawal_id}: the reversal credits are the chunk and its fee`);
+      invariant(row.refunded_minor !== null, 'a closed order has its refund');
+      after = { ...after, refunded_minor: row.refunded_minor + credited };
+    }
 
     let replacementId: string | null = null;
     if (row.status === 'settled') {

@@ -51,8 +51,10 @@ const withdrawalOrderFields = {
   fee_recognized_minor: minorSchema,
   filled_minor: minorSchema.meta({ description: 'Amount actually paid out; overwrite from the latest version, never add up.' }),
   reserved_minor: minorSchema.meta({ description: 'The part of this order being transferred now (not the wallet bucket).' }),
-  remaining_minor: minorSchema,
-  refunded_minor: minorSchema.optional().meta({ description: 'Present once the order is closed.' }),
+  remaining_minor: minorSchema.meta({ description: 'Amount still open; 0 once the order is closed.' }),
+  refunded_minor: minorSchema
+    .optional()
+    .meta({ description: 'Present once the order is closed: the amount returned to the balance (the unpaid remainder plus the unused fee, and any reversed fill of the closed order with its fee), equal to its credits.' }),
   settled_splits: z.number().int(),
   max_splits: z.number().int(),
   expires_at: timestampSchema,

@@ -92,23 +92,40 @@ export function eventTypeFor(trigger: string, to: WithdrawalStatus): string {
 }
 
 /**
- * The order's invariants, asserted on every row written: the spec's identity, the fee recognised in
- * proportion to what was paid out, and what each status allows. The database backs each with a CHECK.
+ * The order's invariants, asserted on every row written: the spec's identity while the order is live, what
+ * a closed order returned, the fee recognised in proportion to what was paid out, and what each status
+ * allows. The database backs each with a CHECK (withdrawal_orders_rules_hold, migration 0032).
  */
 export function assertOrderInvariants(row: WithdrawalRow): void {
   const id = row.withdrawal_id;
   invariant(row.filled_minor >= 0 && row.reserved_minor >= 0 && row.remaining_minor >= 0, `${id}: amounts are never negative`);
-  invariant(row.amount_total_minor === row.filled_minor + row.reserved_minor + row.remaining_minor, `${id}: total = filled + reserved + remaining`);
   invariant(row.fee_recognized_minor === recognizeFee(row.fee_total_minor, row.amount_total_minor, row.filled_minor), `${id}: fee recognised pro rata`);
   invariant(row.settled_splits >= 0 && row.settled_splits <= row.max_splits, `${id}: settled splits within max_splits`);
   const final = FINAL_WITHDRAWAL_STATUSES.has(row.status);
   invariant(final === (row.refunded_minor !== null) && final === (row.closed_at !== null), `${id}: refunded and closed exactly when final`);
-  if (final) invariant(row.reserved_minor === 0 && row.refunded_minor === row.remaining_minor, `${id}: a closed order returned what it never paid`);
+  if (final) {
+    // Nothing is open once the order is closed; what was locked was paid out, earned as fee, or returned.
+    invariant(row.reserved_minor === 0 && row.remaining_minor === 0, `${id}: a closed order has nothing in transfer or open`);
+    const refunded = row.refunded_minor ?? 0;
+    invariant(row.amount_total_minor + row.fee_total_minor === row.filled_minor + row.fee_recognized_minor + refunded, `${id}: locked = paid + fee earned + refunded`);
+  } else {
+    invariant(row.amount_total_minor === row.filled_minor + row.reserved_minor + row.remaining_minor, `${id}: total = filled + reserved + remaining`);
+  }
   if (row.status === 'pending_approval' || row.status === 'rejected') invariant(row.filled_minor === 0 && row.reserved_minor === 0, `${id}: nothing paid before approval`);
   if (row.status === 'open') invariant(row.filled_minor === 0, `${id}: open has no fill`);
   if (row.status === 'partially_filled') invariant(row.filled_minor > 0, `${id}: partially filled has a fill`);
   invariant((row.status === 'pending_approval') === (row.approval_expires_at !== null), `${id}: approval deadline exactly while pending`);
   invariant(!row.funds_on_hold || row.dispute !== null, `${id}: funds are held only for a dispute`);
+}
+
+/**
+ * What closing a live order returns to the balance (the spec's wallet table: "Remainder plus unused fee
+ * returns"): the principal never paid plus the fee not recognised. This is the `withdrawal_released` credit
+ * and the order's `refunded_minor`.
+ */
+export function closingRefund(row: WithdrawalRow): number {
+  invariant(row.reserved_minor === 0, 'an order closes with nothing in transfer');
+  return row.remaining_minor + row.fee_total_minor - row.fee_recognized_minor;
 }
 
 /** What an order still holds in the wallet's reserved bucket: unpaid principal plus unrecognised fee. */
@@ -165,7 +182,8 @@ export class OrderTransitions {
 
   /**
    * Closes an order: whatever was never paid, plus the fee not recognised, returns from reserved to
-   * available (`withdrawal_released`), and `refunded_minor` records the unpaid principal.
+   * available (`withdrawal_released`), `refunded_minor` is exactly that credit ("Amount returned to the
+   * balance": remainder plus unused fee) and `remaining_minor` becomes 0, since nothing is open any more.
    */
   async close(
     tx: Queryable,
@@ -177,7 +195,7 @@ export class OrderTransitions {
   ): Promise<Result<WithdrawalView>> {
     invariant(after.reserved_minor === 0, 'an order closes with nothing in transfer');
     const now = this.deps.clock.now();
-    const release = after.remaining_minor + after.fee_total_minor - after.fee_recognized_minor;
+    const release = closingRefund(after);
     let releaseId: string | null = null;
     if (release > 0) {
       const released = await this.deps.ledger.post(tx, {
@@ -191,6 +209,8 @@ export class OrderTransitions {
         cause,
       });
       invariant(released.ok, 'a release into available cannot be refused');
+      // The credit and refunded_minor are one number: a movement posted before under this key must agree too.
+      invariant(released.value.amount_minor === release, `${after.withdrawal_id}: the release credit is what refunded_minor says`);
       releaseId = released.value.id;
     }
     await cancelJobsByKey(tx, `${EXPIRE_WITHDRAWAL_TASK}:${after.withdrawal_id}`);
@@ -200,7 +220,8 @@ export class OrderTransitions {
       after: {
         ...after,
         status: close.status,
-        refunded_minor: after.remaining_minor,
+        remaining_minor: 0,
+        refunded_minor: release,
         approval_expires_at: null,
         close_reason_code: close.reason_code,
         closed_by: close.closed_by,

@@ -266,10 +266,33 @@ describe('waiting for liquidity (202)', () => {
     const events = await eventsOf(waiting.id);
     expect(events.map((event) => event.type)).toEqual(['deposit.created', 'deposit.matched']);
     expect(events[1]!.data.previous_attributes).toMatchObject({ status: 'awaiting_liquidity', version: 1 });
+    // The removed `liquidity` is a changed key: previous_attributes names it with what version 1 showed (spec, Envelope).
+    const createdObject = events[0]!.data.object as DepositView;
+    expect(createdObject.liquidity).toMatchObject({ wait_started_at: waiting.liquidity!.wait_started_at, retry_interval_ms: 10_000 });
+    expect(events[1]!.data.previous_attributes).toMatchObject({ liquidity: createdObject.liquidity, legs: [] });
+    expect(events[1]!.data.object).not.toHaveProperty('liquidity');
+    // deposit.matched is the only event with payment instructions: receivers, qr_payload and a QR link that is served.
+    // The outbox keeps the QR payload sealed (it holds the payee's full account number); the merchant's feed opens it.
+    expect(events[1]!.text).not.toContain(matched.legs[0]!.qr_payload!);
+    expect(events[1]!.text).toContain('"qr_payload":"sealed:');
+    const feed = await app.signed({ url: '/v1/pay/events?type=deposit.matched&order=desc&limit=100' });
+    expect(feed.statusCode, feed.body).toBe(200);
+    const delivered = feed.json<{ data: { type: string; data: { object: DepositView } }[] }>().data.find((event) => event.data.object.id === waiting.id);
+    const matchedLeg = delivered!.data.object.legs[0]!;
+    expect(matchedLeg.receiver).toMatchObject({ bank_code: expect.stringMatching(/^\d{3}$/) as string, account_number_masked: expect.any(String) as string });
+    expect(matchedLeg.qr_payload).toBe(matched.legs[0]!.qr_payload);
+    expect(matchedLeg.qr_image_url).toBe(matched.legs[0]!.qr_image_url);
+    expect(matchedLeg.qr_image_url!.startsWith(`${app.instance.services.publicBaseUrl()}/v1/pay/deposits/${waiting.id}/legs/`)).toBe(true);
+    const image = await app.instance.app.inject({ method: 'GET', url: matchedLeg.qr_image_url!.slice(app.instance.services.publicBaseUrl().length) });
+    expect(image.statusCode).toBe(200);
+    expect(image.headers['content-type']).toBe('image/png');
+    expect(events[0]!.data.object).not.toHaveProperty('legs');
     const token = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${waiting.id}/slip-token`, idempotency_key: `late-${waiting.id}` });
     expect(token.statusCode).toBe(200);
   });
+});
 
+describe('the liquidity wait running out', () => {
   it('with no liquidity at all (live mode) the wait runs out: canceled no_liquidity_available, window null, terminal', async () => {
     const live = await app.createMerchant({ white_label_id: app.sandbox.white_label_id, livemode: true });
     const response = await createDeposit(body(20_000), live);
@@ -282,7 +305,9 @@ describe('waiting for liquidity (202)', () => {
     await app.instance.worker.runDueJobs();
     const canceled = await getDeposit(waiting.id, live);
     expect(canceled).toMatchObject({ status: 'canceled', canceled_by: 'system', cancel_reason_code: 'no_liquidity_available', late_slip_accepted_until: null, is_terminal: true });
-    expect((await eventsOf(waiting.id)).at(-1)?.type).toBe('deposit.canceled');
+    const last = (await eventsOf(waiting.id)).at(-1);
+    expect(last?.type).toBe('deposit.canceled');
+    expect(last?.data.previous_attributes).toMatchObject({ status: 'awaiting_liquidity', liquidity: { suggested_amounts_minor: [] } });
   });
 });
 

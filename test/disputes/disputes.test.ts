@@ -138,12 +138,17 @@ async function checkBrand(brand: string): Promise<void> {
     const verified = await app.instance.services.ledger.verify(db, { white_label_id: brand, merchant_id: wallet.merchant_id, livemode: wallet.livemode });
     expect(verified.consistent, `wallet of ${wallet.merchant_id}`).toBe(true);
   }
-  const orders = await db.query<{ withdrawal_id: string; amount_total_minor: number; filled_minor: number; reserved_minor: number; remaining_minor: number; version: number }>(
-    'SELECT withdrawal_id, amount_total_minor, filled_minor, reserved_minor, remaining_minor, version FROM withdrawal_orders WHERE white_label_id = $1',
+  const orders = await db.query<{ withdrawal_id: string; amount_total_minor: number; fee_total_minor: number; fee_recognized_minor: number; filled_minor: number; reserved_minor: number; remaining_minor: number; refunded_minor: number | null; version: number }>(
+    `SELECT withdrawal_id, amount_total_minor, fee_total_minor, fee_recognized_minor, filled_minor, reserved_minor, remaining_minor, refunded_minor, version
+       FROM withdrawal_orders WHERE white_label_id = $1`,
     [brand],
   );
   for (const order of orders.rows) {
-    expect(Number(order.amount_total_minor), order.withdrawal_id).toBe(Number(order.filled_minor) + Number(order.reserved_minor) + Number(order.remaining_minor));
+    // A live order: total = filled + reserved + remaining. A closed one: what it locked was paid, earned as fee, or refunded.
+    const accounted = order.refunded_minor === null
+      ? Number(order.filled_minor) + Number(order.reserved_minor) + Number(order.remaining_minor)
+      : Number(order.filled_minor) + Number(order.fee_recognized_minor) + Number(order.refunded_minor) - Number(order.fee_total_minor);
+    expect(Number(order.amount_total_minor), order.withdrawal_id).toBe(accounted);
   }
   const versions = await db.query<{ id: string; version: number }>(
     `SELECT withdrawal_id AS id, version FROM withdrawal_orders WHERE white_label_id = $1
@@ -354,7 +359,7 @@ describe('resolution by an operator', () => {
     expect(await balanceOf(w.depositor)).toMatchObject({ pending_clearing_minor: 0, available_minor: 0 });
 
     const after = await getWithdrawal(w, withdrawal.id);
-    expect(after).toMatchObject({ status: 'settled', filled_minor: 0, refunded_minor: AMOUNT, funds_on_hold: false, dispute: { id: dispute_id, status: 'resolved', resolution: { outcome: 'withdrawer' } } });
+    expect(after).toMatchObject({ status: 'settled', filled_minor: 0, remaining_minor: 0, refunded_minor: AMOUNT + after.fee_total_minor, funds_on_hold: false, dispute: { id: dispute_id, status: 'resolved', resolution: { outcome: 'withdrawer' } } });
     expect(after.fills).toEqual([]);
     const withdrawerEvents = await eventsOfMerchant(app, w.withdrawer.merchant_id);
     const reversal = withdrawerEvents.find((event) => event.type === 'withdrawal.fill_reversed');

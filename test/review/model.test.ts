@@ -339,7 +339,9 @@ async function checkInvariants(world: World): Promise<void> {
   }
 
   const { rows: broken } = await database.query<{ withdrawal_id: string }>(
-    'SELECT withdrawal_id FROM withdrawal_orders WHERE white_label_id = $1 AND amount_total_minor <> filled_minor + reserved_minor + remaining_minor',
+    `SELECT withdrawal_id FROM withdrawal_orders WHERE white_label_id = $1
+        AND CASE WHEN refunded_minor IS NULL THEN amount_total_minor <> filled_minor + reserved_minor + remaining_minor
+                 ELSE amount_total_minor + fee_total_minor <> filled_minor + fee_recognized_minor + refunded_minor OR remaining_minor <> 0 END`,
     [world.brand],
   );
   expect(broken).toEqual([]);

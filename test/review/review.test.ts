@@ -522,6 +522,16 @@ describe('reversal by an operator', () => {
     expect((await withdrawalOf(app, order)).filled_minor).toBe(withdrawalBefore.filled_minor - 10_000);
     const { rows: withdrawalEvents } = await app.testDatabase.database.query<{ type: string }>('SELECT type FROM events WHERE object_id = $1 ORDER BY sequence', [withdrawalBefore.withdrawal_id]);
     expect(withdrawalEvents.map((row) => row.type)).toContain('withdrawal.fill_reversed');
+    // The chunk (and any fee it no longer earns) coming back to the withdrawing wallet is a `reversal` credit,
+    // sent as the spec's event for reversals, `balance.debited`, which no endpoint can turn off (spec, Events).
+    const { rows: reversalCredits } = await app.testDatabase.database.query<{ type: string; direction: string; movement_type: string }>(
+      `SELECT e.type, e.envelope -> 'data' -> 'object' ->> 'direction' AS direction, e.envelope -> 'data' -> 'object' ->> 'type' AS movement_type
+         FROM events e JOIN balance_transactions bt ON bt.balance_transaction_id = e.object_id
+        WHERE bt.type = 'reversal' AND bt.direction = 'credit' AND bt.source_id = $1`,
+      [withdrawalBefore.withdrawal_id],
+    );
+    expect(reversalCredits.length).toBeGreaterThan(0);
+    expect(reversalCredits).toEqual(reversalCredits.map(() => ({ type: 'balance.debited', direction: 'credit', movement_type: 'reversal' })));
     expect(await auditActions(order.id)).toEqual(['deposit.reversed']);
 
     expect((await reverse(operator, order.id, { reason_code: 'BANK_RECALL', note: NOTE })).statusCode).toBe(200);

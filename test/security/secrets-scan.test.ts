@@ -190,6 +190,17 @@ async function moreTraffic(): Promise<void> {
   expect((await bo(victim.api_key, 'GET', '/v1/bo/reviews')).statusCode).toBe(403);
   expect((await bo(staff.reviewer, 'POST', `/v1/bo/reviews/${objects.review_deposit_ids[2]}/reject`, { rejection_code: 'TRANSFER_NOT_RECEIVED', note: 'short' })).statusCode).toBe(422);
 
+  // A 105.00 THB order waits for liquidity and is matched: deposit.matched carries the legs' QR payloads, which
+  // the stored event keeps sealed and the merchant's feed opens (docs/decisions/events.md).
+  const waiting = await signedPost(app, victim, '/v1/pay/deposits', { ...body, amount_minor: 10_500, merchant_reference: 'secrets-waiting', sender: { ...body.sender, account_number: '6611122233' } });
+  expect(waiting.statusCode, waiting.body).toBe(202);
+  app.clock.advance(25_000);
+  await runJobs(app);
+  const matchedOrder = await getDeposit(app, waiting.json<{ id: string }>().id, victim);
+  expect(matchedOrder.legs[0]?.qr_payload).toEqual(expect.any(String));
+  const matchedEvents = await app.signed({ url: '/v1/pay/events?type=deposit.matched', credentials: victim });
+  expect(matchedEvents.body).toContain(matchedOrder.legs[0]!.qr_payload!);
+
   // A slip of the new order through the sandbox bank, processed; then time passes: expiries, clearing,
   // fill auto-confirmation and webhook retries all run, and the receiver recovers.
   const created = await createDeposit(app, { amount_minor: 10_000, credentials: victim, sender: { bank_code: '004', account_number: '6698765432', account_name_th: 'สมชาย ใจดี' } });

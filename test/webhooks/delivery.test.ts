@@ -107,6 +107,7 @@ const run = () => webhooks.dispatcher.runUntilIdle();
 function dispatcherWith(overrides: Partial<WebhookSettings>): DeliveryDispatcher {
   const settings: WebhookSettings = { ...DEFAULT_WEBHOOK_SETTINGS, sandbox_loopback: true, extra_ca_pem: [h.certs.ca_pem], poll_interval_ms: 10, ...overrides };
   return new DeliveryDispatcher({
+    openBody: (text) => h.app.instance.services.events.openStoredText(text),
     database: h.app.instance.services.database,
     clock: h.app.clock,
     logger: createLogger('silent'),
@@ -155,6 +156,23 @@ describe('a delivery', () => {
       expect.objectContaining({ sequence: 1, attempt: 1, status: 'succeeded', http_status: 200, error: null, next_attempt_at: null, resend: false }),
     ]);
     expect(detail.attempts![0]!.kid).toBe(signature.split(',')[1]!.slice(4));
+  });
+
+  it('delivers deposit.matched with its QR payload in clear, signed, while the outbox keeps the payload sealed', async () => {
+    const account = await merchant();
+    const target = await receiver(() => answer(200));
+    await endpointFor(account, target.url);
+    const qr_payload = '00020101021229370016A000000677010111011300668123456785802TH53037645406105.005802TH6304ABCD';
+    const legs = [{ leg_ref: 'dleg_1', sequence: 1, amount_minor: 10_500, receiver: { bank_code: '002' }, qr_payload, qr_image_url: 'https://pay.example/qr.png' }];
+    const envelope = await emitFor(account, 'deposit.matched', depositObject(newDepositId(), 2, 'awaiting_payment', { legs }));
+    const stored = await storedEnvelopeText(envelope.id);
+    expect(stored).not.toContain(qr_payload);
+    expect(stored).toContain('"qr_payload":"sealed:');
+    expect(await run()).toBe(1);
+    const request = target.requests[0]!;
+    expect(request.body.toString('utf8')).toBe(JSON.stringify(envelope));
+    expect((JSON.parse(request.body.toString('utf8')) as { data: { object: { legs: { qr_payload: string }[] } } }).data.object.legs[0]!.qr_payload).toBe(qr_payload);
+    expect(verifiesIndependently(request, await publishedKeys())).toBe(true);
   });
 
   it('retries a failing endpoint on the fixed schedule with the same bytes and event id, ignoring Retry-After, and stops after 11 attempts', async () => {
@@ -590,6 +608,7 @@ describe('restarts and several processes', () => {
       close: async () => {},
     } as Database;
     const vanishing = new DeliveryDispatcher({
+      openBody: (text) => second.instance.services.events.openStoredText(text),
       database: crashable,
       clock: h.app.clock,
       logger: createLogger('silent'),

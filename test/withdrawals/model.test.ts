@@ -23,8 +23,9 @@ import type { LegStatus, ReceiptState, WithdrawalStatus } from '../../src/withdr
  *  1. each wallet equals the fold of its balance_transactions (`LedgerService.verify`), no bucket is
  *     below its floor (available only after a deposit reversal took cleared money back), and no
  *     movement other than a reversal or adjustment took available below zero;
- *  2. each order: amount_total = filled + reserved + remaining, fee_recognized <= fee_total, a final
- *     order has nothing reserved and refunded = remaining; its legs add up to its reserved and filled
+ *  2. each live order: amount_total = filled + reserved + remaining; each final order has nothing
+ *     reserved or remaining and amount + fee = filled + fee_recognized + refunded (refunded is what came
+ *     back to available); fee_recognized <= fee_total; its legs add up to its reserved and filled
  *     amounts and its settled_splits;
  *  3. the wallet's reserved bucket is what the merchant's live orders still hold (unpaid principal
  *     plus unrecognised fee), and each order's own movements account for it: what entered reserved
@@ -161,7 +162,8 @@ function closeInModel(model: Model, order: OrderModel, status: 'expired' | 'canc
   merchant.reserved -= release;
   merchant.available += release;
   order.status = status;
-  order.refunded = order.remaining;
+  order.refunded = release;
+  order.remaining = 0;
   order.approval_expires_at = null;
   order.expire_job = false;
   order.ttl_job = false;
@@ -340,10 +342,10 @@ async function checkInvariants(model: Model): Promise<void> {
   );
   const reversedFromAvailable = new Set<string>();
   for (const movement of movements.rows) {
-    // The spec's names keep their exact meanings; the other two credits have their own (docs/decisions/ledger.md).
+    // The spec's names keep their exact meanings (every reversal is balance.debited); the other two credits have their own (docs/decisions/ledger.md).
     const expectedType =
       movement.type === 'clearing_released' ? 'balance.cleared'
-      : movement.direction === 'debit' ? 'balance.debited'
+      : movement.direction === 'debit' || movement.type === 'reversal' ? 'balance.debited'
       : movement.bucket_to === 'pending_clearing' ? 'balance.credited'
       : movement.type === 'withdrawal_released' ? 'balance.released'
       : 'balance.adjusted';
@@ -384,17 +386,17 @@ async function checkInvariants(model: Model): Promise<void> {
   const held = new Map<string, number>();
   for (const row of orders) {
     const id = row.withdrawal_id;
-    expect(row.amount_total_minor, `${id}: total = filled + reserved + remaining`).toBe(row.filled_minor + row.reserved_minor + row.remaining_minor);
     expect(row.fee_recognized_minor, `${id}: fee_recognized <= fee_total`).toBeLessThanOrEqual(row.fee_total_minor);
     expect(Math.min(row.filled_minor, row.reserved_minor, row.remaining_minor), `${id}: no negative amount`).toBeGreaterThanOrEqual(0);
     const final = FINAL.has(row.status);
     if (final) {
-      expect({ reserved: row.reserved_minor, refunded: row.refunded_minor }, `${id}: a final order has nothing in transfer and refunded what it never paid`).toEqual({
-        reserved: 0, refunded: row.remaining_minor,
+      expect({ reserved: row.reserved_minor, remaining: row.remaining_minor, locked: row.amount_total_minor + row.fee_total_minor }, `${id}: a final order has nothing open and refunded what it did not pay or earn`).toEqual({
+        reserved: 0, remaining: 0, locked: row.filled_minor + row.fee_recognized_minor + (row.refunded_minor ?? Number.NaN),
       });
       expect(row.closed_at, `${id}: closed_at`).not.toBeNull();
     } else {
       expect(row.refunded_minor, `${id}: refunded only once final`).toBeNull();
+      expect(row.amount_total_minor, `${id}: total = filled + reserved + remaining`).toBe(row.filled_minor + row.reserved_minor + row.remaining_minor);
       held.set(row.merchant_id, (held.get(row.merchant_id) ?? 0) + row.remaining_minor + row.reserved_minor + row.fee_total_minor - row.fee_recognized_minor);
     }
     const own = legs.filter((leg) => leg.withdrawal_id === id);
@@ -992,10 +994,13 @@ class ReverseFill extends Step {
     bump(order, 'withdrawal.fill_reversed');
     order.filled = filled;
     order.fee_recognized = fee_recognized;
-    order.remaining += leg.amount;
     order.settled_splits -= 1;
-    if (live) order.status = filled > 0 ? 'partially_filled' : 'open';
-    else order.refunded = order.remaining;
+    if (live) {
+      order.remaining += leg.amount;
+      order.status = filled > 0 ? 'partially_filled' : 'open';
+    } else {
+      order.refunded = (order.refunded ?? 0) + back;
+    }
     const replaced = settled && merchant.available >= leg.amount;
     const outcome = expectOk(await call(), 'reverse fill');
     leg.status = 'reversed';
@@ -1177,8 +1182,8 @@ describe('regressions found by the model', () => {
       await tx((db) => withdrawals.reverseFill(db, { white_label_id: white_label_id(), leg_ref: short.leg_ref, reason_code: 'deposit_reversed', cause: SYSTEM_CAUSE })),
       'reverse the short fill',
     );
-    // 1,000 paid and its 107 of fee come back; the replacement locks the 1,000 again.
-    expect(reversed.withdrawal).toMatchObject({ status: 'settled', filled_minor: 9_000, remaining_minor: 1_000, refunded_minor: 1_000, fee_recognized_minor: 963 });
+    // 1,000 paid and its 107 of fee come back (refunded_minor); the replacement locks the 1,000 again.
+    expect(reversed.withdrawal).toMatchObject({ status: 'settled', filled_minor: 9_000, remaining_minor: 0, refunded_minor: 1_107, fee_recognized_minor: 963 });
     expect((await withdrawals.get(app.testDatabase.database, account, reversed.replacement_withdrawal_id!))!.amount_total_minor).toBe(1_000);
     expect(await services().ledger.balance(app.testDatabase.database, account)).toMatchObject({ available_minor: 100_000 - 11_070 + 1_107 - 1_000, reserved_minor: 1_000 });
   });

@@ -5,6 +5,8 @@ import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 import type { WalletAccount } from '../../src/ledger/types.ts';
 import { heldInWallet, WITHDRAWAL_TRANSITIONS, type WithdrawalService, type WithdrawalView } from '../../src/withdrawals/service.ts';
 import { WITHDRAWAL_STATUSES } from '../../src/withdrawals/types.ts';
+import { Rollback } from '../../src/platform/db.ts';
+import { readMigrations } from '../../src/platform/migrate.ts';
 
 /**
  * Withdrawal orders (issue 3, item 7) and the functions the deposit side calls (item 8), through the
@@ -378,7 +380,8 @@ describe('POST /v1/pay/withdrawals/:id/cancel', () => {
     const response = await cancel(order.id);
     expect(response.statusCode).toBe(200);
     const canceled = response.json<WithdrawalView>();
-    expect(canceled).toMatchObject({ status: 'canceled', version: 2, refunded_minor: 200_000, remaining_minor: 200_000, cancel_reason_code: 'merchant_request', canceled_by: 'merchant' });
+    // refunded_minor is what came back to the balance (amount plus fee); nothing stays open (spec).
+    expect(canceled).toMatchObject({ status: 'canceled', version: 2, refunded_minor: 200_000 + FEE_MINOR, remaining_minor: 0, cancel_reason_code: 'merchant_request', canceled_by: 'merchant' });
     expect(canceled.closed_at).toBe(app.clock.now().toISOString());
     const after = await balanceOf(payer);
     expect(after.available_minor - before.available_minor).toBe(200_000 + FEE_MINOR);
@@ -386,7 +389,7 @@ describe('POST /v1/pay/withdrawals/:id/cancel', () => {
     const events = await eventsOf(order.id);
     expect(events.map((event) => event.type)).toEqual(['withdrawal.created', 'withdrawal.canceled']);
     // Keys that appear at close were absent before: previous_attributes reports them as null.
-    expect(events[1]!.data.previous_attributes).toEqual({ status: 'open', refunded_minor: null, cancel_reason_code: null, canceled_by: null, closed_at: null, version: 1 });
+    expect(events[1]!.data.previous_attributes).toEqual({ status: 'open', remaining_minor: 200_000, refunded_minor: null, cancel_reason_code: null, canceled_by: null, closed_at: null, version: 1 });
     // The expiry deadline is gone with the order.
     const { rows } = await app.testDatabase.database.query<{ status: string }>("SELECT status FROM jobs WHERE job_key = $1", [`withdrawals.expire:${order.id}`]);
     expect(rows.map((row) => row.status)).not.toContain('pending');
@@ -407,7 +410,7 @@ describe('POST /v1/pay/withdrawals/:id/cancel', () => {
     expect((await release(leg)).ok).toBe(true);
     const done = await cancel(order.id);
     expect(done.statusCode).toBe(200);
-    expect(done.json<WithdrawalView>()).toMatchObject({ status: 'canceled', refunded_minor: 100_000, reserved_minor: 0 });
+    expect(done.json<WithdrawalView>()).toMatchObject({ status: 'canceled', refunded_minor: 100_000 + FEE_MINOR, remaining_minor: 0, reserved_minor: 0 });
   });
 
   it('cancels a partially filled order: only the unpaid part and the unrecognised fee return', async () => {
@@ -419,8 +422,8 @@ describe('POST /v1/pay/withdrawals/:id/cancel', () => {
     const response = await cancel(order.id);
     expect(response.statusCode).toBe(200);
     const canceled = response.json<WithdrawalView>();
-    expect(canceled).toMatchObject({ status: 'canceled', filled_minor: 30_000, remaining_minor: 70_000, refunded_minor: 70_000, fee_recognized_minor: 321 });
-    expect((await balanceOf(payer)).available_minor - before.available_minor).toBe(70_000 + FEE_MINOR - 321);
+    expect(canceled).toMatchObject({ status: 'canceled', filled_minor: 30_000, remaining_minor: 0, refunded_minor: 70_000 + FEE_MINOR - 321, fee_recognized_minor: 321 });
+    expect((await balanceOf(payer)).available_minor - before.available_minor).toBe(canceled.refunded_minor);
     await expectConsistent(payer);
   });
 
@@ -587,7 +590,7 @@ describe('expiry', () => {
     app.clock.advance(24 * HOUR_MS);
     await app.instance.worker.runDueJobs();
     const expired = await getOrder(payer, order.id);
-    expect(expired).toMatchObject({ status: 'expired', filled_minor: 25_000, remaining_minor: 75_000, refunded_minor: 75_000, fee_recognized_minor: 267 });
+    expect(expired).toMatchObject({ status: 'expired', filled_minor: 25_000, remaining_minor: 0, refunded_minor: 75_000 + FEE_MINOR - 267, fee_recognized_minor: 267 });
     expect((await balanceOf(payer)).available_minor - before.available_minor).toBe(75_000 + FEE_MINOR - 267);
     expect((await eventsOf(order.id)).at(-1)?.type).toBe('withdrawal.expired');
     // An expired order takes no new leg.
@@ -605,7 +608,7 @@ describe('expiry', () => {
     expect((await findMatchable(100)).map((view) => view.id)).not.toContain(order.id);
     expect((await release(leg)).ok).toBe(true);
     const closed = await getOrder(payer, order.id);
-    expect(closed).toMatchObject({ status: 'expired', refunded_minor: 100_000, reserved_minor: 0 });
+    expect(closed).toMatchObject({ status: 'expired', refunded_minor: 100_000 + FEE_MINOR, remaining_minor: 0, reserved_minor: 0 });
     expect((await eventsOf(order.id)).map((event) => event.type).slice(-2)).toEqual(['withdrawal.leg_reserved', 'withdrawal.expired']);
     await expectConsistent(payer);
   });
@@ -616,7 +619,7 @@ describe('expiry', () => {
     app.clock.advance(24 * HOUR_MS + 1_000);
     await app.instance.worker.runDueJobs();
     const result = await fill(leg);
-    expect(result.ok && result.value.withdrawal).toMatchObject({ status: 'expired', filled_minor: 40_000, remaining_minor: 60_000, refunded_minor: 60_000 });
+    expect(result.ok && result.value.withdrawal).toMatchObject({ status: 'expired', filled_minor: 40_000, remaining_minor: 0, refunded_minor: 60_000 + FEE_MINOR - 428 });
     const last = (await eventsOf(order.id)).at(-1);
     expect(last?.type).toBe('withdrawal.filled');
     expect(last?.data.object.status).toBe('expired');
@@ -626,6 +629,68 @@ describe('expiry', () => {
   function findMatchable(amount_minor: number) {
     return inTransaction(app, (tx) => withdrawals.findMatchable(tx, { white_label_id: app.sandbox.white_label_id, livemode: false, amount_minor, exclude_merchant_id: null, limit: 50 }));
   }
+});
+
+describe('refunds at close (spec: refunded_minor is the amount returned to the balance)', () => {
+  let payer: Payer;
+  beforeAll(async () => {
+    payer = await newPayer(5_000_000);
+  });
+
+  it('refunded_minor is the withdrawal_released credit to the satang (remainder plus unused fee), remaining_minor 0, in GET and the event', async () => {
+    const order = await createOrder(payer, 90_000);
+    expect((await fill(await reserveOk(order, 20_000))).ok).toBe(true);
+    expect((await fill(await reserveOk(order, 13_000))).ok).toBe(true);
+    const before = await balanceOf(payer);
+    app.clock.advance(24 * HOUR_MS);
+    await app.instance.worker.runDueJobs();
+    const expired = await getOrder(payer, order.id);
+    const { rows } = await app.testDatabase.database.query<{ balance_transaction_id: string; amount_minor: string; direction: string }>(
+      "SELECT balance_transaction_id, amount_minor, direction FROM balance_transactions WHERE source_id = $1 AND type = 'withdrawal_released'",
+      [order.id],
+    );
+    expect(rows).toHaveLength(1);
+    const credit = Number(rows[0]!.amount_minor);
+    expect(rows[0]!.direction).toBe('credit');
+    expect(credit).toBe(57_000 + FEE_MINOR - expired.fee_recognized_minor);
+    expect(expired).toMatchObject({ status: 'expired', filled_minor: 33_000, reserved_minor: 0, remaining_minor: 0, refunded_minor: credit });
+    expect(expired.total_locked_minor).toBe(expired.filled_minor + expired.fee_recognized_minor + credit);
+    expect((await balanceOf(payer)).available_minor - before.available_minor).toBe(credit);
+    const closing = (await eventsOf(order.id)).at(-1)!;
+    expect(closing.type).toBe('withdrawal.expired');
+    expect(closing.data.object).toMatchObject({ remaining_minor: 0, refunded_minor: credit });
+    expect(closing.data.previous_attributes).toMatchObject({ remaining_minor: 57_000, refunded_minor: null });
+    // The database keeps the same rule (migration 0032): a closed order with something open, or a refund that is
+    // not what it returned, is refused.
+    for (const change of ['remaining_minor = 1', 'refunded_minor = refunded_minor + 1']) {
+      await expect(app.testDatabase.database.query(`UPDATE withdrawal_orders SET ${change} WHERE withdrawal_id = $1`, [order.id])).rejects.toThrow(/withdrawal_orders_check5/);
+    }
+    await expectConsistent(payer);
+  });
+
+  it('migration 0032 rewrites a closed order stored the old way (principal only, remaining kept) to the refund it made', async () => {
+    const order = await createOrder(payer, 50_000);
+    expect((await fill(await reserveOk(order, 12_000))).ok).toBe(true);
+    expect((await app.signed({ method: 'POST', url: `/v1/pay/withdrawals/${order.id}/cancel`, idempotency_key: `cancel-${order.id}`, credentials: payer.credentials })).statusCode).toBe(200);
+    const closed = await getOrder(payer, order.id);
+    const migration = readMigrations().find((file) => file.version === 32)!;
+    const rewrite = /UPDATE withdrawal_orders[\s\S]*?;/.exec(migration.sql)![0];
+    // The old rules and the old row, in a transaction that is rolled back: the migration's rewrite must give the new row.
+    const rewritten = await app.testDatabase.database
+      .transaction(async (tx) => {
+        await tx.query('ALTER TABLE withdrawal_orders DROP CONSTRAINT withdrawal_orders_rules');
+        await tx.query('UPDATE withdrawal_orders SET remaining_minor = 38000, refunded_minor = 38000 WHERE withdrawal_id = $1', [order.id]);
+        await tx.query(rewrite);
+        const { rows } = await tx.query<{ remaining_minor: number; refunded_minor: number; version: number }>('SELECT remaining_minor, refunded_minor, version FROM withdrawal_orders WHERE withdrawal_id = $1', [order.id]);
+        throw new Rollback(rows[0]);
+      })
+      .catch((error: unknown) => {
+        if (error instanceof Rollback) return error.value as { remaining_minor: number; refunded_minor: number; version: number };
+        throw error;
+      });
+    expect(rewritten).toEqual({ remaining_minor: 0, refunded_minor: closed.refunded_minor, version: closed.version });
+    expect(closed.refunded_minor).toBe(38_000 + FEE_MINOR - closed.fee_recognized_minor);
+  });
 });
 
 describe('fill reversal', () => {
@@ -670,7 +735,7 @@ describe('fill reversal', () => {
     const result = await reverse(second);
     expect(result.ok).toBe(true);
     if (!result.ok) return;
-    expect(result.value.withdrawal).toMatchObject({ status: 'settled', filled_minor: 40_000, remaining_minor: 20_000, refunded_minor: 20_000 });
+    expect(result.value.withdrawal).toMatchObject({ status: 'settled', filled_minor: 40_000, remaining_minor: 0, refunded_minor: 20_000 + 357 }); // 357 = 1 070 - 713 of fee back
     const replacementId = result.value.replacement_withdrawal_id;
     expect(replacementId).toMatch(/^wdr_/);
     const replacement = await getOrder(payer, replacementId ?? '');
@@ -686,7 +751,7 @@ describe('fill reversal', () => {
     expect(canceled?.ok).toBe(true);
     const before = await balanceOf(payer);
     const result = await reverse(leg);
-    expect(result.ok && result.value).toMatchObject({ replacement_withdrawal_id: null, withdrawal: { status: 'canceled', filled_minor: 0, refunded_minor: 60_000 } });
+    expect(result.ok && result.value).toMatchObject({ replacement_withdrawal_id: null, withdrawal: { status: 'canceled', filled_minor: 0, remaining_minor: 0, refunded_minor: 60_000 + FEE_MINOR } }); // all locked is back
     expect((await balanceOf(payer)).available_minor - before.available_minor).toBe(10_000 + 178);
     await expectConsistent(payer);
   });
@@ -763,7 +828,7 @@ describe('approval by brand policy (back office)', () => {
     const note = 'Beneficiary does not match the merchant records';
     const rejected = await app.backoffice({ method: 'POST', url: `/v1/bo/withdrawals/${order.id}/reject`, body: { note }, token: operatorToken });
     expect(rejected.statusCode).toBe(200);
-    expect(rejected.json()).toMatchObject({ status: 'rejected', refunded_minor: 2_000_000, rejection: { code: 'approval_rejected' }, review_note: note });
+    expect(rejected.json()).toMatchObject({ status: 'rejected', refunded_minor: 2_000_000 + FEE_MINOR, remaining_minor: 0, rejection: { code: 'approval_rejected' }, review_note: note });
     // The reviewer's note is internal: not in the merchant's order, not in its events (spec).
     const merchantView = await getOrder(payer, order.id);
     expect(merchantView.rejection).toEqual({ code: 'approval_rejected' });
@@ -791,7 +856,7 @@ describe('approval by brand policy (back office)', () => {
     app.clock.advance(HOUR_MS + 1_000);
     await app.instance.worker.runDueJobs();
     const canceled = await getOrder(payer, order.id);
-    expect(canceled).toMatchObject({ status: 'canceled', cancel_reason_code: 'approval_ttl_expired', canceled_by: 'system', refunded_minor: 1_500_000 });
+    expect(canceled).toMatchObject({ status: 'canceled', cancel_reason_code: 'approval_ttl_expired', canceled_by: 'system', refunded_minor: 1_500_000 + FEE_MINOR, remaining_minor: 0 });
     await expectConsistent(payer);
   });
 
@@ -807,7 +872,7 @@ describe('approval by brand policy (back office)', () => {
     expect((await app.backoffice({ url: '/v1/bo/withdrawal-approvals?mode=test' })).statusCode).toBe(403);
     // The merchant can still cancel while waiting: everything returns.
     const canceled = await app.signed({ method: 'POST', url: `/v1/pay/withdrawals/${order.id}/cancel`, idempotency_key: 'cancel-pending', credentials: payer.credentials });
-    expect(canceled.json()).toMatchObject({ status: 'canceled', cancel_reason_code: 'merchant_request', refunded_minor: 1_200_000 });
+    expect(canceled.json()).toMatchObject({ status: 'canceled', cancel_reason_code: 'merchant_request', refunded_minor: 1_200_000 + FEE_MINOR });
   });
 });
 

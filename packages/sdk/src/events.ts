@@ -137,7 +137,13 @@ export interface WebhookEndpoint {
   [field: string]: unknown;
 }
 
-export type DepositEvent = { [Type in DepositEventType]: VersionedEvent<Type, DepositOrder> }[DepositEventType];
+/**
+ * A deposit as its events show it: `deposit.matched`, the only event carrying payment instructions, has the legs
+ * with their receivers, `qr_payload` and `qr_image_url`; every other deposit event leaves `legs` out (read them
+ * with GET /v1/pay/deposits/{id}).
+ */
+export type DepositEventObject<Type extends DepositEventType = DepositEventType> = Type extends 'deposit.matched' ? DepositOrder : Omit<DepositOrder, 'legs'>;
+export type DepositEvent = { [Type in DepositEventType]: VersionedEvent<Type, DepositEventObject<Type>> }[DepositEventType];
 export type WithdrawalEvent = { [Type in WithdrawalEventType]: VersionedEvent<Type, WithdrawalOrder> }[WithdrawalEventType];
 export type BalanceEvent = { [Type in BalanceEventType]: ImmutableEvent<Type, BalanceTransaction> }[BalanceEventType];
 export type BeneficiaryEvent = { [Type in BeneficiaryEventType]: VersionedEvent<Type, Beneficiary> }[BeneficiaryEventType];

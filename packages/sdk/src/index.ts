@@ -24,6 +24,7 @@ export type {
   Claim,
   ClaimEvent,
   DepositEvent,
+  DepositEventObject,
   EndpointDisabledEvent,
   EventAccount,
   ImmutableEvent,

@@ -260,7 +260,9 @@ export interface WithdrawalOrder {
   filled_minor: number;
   /** The part of this order being transferred now; unrelated to the wallet's reserved_minor. */
   reserved_minor: number;
+  /** Amount still open; 0 once the order is closed. */
   remaining_minor: number;
+  /** Once closed: the amount returned to the balance (unpaid remainder plus unused fee, and any fill reversed after the close). */
   refunded_minor?: number;
   settled_splits: number;
   max_splits: number;
