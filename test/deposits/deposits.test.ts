@@ -722,6 +722,18 @@ describe('a brand switch that turns qr_payload off', () => {
     const image = await app.instance.app.inject({ method: 'GET', url: (shown.legs[0]?.qr_image_url ?? '').slice(app.instance.services.publicBaseUrl().length) });
     expect(image.statusCode).toBe(200);
 
+    // deposit.matched, the one event with payment instructions, follows the switch too (sandbox 105.00: a 25 s wait).
+    const waiting = await createDeposit(body(10_500), depositor);
+    expect(waiting.statusCode, waiting.body).toBe(202);
+    app.clock.advance(25_000);
+    await app.instance.worker.runDueJobs();
+    const matchedEvent = (await eventsOf(waiting.json<DepositView>().id)).find((event) => event.type === 'deposit.matched');
+    expect(matchedEvent?.data.object.legs.length).toBeGreaterThan(0);
+    for (const leg of matchedEvent!.data.object.legs) {
+      expect(leg).not.toHaveProperty('qr_payload');
+      expect(leg.qr_image_url).toMatch(/\/qr\.png\?/);
+    }
+
     // Another brand's orders keep their payload.
     const other = (await createDeposit(body(10_000))).json<DepositView>();
     expect(other.legs[0]?.qr_payload).toMatch(/^000201/);
