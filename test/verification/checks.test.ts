@@ -152,6 +152,16 @@ describe('what a verified transfer decides', () => {
     const oddlyPrinted = transfer({ sender: { ...transfer().sender, name_th: 'SOMCHAI JAIDEE', name_en: null } });
     expect(codes(assess(input({ transfer: oddlyPrinted })))).toEqual(['SENDER_NAME_MISMATCH']);
     expect(assess(input({ transfer: oddlyPrinted, sender: { ...input().sender, registered: true } }))).toMatchObject({ next: 'settle', reasons: [] });
+    // A registered sender: no review for another account or name (spec, sender_id), still one for another bank.
+    const registered = { ...input().sender, registered: true };
+    const otherAccount = transfer({ sender: { ...transfer().sender, account_number: 'xxxxx1111x', name_th: 'วิภาวรรณ ศ', name_en: null } });
+    expect(assess(input({ transfer: otherAccount, sender: registered }))).toMatchObject({
+      next: 'settle',
+      reasons: [],
+      verification: { sender_bank_match: true, sender_account_match: false, sender_name_match: false },
+    });
+    const otherBank = transfer({ sender: { ...transfer().sender, bank_code: '002', name_th: 'วิภาวรรณ ศ', name_en: null } });
+    expect(codes(assess(input({ transfer: otherBank, sender: registered })))).toEqual(['SENDER_BANK_MISMATCH']);
   });
 
   it('time: late after the deadline (beyond the allowance for bank clocks), and before the order had a destination', () => {
@@ -211,7 +221,7 @@ describe('multi-leg orders', () => {
     const twins = [leg({ leg_ref: 'dleg_1', amount_minor: 40_000 }), leg({ leg_ref: 'dleg_2', sequence: 2, amount_minor: 20_000 })];
     expect(assess(input({ order, legs: twins, transfer: transfer({ amount_minor: 20_000 }) })).leg_ref).toBe('dleg_2');
     const ambiguous = assess(input({ order, legs: twins, transfer: transfer({ amount_minor: 30_000 }) }));
-    expect(codes(ambiguous)).toEqual(['AMBIGUOUS_MATCH', 'AMOUNT_MISMATCH']);
+    expect(codes(ambiguous)).toEqual(['AMOUNT_MISMATCH', 'AMBIGUOUS_MATCH']);
     expect(ambiguous.verification.receiver_match).toBe(true);
   });
 });
@@ -219,8 +229,18 @@ describe('multi-leg orders', () => {
 describe('the reason catalogue', () => {
   it('orders reasons by importance, each code once, and never gives RECEIVER_MISMATCH a detail', () => {
     const ordered = orderReasons([reviewReason('AMOUNT_MISMATCH', { expected_minor: 1, observed_minor: 2 }), reviewReason('LATE_SLIP'), reviewReason('RECEIVER_MISMATCH', { x: 1 }), reviewReason('LATE_SLIP')]);
-    expect(ordered.map((reason) => reason.code)).toEqual(['RECEIVER_MISMATCH', 'LATE_SLIP', 'AMOUNT_MISMATCH']);
-    expect(ordered[0]).not.toHaveProperty('detail');
+    expect(ordered.map((reason) => reason.code)).toEqual(['AMOUNT_MISMATCH', 'LATE_SLIP', 'RECEIVER_MISMATCH']);
+    expect(ordered[2]).not.toHaveProperty('detail');
+  });
+
+  it("follows the spec's listing of the codes, NO_SLIP_IMAGE first, and ranks our own codes after every code of the spec", () => {
+    const specListing = ['SENDER_NAME_MISMATCH', 'AMOUNT_MISMATCH', 'NO_SLIP_IMAGE', 'DUPLICATE_SLIP', 'CANCELED_ORDER_SLIP', 'LATE_SLIP', 'BANK_DISABLED', 'ALLOCATION_CONFLICT', 'AMBIGUOUS_MATCH', 'RECEIVER_MISMATCH'];
+    const ours = REVIEW_REASON_ORDER.filter((code) => !specListing.includes(code));
+    expect(REVIEW_REASON_ORDER).toEqual(['NO_SLIP_IMAGE', ...specListing.filter((code) => code !== 'NO_SLIP_IMAGE'), ...ours]);
+    expect(ours).toEqual(['SENDER_BANK_MISMATCH', 'SENDER_ACCOUNT_MISMATCH', 'TRANSFER_NOT_FOUND', 'TRANSFER_BEFORE_ORDER', 'POLICY_HOLD']);
+    // Every reason at once: the spec's codes first, in its order, ours behind them.
+    const everything = orderReasons([...REVIEW_REASON_ORDER].reverse().map((code) => reviewReason(code)));
+    expect(everything.map((reason) => reason.code)).toEqual([...REVIEW_REASON_ORDER]);
     for (const code of REVIEW_REASON_ORDER) {
       expect(reviewReason(code)).toMatchObject({ code, display_th: expect.stringMatching(/[\u0e00-\u0e7f]/), display_en: expect.any(String), actionable_by: expect.stringMatching(/^(end_user|support)$/) });
     }
