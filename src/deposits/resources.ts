@@ -158,6 +158,7 @@ export const depositPolicySchema = z
     max_legs: z.number().int(),
     liquidity_wait_seconds: z.number().int(),
     four_eyes_min_amount_minor: minorSchema.nullable(),
+    policy_hold_min_amount_minor: minorSchema.nullable().meta({ description: 'Orders of at least this amount never settle without a reviewer (review reason POLICY_HOLD); null: no hold.' }),
     source: z.enum(['brand', 'default']),
     gateway: z.object({ bank_code: z.string(), account_number_masked: z.string(), account_name_th: z.string() }).nullable(),
   })

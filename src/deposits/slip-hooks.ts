@@ -221,6 +221,7 @@ export class DepositSlipHooks {
       },
       legs,
       four_eyes_min_amount_minor: policy.four_eyes_min_amount_minor,
+      policy_hold_min_amount_minor: policy.policy_hold_min_amount_minor,
     };
   }
 

@@ -40,6 +40,7 @@ export interface DepositPolicyRow {
   gateway_account_last4: string | null;
   gateway_account_name_th: string | null;
   four_eyes_min_amount_minor: number | null;
+  policy_hold_min_amount_minor: number | null;
   created_at: Date;
   updated_at: Date;
 }

@@ -122,6 +122,8 @@ export interface AssessmentInput {
   duplicate: boolean;
   /** The slip was a reference without an image (always reviewed: NO_SLIP_IMAGE). */
   reference_only: boolean;
+  /** The brand's policy holds this order for a reviewer (POLICY_HOLD; `policyHolds` of src/deposits/policy.ts). */
+  policy_hold: boolean;
   now: Date;
 }
 
@@ -184,6 +186,8 @@ export function assess(input: AssessmentInput): Assessment {
   const amountDiffers = leg ? over || under : transferred_minor !== order.amount_minor;
   // More legs may still be paid: the amounts are judged once they cannot be.
   const incomplete = leg !== null && !allPaid && timeLeft;
+  // The policy hold is on settling, not on paying: a multi-leg order still waits for its other legs first.
+  if (input.policy_hold && !incomplete) reasons.push(reviewReason('POLICY_HOLD'));
   if (!incomplete && leg !== null && over && under) reasons.push(reviewReason('AMOUNT_MISMATCH', { expected_minor: order.amount_minor, observed_minor: transferred_minor }));
   const verification: VerificationBooleans = {
     amount_exact: leg !== null && !amountDiffers,

@@ -1,5 +1,5 @@
 import type { ReviewReason } from '../deposits/types.ts';
-import { CANCELED_ORDER_SLIP_REASON } from '../deposits/service.ts';
+import { CANCELED_ORDER_SLIP_REASON, POLICY_HOLD_REASON } from '../deposits/service.ts';
 
 /**
  * The review reasons a slip can raise (spec, review: `reasons[]`), with the end-user texts the spec
@@ -103,9 +103,9 @@ const TEXTS: Record<ReviewReasonCode, ReasonText> = {
     actionable_by: 'support',
   },
   POLICY_HOLD: {
-    display_th: 'รายการนี้ต้องได้รับการตรวจสอบจากเจ้าหน้าที่ก่อนยืนยัน เจ้าหน้าที่กำลังตรวจสอบ',
-    display_en: 'This payment needs a check by support before it is confirmed; support is checking it.',
-    actionable_by: 'support',
+    display_th: POLICY_HOLD_REASON.display_th,
+    display_en: POLICY_HOLD_REASON.display_en,
+    actionable_by: POLICY_HOLD_REASON.actionable_by,
   },
   AMBIGUOUS_MATCH: {
     display_th: 'ไม่สามารถระบุได้ว่าการโอนนี้เป็นของส่วนใดของรายการ เจ้าหน้าที่กำลังตรวจสอบ',

@@ -15,6 +15,7 @@ import { MAX_RECEIPTS_PER_ORDER, PROCESS_SLIP_TASK, type SlipsService, type Stor
 import type { SlipReceiptRow } from '../slips/types.ts';
 import type { BankVerifier, TransferLookup, UnavailableReason, VerifiedTransfer } from './bank-port.ts';
 import { accountsMatch, assess, type Assessment } from './checks.ts';
+import { policyHolds } from '../deposits/policy.ts';
 import { orderReasons, reviewReason } from './reasons.ts';
 import { parseSlipPayload, type SlipReference } from './slip-payload.ts';
 import type { SlipReader } from './slip-reader.ts';
@@ -371,6 +372,7 @@ export class VerificationService {
     };
     const target = { white_label_id: receipt.white_label_id, deposit_id: receipt.deposit_id, cause: SYSTEM_CAUSE };
     const fourEyes = parties.four_eyes_min_amount_minor !== null && parties.order.amount_minor >= parties.four_eyes_min_amount_minor;
+    const policy_hold = policyHolds(parties.order, parties.policy_hold_min_amount_minor);
     const toReview = async (reasons: ReviewReason[], verification?: VerificationBooleans) => {
       const reviewed = await this.deps.deposits.sendToReview(tx, { ...target, reasons: orderReasons(reasons), four_eyes_required: fourEyes, ...(verification ? { verification } : {}) });
       invariant(reviewed.ok, 'an order processing a slip can go to review');
@@ -388,6 +390,7 @@ export class VerificationService {
     if (lookup.outcome !== 'found') {
       const reasons = [lookup.outcome === 'bank_disabled' ? reviewReason('BANK_DISABLED', { bank_code: lookup.bank_code, cause: lookup.cause }) : reviewReason('TRANSFER_NOT_FOUND')];
       if (reading.reference_only) reasons.push(reviewReason('NO_SLIP_IMAGE'));
+      if (policy_hold) reasons.push(reviewReason('POLICY_HOLD'));
       if (mode === 'pipeline') await toReview(reasons);
       return finish(mode === 'pipeline' ? 'under_review' : mode === 'attached' ? 'attached_to_review' : 'not_verified', { reasons: reasons.map((reason) => reason.code) });
     }
@@ -397,7 +400,7 @@ export class VerificationService {
     if (mode === 'after_settlement') return this.afterSettlement(tx, receipt, parties, transfer, finish);
 
     const assessWith = (duplicate: boolean): Assessment =>
-      assess({ order: parties.order, legs: parties.legs, sender: parties.sender, transfer, duplicate, reference_only: reading.reference_only, now: this.deps.clock.now() });
+      assess({ order: parties.order, legs: parties.legs, sender: parties.sender, transfer, duplicate, reference_only: reading.reference_only, policy_hold, now: this.deps.clock.now() });
     // The transfer is claimed for this order only when one of its legs received it: a slip of someone
     // else's transfer (wrong receiver) must not block that transfer's own order. The holder was read with
     // the feed locks; an unclaimed transfer is claimed with the transaction's last writes, and one claimed

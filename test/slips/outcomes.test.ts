@@ -613,6 +613,53 @@ describe('after settlement', () => {
   });
 });
 
+describe('policy hold by brand policy', () => {
+  it('orders at or above the threshold never settle without a reviewer (POLICY_HOLD); bad settings are 422 and change nothing', async () => {
+    const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 'slips', request_id: null }, { name: 'Policy Hold Brand' });
+    const owner = await app.createMerchant({ white_label_id: brand.id });
+    const setPolicy = (policy_hold_min_amount_minor: unknown) =>
+      app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: depositPolicyBody({ white_label_id: brand.id, policy_hold_min_amount_minor }) });
+    const readPolicy = async () => (await app.backoffice({ url: `/v1/bo/deposit-policy?mode=test&white_label_id=${brand.id}` })).json<{ policy_hold_min_amount_minor: number | null }>();
+    // No hold unless the brand sets one.
+    expect(await readPolicy()).toMatchObject({ policy_hold_min_amount_minor: null });
+    const set = await setPolicy(15_000);
+    expect(set.statusCode, set.body).toBe(200);
+    expect(set.json()).toMatchObject({ policy_hold_min_amount_minor: 15_000, source: 'brand' });
+    // Bad input gets the spec's validation_error, names the field, and changes nothing.
+    for (const [value, reason] of [[15_050, 'must_be_whole_baht'], [0, 'too_small'], [-100, 'too_small'], ['15000', expect.any(String)], [1.5, expect.any(String)]] as const) {
+      const refused = await setPolicy(value);
+      expect(refused.statusCode, refused.body).toBe(422);
+      expect(refused.json()).toMatchObject({ error: { code: 'validation_error', details: { fields: [expect.objectContaining({ path: 'policy_hold_min_amount_minor', reason })] } } });
+    }
+    expect(await readPolicy()).toMatchObject({ policy_hold_min_amount_minor: 15_000 });
+
+    const below = await deposit(owner, 14_900);
+    expect(await uploadAndProcess(below, owner, slipBytes(await sandboxTransfer(app, below, {}, owner)))).toMatchObject({ status: 'settled', settled_via: 'auto' });
+    const held = await deposit(owner, 15_000);
+    const before = await withdrawalOf(app, held);
+    const reviewed = await uploadAndProcess(held, owner, slipBytes(await sandboxTransfer(app, held, {}, owner)));
+    expect(reviewed).toMatchObject({ status: 'under_review', verification: { amount_exact: true, sender_name_match: true, receiver_match: true } });
+    expect(reviewed.review?.reasons).toEqual([{ code: 'POLICY_HOLD', display_th: expect.stringMatching(/[\u0e00-\u0e7f]/), display_en: expect.any(String), actionable_by: 'support' }]);
+    expect(await eventTypesOf(app, held.id)).toEqual(['deposit.created', 'deposit.slip_received', 'deposit.under_review']);
+    expect(await withdrawalOf(app, held)).toMatchObject({ leg_status: 'reserved', filled_minor: before.filled_minor });
+    // Another reason as well: both are listed, the spec's code first.
+    const wrongName = await deposit(owner, 20_000);
+    const sender = { ...wrongName.declared, account_name_th: 'วิภาวรรณ ศรีสุข', account_name_en: 'Wipawan Srisuk' };
+    const both = await uploadAndProcess(wrongName, owner, slipBytes(await sandboxTransfer(app, wrongName, { sender }, owner)));
+    expect(both.review?.reasons.map((reason) => reason.code)).toEqual(['SENDER_NAME_MISMATCH', 'POLICY_HOLD']);
+    // A reviewer's approval settles a held order as any other review.
+    const system = { actor_type: 'system', actor_id: 'slips', request_id: null } as const;
+    const reviewer = (await app.instance.services.tenancy.createBackofficeCredential(system, { white_label_id: brand.id, role: 'reviewer', name: 'Hold reviewer' })).token;
+    const approved = await app.backoffice({ method: 'POST', url: `/v1/bo/reviews/${held.id}/approve`, body: {}, token: reviewer });
+    expect(approved.statusCode, approved.body).toBe(200);
+    expect(await getDeposit(app, held.id, owner)).toMatchObject({ status: 'settled', settled_via: 'review', amount_received_minor: 15_000 });
+    // The hold lifted (null): the same amount settles automatically again.
+    expect((await setPolicy(null)).json()).toMatchObject({ policy_hold_min_amount_minor: null });
+    const lifted = await deposit(owner, 15_000);
+    expect(await uploadAndProcess(lifted, owner, slipBytes(await sandboxTransfer(app, lifted, {}, owner)))).toMatchObject({ status: 'settled', settled_via: 'auto' });
+  });
+});
+
 describe('four eyes by brand policy', () => {
   it('a review of an order at or above the brand threshold needs two approvers; null means never', async () => {
     const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 'slips', request_id: null }, { name: 'Four Eyes Brand' });

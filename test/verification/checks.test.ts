@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
+import { policyHolds } from '../../src/deposits/policy.ts';
 import { accountsMatch, assess, namesCompatible, TIME_SKEW_ALLOWANCE_MS, type AssessmentInput, type OrderLeg } from '../../src/verification/checks.ts';
 import type { VerifiedTransfer } from '../../src/verification/bank-port.ts';
 import { orderReasons, reviewReason, REVIEW_REASON_ORDER } from '../../src/verification/reasons.ts';
@@ -55,6 +56,7 @@ function input(overrides: Partial<AssessmentInput> = {}): AssessmentInput {
     transfer: transfer(),
     duplicate: false,
     reference_only: false,
+    policy_hold: false,
     now: new Date('2026-08-01T00:06:00.000Z'),
     ...overrides,
   };
@@ -208,6 +210,19 @@ describe('multi-leg orders', () => {
     });
     const afterDeadline = assess(input({ order, legs, transfer: transfer({ amount_minor: 20_000, receiver: toSecond }), now: new Date(DEADLINE.getTime() + 1) }));
     expect(afterDeadline).toMatchObject({ next: 'settle', transferred_minor: 20_000, paid_by_leg: { dleg_2: 20_000 } });
+  });
+
+  it("the brand's policy hold: a slip that would settle goes to review with POLICY_HOLD; a leg paid with others unpaid still waits", () => {
+    const paid = [{ ...legs[0]!, paid_minor: 40_000 }, legs[1]!];
+    const held = assess(input({ order, legs: paid, transfer: transfer({ amount_minor: 20_000, receiver: toSecond }), policy_hold: true }));
+    expect(held).toMatchObject({ next: 'review', transferred_minor: 60_000, verification: { amount_exact: true } });
+    expect(codes(held)).toEqual(['POLICY_HOLD']);
+    expect(assess(input({ order, legs, transfer: transfer({ amount_minor: 20_000, receiver: toSecond }), policy_hold: true }))).toMatchObject({ next: 'wait', reasons: [] });
+    // A short slip on a held order says how much it moved, the spec's AMOUNT_MISMATCH before our POLICY_HOLD.
+    expect(codes(assess(input({ transfer: transfer({ amount_minor: 9_000 }), policy_hold: true })))).toEqual(['AMOUNT_MISMATCH', 'POLICY_HOLD']);
+    expect(policyHolds({ amount_minor: 60_000 }, 60_000)).toBe(true);
+    expect(policyHolds({ amount_minor: 59_900 }, 60_000)).toBe(false);
+    expect(policyHolds({ amount_minor: 60_000 }, null)).toBe(false);
   });
 
   it('one leg paid more and another less is AMOUNT_MISMATCH, even when the sum is right', () => {
