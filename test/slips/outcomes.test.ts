@@ -532,6 +532,29 @@ describe('unreadable slips', () => {
     expect(settled).toMatchObject({ status: 'settled', slip: { attempts_left: 1 } });
     expect(await eventTypesOf(app, order.id)).toEqual(['deposit.created', 'deposit.slip_received', 'deposit.slip_rejected', 'deposit.slip_received', 'deposit.settled']);
   });
+
+  it('attempts_left counts uploads, not the slips processed: three uploads leave none, whatever was processed', async () => {
+    const owner = await merchant();
+    const order = await deposit(owner, 12_000);
+    const noQr = (shade: string) => sharp({ create: { width: 720, height: 1280, channels: 3, background: shade } }).png().toBuffer();
+    expect(await uploadAndProcess(order, owner, await noQr('#f4f4f4'))).toMatchObject({ status: 'awaiting_payment', slip: { attempts_left: 2 } });
+    // Two more uploads before the worker runs: the order has had all three of its uploads.
+    for (const shade of ['#f0f0f0', '#ececec']) expect((await uploadMultipart(app, order.slip_upload, await noQr(shade))).statusCode).toBe(202);
+    const fourth = await uploadMultipart(app, order.slip_upload, await noQr('#e8e8e8'));
+    expect(fourth.statusCode, fourth.body).toBe(409);
+    await runJobs(app);
+    const { rows } = await app.testDatabase.database.query<{ text: string }>(
+      "SELECT envelope::text AS text FROM events WHERE object_id = $1 AND type = 'deposit.slip_rejected' ORDER BY sequence",
+      [order.id],
+    );
+    const left = rows.map((row) => (JSON.parse(row.text) as { data: { object: { version: number; slip_rejection: { attempts_left: number }; slip: { attempts_left: number } } } }).data.object);
+    // The second slip's rejection already says none are left (it said 1 when only processed slips counted).
+    expect(left.map((object) => object.slip_rejection.attempts_left)).toEqual([2, 0, 0]);
+    expect(left.map((object) => object.slip.attempts_left)).toEqual([2, 0, 0]);
+    // Each upload changed the order when it was claimed: a new version each time.
+    expect(new Set(left.map((object) => object.version)).size).toBe(3);
+    expect(await getDeposit(app, order.id, owner)).toMatchObject({ status: 'awaiting_payment', slip: { attempts_left: 0 } });
+  });
 });
 
 describe('late slips and closed orders', () => {
