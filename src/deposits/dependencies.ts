@@ -83,6 +83,8 @@ export interface PaymentParties {
   legs: (DepositLegRow & { receiver: Payee | null })[];
   /** Reviews of orders at or above this amount need two approvers; null: never (brand policy). */
   four_eyes_min_amount_minor: number | null;
+  /** Orders at or above this amount are held for review (POLICY_HOLD); null: no hold (brand policy). */
+  policy_hold_min_amount_minor: number | null;
 }
 
 /**

@@ -31,6 +31,12 @@ export interface DepositPolicy {
   four_eyes_min_amount_minor: number | null;
   /** Whether orders show each leg's raw `qr_payload` ("A brand may switch this field off"); `qr_image_url` stays. */
   qr_payload_enabled: boolean;
+  /**
+   * The policy hold (spec: "policy hold" sends a slip to `under_review`): an order whose amount due is at least
+   * this never settles without a reviewer, its review naming POLICY_HOLD; null: no hold. Whole baht; the policy's
+   * smallest order amount (or 100) holds every order of the brand in that environment.
+   */
+  policy_hold_min_amount_minor: number | null;
 }
 
 /** A gateway account as the policy keeps it: the number sealed, never in clear outside the payment instructions. */
@@ -53,7 +59,17 @@ export const DEFAULT_DEPOSIT_POLICY: Readonly<DepositPolicy> = Object.freeze({
   // 20,000 baht and more: two reviewers, as for large payouts; the sandbox scenario amounts stay below it.
   four_eyes_min_amount_minor: 2_000_000,
   qr_payload_enabled: true,
+  // No hold unless the brand asks for one: the spec's automatic outcomes are the default.
+  policy_hold_min_amount_minor: null,
 });
+
+/**
+ * Whether the brand's policy holds an order for a reviewer (spec: a "policy hold" sends a slip to
+ * `under_review`): its amount due is at least the policy's `policy_hold_min_amount_minor`.
+ */
+export function policyHolds(order: { amount_minor: number }, policy_hold_min_amount_minor: number | null): boolean {
+  return policy_hold_min_amount_minor !== null && order.amount_minor >= policy_hold_min_amount_minor;
+}
 
 export function assertDepositPolicy(policy: DepositPolicy): void {
   invariant(policy.min_amount_minor > 0 && policy.min_amount_minor % 100 === 0 && policy.max_amount_minor % 100 === 0, 'whole-baht range');
@@ -62,6 +78,8 @@ export function assertDepositPolicy(policy: DepositPolicy): void {
   invariant(policy.max_legs >= 1 && policy.max_legs <= 10, 'legs');
   invariant(policy.liquidity_wait_seconds >= 10 && policy.liquidity_wait_seconds <= 3600, 'liquidity wait');
   invariant(policy.four_eyes_min_amount_minor === null || (Number.isSafeInteger(policy.four_eyes_min_amount_minor) && policy.four_eyes_min_amount_minor > 0), 'four-eyes threshold');
+  const hold = policy.policy_hold_min_amount_minor;
+  invariant(hold === null || (Number.isSafeInteger(hold) && hold > 0 && hold % 100 === 0), 'policy hold threshold');
 }
 
 function policyOf(row: DepositPolicyRow): DepositPolicy {
@@ -78,6 +96,7 @@ function policyOf(row: DepositPolicyRow): DepositPolicy {
         : null,
     four_eyes_min_amount_minor: row.four_eyes_min_amount_minor,
     qr_payload_enabled: row.qr_payload_enabled,
+    policy_hold_min_amount_minor: row.policy_hold_min_amount_minor,
   };
 }
 

@@ -19,7 +19,7 @@ const LEG_COLUMNS = `white_label_id, deposit_id, leg_ref, sequence, amount_minor
 
 const POLICY_COLUMNS = `white_label_id, livemode, min_amount_minor, max_amount_minor, default_expires_in_seconds, max_expires_in_seconds,
   max_legs, liquidity_wait_seconds, gateway_bank_code, gateway_account_sealed, gateway_account_last4, gateway_account_name_th,
-  four_eyes_min_amount_minor, qr_payload_enabled, created_at, updated_at`;
+  four_eyes_min_amount_minor, qr_payload_enabled, policy_hold_min_amount_minor, created_at, updated_at`;
 
 export async function findPolicy(db: Queryable, white_label_id: string, livemode: boolean): Promise<DepositPolicyRow | null> {
   const { rows } = await db.query<DepositPolicyRow>(`SELECT ${POLICY_COLUMNS} FROM deposit_policies WHERE white_label_id = $1 AND livemode = $2`, [
@@ -40,7 +40,7 @@ export function findPolicyPart(white_label_id: string, livemode: boolean): ReadP
 
 export async function upsertPolicy(db: Queryable, row: Omit<DepositPolicyRow, 'created_at' | 'updated_at'>, now: Date): Promise<DepositPolicyRow> {
   const { rows } = await db.query<DepositPolicyRow>(
-    `INSERT INTO deposit_policies (${POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
+    `INSERT INTO deposit_policies (${POLICY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)
      ON CONFLICT (white_label_id, livemode) DO UPDATE SET
        min_amount_minor = EXCLUDED.min_amount_minor, max_amount_minor = EXCLUDED.max_amount_minor,
        default_expires_in_seconds = EXCLUDED.default_expires_in_seconds, max_expires_in_seconds = EXCLUDED.max_expires_in_seconds,
@@ -48,11 +48,11 @@ export async function upsertPolicy(db: Queryable, row: Omit<DepositPolicyRow, 'c
        gateway_bank_code = EXCLUDED.gateway_bank_code, gateway_account_sealed = EXCLUDED.gateway_account_sealed,
        gateway_account_last4 = EXCLUDED.gateway_account_last4, gateway_account_name_th = EXCLUDED.gateway_account_name_th,
        four_eyes_min_amount_minor = EXCLUDED.four_eyes_min_amount_minor, qr_payload_enabled = EXCLUDED.qr_payload_enabled,
-       updated_at = EXCLUDED.updated_at
+       policy_hold_min_amount_minor = EXCLUDED.policy_hold_min_amount_minor, updated_at = EXCLUDED.updated_at
      RETURNING ${POLICY_COLUMNS}`,
     [row.white_label_id, row.livemode, row.min_amount_minor, row.max_amount_minor, row.default_expires_in_seconds, row.max_expires_in_seconds,
       row.max_legs, row.liquidity_wait_seconds, row.gateway_bank_code, row.gateway_account_sealed, row.gateway_account_last4,
-      row.gateway_account_name_th, row.four_eyes_min_amount_minor, row.qr_payload_enabled, now],
+      row.gateway_account_name_th, row.four_eyes_min_amount_minor, row.qr_payload_enabled, row.policy_hold_min_amount_minor, now],
   );
   const stored = rows[0];
   if (!stored) throw new Error('deposit policy upsert returned no row');

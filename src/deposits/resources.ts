@@ -159,6 +159,7 @@ export const depositPolicySchema = z
     liquidity_wait_seconds: z.number().int(),
     four_eyes_min_amount_minor: minorSchema.nullable(),
     qr_payload_enabled: z.boolean().meta({ description: "Whether the brand's orders show each leg's qr_payload; qr_image_url is shown either way." }),
+    policy_hold_min_amount_minor: minorSchema.nullable().meta({ description: 'Orders of at least this amount never settle without a reviewer (review reason POLICY_HOLD); null: no hold.' }),
     source: z.enum(['brand', 'default']),
     gateway: z.object({ bank_code: z.string(), account_number_masked: z.string(), account_name_th: z.string() }).nullable(),
   })

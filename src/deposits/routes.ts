@@ -118,6 +118,8 @@ const depositPolicySchema = z
     four_eyes_min_amount_minor: amountMinorSchema.nullable().optional(),
     /** Whether orders show each leg's `qr_payload`; omitted: the default (shown). */
     qr_payload_enabled: z.boolean().optional(),
+    /** Orders at or above this amount are held for review (POLICY_HOLD); null or omitted: no hold. */
+    policy_hold_min_amount_minor: amountMinorSchema.nullable().optional(),
     gateway: z
       .object({ bank_code: beneficiaryAccountFields.bank_code, account_number: beneficiaryAccountFields.account_number, account_name_th: beneficiaryAccountFields.account_name_th })
       .strict()
@@ -125,8 +127,9 @@ const depositPolicySchema = z
   })
   .strict()
   .superRefine((body, context) => {
-    for (const field of ['min_amount_minor', 'max_amount_minor'] as const) {
-      if (body[field] % 100 !== 0) context.addIssue({ code: 'custom', path: [field], params: { reason: 'must_be_whole_baht' }, message: 'whole baht' });
+    for (const field of ['min_amount_minor', 'max_amount_minor', 'policy_hold_min_amount_minor'] as const) {
+      const value = body[field];
+      if (typeof value === 'number' && value % 100 !== 0) context.addIssue({ code: 'custom', path: [field], params: { reason: 'must_be_whole_baht' }, message: 'whole baht' });
     }
     if (body.min_amount_minor > body.max_amount_minor) context.addIssue({ code: 'custom', path: ['min_amount_minor'], params: { reason: 'too_large', hint: 'at most max_amount_minor' }, message: 'range' });
     if (body.default_expires_in_seconds > body.max_expires_in_seconds) {
@@ -178,11 +181,12 @@ function registerDepositRoutes(registrar: RouteRegistrar, services: DepositRoute
     async handler({ context, body }) {
       const brand = brandToActOn(context, body.white_label_id);
       if (!(await services.tenancy.getBrand(brand))) throw new ApiError('resource_not_found');
-      const { white_label_id: _ignored, mode, gateway, four_eyes_min_amount_minor, qr_payload_enabled, ...rest } = body;
+      const { white_label_id: _ignored, mode, gateway, four_eyes_min_amount_minor, qr_payload_enabled, policy_hold_min_amount_minor, ...rest } = body;
       const terms = {
         ...rest,
         four_eyes_min_amount_minor: four_eyes_min_amount_minor === undefined ? DEFAULT_DEPOSIT_POLICY.four_eyes_min_amount_minor : four_eyes_min_amount_minor,
         qr_payload_enabled: qr_payload_enabled ?? DEFAULT_DEPOSIT_POLICY.qr_payload_enabled,
+        policy_hold_min_amount_minor: policy_hold_min_amount_minor ?? DEFAULT_DEPOSIT_POLICY.policy_hold_min_amount_minor,
       };
       const policy = await services.depositPolicies.setPolicyByStaff(actorOf(context), brand, mode, terms, gateway ?? null);
       return { status: 200, body: policyView(brand, mode, policy) };

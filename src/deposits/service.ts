@@ -14,7 +14,8 @@ import { DepositLocks } from './order-locks.ts';
 import { DepositCreation } from './creation.ts';
 import { DepositSlipHooks } from './slip-hooks.ts';
 import { DepositReviewHooks } from './review-hooks.ts';
-import { CLOSE_WINDOW_TASK, depositOfJob, EXPIRE_DEPOSIT_TASK, MATCH_RETRY_TASK } from './transitions.ts';
+import { CLOSE_WINDOW_TASK, depositOfJob, EXPIRE_DEPOSIT_TASK, MATCH_RETRY_TASK, POLICY_HOLD_REASON } from './transitions.ts';
+import { policyHolds } from './policy.ts';
 import { depositView, promptPayPayload, type DepositView, type SenderView } from './views.ts';
 import { maskAccount, maskName } from './masking.ts';
 import type { CanceledBy, DepositAccount, DepositLegRow, DepositRow } from './types.ts';
@@ -22,7 +23,7 @@ import type { CanceledBy, DepositAccount, DepositLegRow, DepositRow } from './ty
 export type { CreateDepositInput, DepositDependencies, PaymentParties, ReviewEstimate } from './dependencies.ts';
 export { LegsChangedMeanwhile } from './order-locks.ts';
 export { additionalTransferClaimKey } from './claim-keys.ts';
-export { CANCELED_ORDER_SLIP_REASON, DEPOSIT_TRANSITIONS } from './transitions.ts';
+export { CANCELED_ORDER_SLIP_REASON, DEPOSIT_TRANSITIONS, POLICY_HOLD_REASON } from './transitions.ts';
 export { senderVerified, type DepositView, type LegView, type SenderView } from './views.ts';
 
 /**
@@ -205,6 +206,26 @@ export class DepositService {
     if (!row || row.status !== 'awaiting_payment' || row.expires_at.getTime() > this.changes.now().getTime()) return null;
     if ((await this.deps.slip_activity(tx, white_label_id, deposit_id)).unprocessed > 0) return null;
     return { row, legs: await repository.listLegs(tx, white_label_id, deposit_id) };
+  }
+
+  /**
+   * An order due for expiry (`dueForExpiry`) that verified slips paid in part settles short at its deadline,
+   * unless the brand's policy holds it: then it goes to review with POLICY_HOLD (`awaiting_payment` →
+   * `under_review`, `deposit.under_review`), its legs still reserved, and a reviewer decides on what the bank
+   * verified. The hold is on settling without a person, whichever path settles. Null when the policy does not
+   * hold the order (the caller settles it short).
+   */
+  async holdAtDeadline(tx: Queryable, row: DepositRow): Promise<DepositView | null> {
+    const policy = await this.deps.policies.policyFor(tx, row.white_label_id, row.livemode);
+    if (!policyHolds(row, policy.policy_hold_min_amount_minor)) return null;
+    const four_eyes_required = policy.four_eyes_min_amount_minor !== null && row.amount_minor >= policy.four_eyes_min_amount_minor;
+    const review = await this.changes.newReview(tx, row, [POLICY_HOLD_REASON], four_eyes_required);
+    return this.changes.transition(tx, {
+      before: row,
+      after: { ...row, version: row.version + 1, status: 'under_review', review, updated_at: this.changes.now() },
+      trigger: 'review',
+      cause: SYSTEM_CAUSE,
+    });
   }
 
   /** An order due for expiry (`dueForExpiry`) that nothing paid expires, and its reservations go back. */

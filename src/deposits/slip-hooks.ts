@@ -26,6 +26,14 @@ function answerOf<Value>(read: PlannedRead<Value>): Value | null {
 }
 
 /**
+ * The uploads an order has had, as its claims learn them: the slip intake refuses a fourth, the count never goes
+ * back (a claim that read fewer receipts than an earlier one changes nothing), and it counts at least this claim.
+ */
+function uploadsSoFar(row: DepositRow, uploads: number | undefined): number {
+  return Math.min(MAX_SLIP_UPLOADS, Math.max(row.slip_attempts + 1, uploads ?? 0));
+}
+
+/**
  * What the slip intake and the slip pipeline ask of an order: whether it takes a slip, its receipt and
  * attachment to a review, who pays and who is paid (locked as a settlement locks them), and the claim of a
  * slip that came after the late-slip window.
@@ -75,8 +83,11 @@ export class DepositSlipHooks {
    * `under_review` with CANCELED_ORDER_SLIP, every time; after the window (or with none) →
    * `late_slip_window_closed`. The window is judged at `received_at`, when the slip became durable, so a
    * consumer that runs late (a retry, a queue backlog) never turns an accepted slip into a closed one.
+   * `uploads` is how many slips the order has had so far (absent: this one is counted): `slip_attempts`, and so
+   * `attempts_left`, counts uploads (spec: "A maximum of 3 slip uploads is accepted per order"), not the slips
+   * processed.
    */
-  async markSlipReceived(tx: Queryable, input: { white_label_id: string; deposit_id: string; received_at: Date; cause: EventCause }): Promise<Result<DepositView>> {
+  async markSlipReceived(tx: Queryable, input: { white_label_id: string; deposit_id: string; received_at: Date; uploads?: number; cause: EventCause }): Promise<Result<DepositView>> {
     // Every branch below changes the order alone and writes the depositor's event only.
     const row = await this.locks.lockForOwnChange(tx, input.white_label_id, input.deposit_id);
     if (!row) return fail('resource_not_found');
@@ -84,9 +95,8 @@ export class DepositSlipHooks {
     const closed = row.status === 'expired' || row.status === 'canceled';
     if (closed && !this.changes.windowOpenAt(row, input.received_at)) return this.changes.lateSlipWindowClosed(row);
     if (row.status !== 'awaiting_payment' && !closed) return fail('deposit_state_conflict', { details: { status: row.status } });
-    if (row.slip_attempts >= MAX_SLIP_UPLOADS) return fail('deposit_state_conflict', { details: { status: row.status, reason: 'slip_limit_reached' } });
     const late = row.status === 'canceled' || (row.status === 'expired' && input.received_at.getTime() >= row.expires_at.getTime());
-    const received = { ...row, version: row.version + 1, slip_received_at: input.received_at, slip_is_late: late, slip_attempts: row.slip_attempts + 1, updated_at: this.changes.now() };
+    const received = { ...row, version: row.version + 1, slip_received_at: input.received_at, slip_is_late: late, slip_attempts: uploadsSoFar(row, input.uploads), updated_at: this.changes.now() };
     if (row.status === 'canceled') {
       return ok(await this.changes.transition(tx, { before: row, after: { ...received, status: 'under_review', review: await this.changes.newReview(tx, row, [CANCELED_ORDER_SLIP_REASON], false) }, trigger: 'review', cause: input.cause }));
     }
@@ -97,7 +107,7 @@ export class DepositSlipHooks {
    * A slip that arrived while the order is in review is attached to the review (spec: "Evidence
    * attached": `version` moves, status and review clock do not; `deposit.review_updated`).
    */
-  async attachSlipToReview(tx: Queryable, input: { white_label_id: string; deposit_id: string; received_at: Date; cause: EventCause }): Promise<Result<DepositView>> {
+  async attachSlipToReview(tx: Queryable, input: { white_label_id: string; deposit_id: string; received_at: Date; uploads?: number; cause: EventCause }): Promise<Result<DepositView>> {
     const row = await this.locks.lockForOwnChange(tx, input.white_label_id, input.deposit_id);
     if (!row) return fail('resource_not_found');
     if (row.status !== 'under_review') return fail('deposit_state_conflict', { details: { status: row.status } });
@@ -105,7 +115,7 @@ export class DepositSlipHooks {
       ...row,
       version: row.version + 1,
       slip_received_at: input.received_at,
-      slip_attempts: Math.min(row.slip_attempts + 1, MAX_SLIP_UPLOADS),
+      slip_attempts: uploadsSoFar(row, input.uploads),
       updated_at: this.changes.now(),
     };
     return ok(await this.changes.transition(tx, { before: row, after, trigger: 'slip_attached', cause: input.cause }));
@@ -221,6 +231,7 @@ export class DepositSlipHooks {
       },
       legs,
       four_eyes_min_amount_minor: policy.four_eyes_min_amount_minor,
+      policy_hold_min_amount_minor: policy.policy_hold_min_amount_minor,
     };
   }
 

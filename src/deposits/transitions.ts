@@ -57,6 +57,8 @@ export const DEPOSIT_TRANSITIONS = new TransitionTable<DepositStatus>('deposit_o
   // back to awaiting payment of the others, and at the deadline a partially paid order settles short.
   { from: 'slip_processing', to: 'awaiting_payment', trigger: 'leg_paid' },
   { from: 'awaiting_payment', to: 'settled', trigger: 'settle' },
+  // ... unless the brand's policy holds it: then a reviewer decides (docs/decisions/verification.md, "The policy hold").
+  { from: 'awaiting_payment', to: 'under_review', trigger: 'review' },
   // A slip uploaded while the order is in review is attached to it (spec: "Evidence attached").
   { from: 'under_review', to: 'under_review', trigger: 'slip_attached' },
   // A withdrawer disputes a fill this order paid: its credit is held in clearing (clearing_available_at
@@ -91,6 +93,17 @@ export const EVENT_OF_TRIGGER: Record<string, string> = {
 
 /** Slips accepted per order, counting expired and not-yet-expired cases (spec, Limits). */
 export const MAX_SLIP_UPLOADS = 3;
+
+/**
+ * The review reason of the brand's policy hold (spec: "policy hold" → `under_review`; the code is ours). The
+ * deposit module opens such a review itself at the deadline of a held multi-leg order paid in part.
+ */
+export const POLICY_HOLD_REASON: ReviewReason = {
+  code: 'POLICY_HOLD',
+  display_th: 'รายการนี้ต้องได้รับการตรวจสอบจากเจ้าหน้าที่ก่อนยืนยัน เจ้าหน้าที่กำลังตรวจสอบ',
+  display_en: 'This payment needs a check by support before it is confirmed; support is checking it.',
+  actionable_by: 'support',
+};
 
 /** The review reason of a slip for a canceled order (spec: forced every time). */
 export const CANCELED_ORDER_SLIP_REASON: ReviewReason = {

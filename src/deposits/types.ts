@@ -42,6 +42,7 @@ export interface DepositPolicyRow {
   four_eyes_min_amount_minor: number | null;
   /** Whether the brand's orders show each leg's `qr_payload` (migration 0029). */
   qr_payload_enabled: boolean;
+  policy_hold_min_amount_minor: number | null;
   created_at: Date;
   updated_at: Date;
 }

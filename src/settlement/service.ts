@@ -379,13 +379,16 @@ export class SettlementService {
    * (`DepositService.expireUnpaid`). Two cases wait instead: an order with a slip not processed yet (the slip
    * consumer decides, and hands the deadline back by enqueueing this job again when it returns the order to
    * awaiting payment), and a multi-leg order some of whose legs verified slips paid, which settles short on
-   * what was paid: that is why the job is settlement's, not the deposit module's.
+   * what was paid (or, when the brand's policy holds the order, goes to review): that is why the job is
+   * settlement's, not the deposit module's.
    */
   async expire(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositView | null> {
     const due = await this.deps.deposits.dueForExpiry(tx, white_label_id, deposit_id);
     if (!due) return null;
     const paid = due.legs.filter((leg) => leg.status === 'reserved' && leg.paid_minor > 0);
     if (paid.length === 0) return this.deps.deposits.expireUnpaid(tx, due.row);
+    const held = await this.deps.deposits.holdAtDeadline(tx, due.row);
+    if (held) return held;
     const settled = await this.settle(tx, {
       white_label_id,
       deposit_id,

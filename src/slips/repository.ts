@@ -86,7 +86,12 @@ function receiptRowKey(white_label_id: string, receipt_id: string): string {
  * read that locks (the order's, `lockOrderInBrandPart` in src/deposits/repository.ts) takes its lock after
  * the receipt's, as the lock order says. No head, no carried answers, and nothing of theirs locked.
  */
-export async function lockHeadOfQueue(db: Queryable, white_label_id: string, deposit_id: string, carried: readonly ReadPart<unknown>[]): Promise<{ receipt: SlipReceiptRow; carried: unknown[] } | null> {
+export async function lockHeadOfQueue(
+  db: Queryable,
+  white_label_id: string,
+  deposit_id: string,
+  carried: readonly ReadPart<unknown>[],
+): Promise<{ receipt: SlipReceiptRow; carried: unknown[]; uploads: number } | null> {
   const head = await selectHeadOfQueue(db, white_label_id, deposit_id, { blob: false, lock: true, carried });
   if (head) rememberLocked(db, receiptRowKey(white_label_id, head.receipt.receipt_id));
   return head;
@@ -109,15 +114,17 @@ async function selectHeadOfQueue(
   white_label_id: string,
   deposit_id: string,
   options: { blob: boolean; lock: boolean; carried: readonly ReadPart<unknown>[] },
-): Promise<{ receipt: SlipReceiptRow; ciphertext: Buffer | null; carried: unknown[] } | null> {
+): Promise<{ receipt: SlipReceiptRow; ciphertext: Buffer | null; carried: unknown[]; uploads: number } | null> {
   const params: unknown[] = [white_label_id, deposit_id];
   const blobColumn = options.blob
     ? `CASE WHEN h.wrapped_key IS NOT NULL THEN
          (SELECT b.ciphertext FROM slip_blobs b WHERE b.white_label_id = h.white_label_id AND b.blob_key = h.receipt_id) END`
     : 'NULL::bytea';
   const carriedColumns = appendParts(options.carried, params).map((sql, index) => `, ${sql} AS carried_${index}`);
-  const { rows } = await db.query<SlipReceiptRow & { stored_ciphertext: Uint8Array | null } & Record<string, unknown>>(
-    `SELECT h.*, ${blobColumn} AS stored_ciphertext${carriedColumns.join('')}
+  // Every upload the order has had (its receipts, whatever their status) rides along: the slip limit counts uploads.
+  const { rows } = await db.query<SlipReceiptRow & { stored_ciphertext: Uint8Array | null; order_uploads: number } & Record<string, unknown>>(
+    `SELECT h.*, ${blobColumn} AS stored_ciphertext${carriedColumns.join('')},
+            (SELECT count(*)::integer FROM slip_receipts u WHERE u.white_label_id = h.white_label_id AND u.deposit_id = h.deposit_id) AS order_uploads
        FROM (SELECT ${RECEIPT_COLUMNS} FROM slip_receipts
               WHERE white_label_id = $1 AND deposit_id = $2 AND status <> 'processed'
               ORDER BY received_at, receipt_id LIMIT 1${options.lock ? ' FOR UPDATE' : ''}) AS h`,
@@ -125,13 +132,13 @@ async function selectHeadOfQueue(
   );
   const found = rows[0];
   if (!found) return null;
-  const { stored_ciphertext, ...receipt } = found;
+  const { stored_ciphertext, order_uploads, ...receipt } = found;
   const carried = options.carried.map((part, index) => {
     const answer = receipt[`carried_${index}`] ?? null;
     delete receipt[`carried_${index}`];
     return part.parse(answer);
   });
-  return { receipt, ciphertext: stored_ciphertext === null ? null : asBuffer(stored_ciphertext), carried };
+  return { receipt, ciphertext: stored_ciphertext === null ? null : asBuffer(stored_ciphertext), carried, uploads: Number(order_uploads) };
 }
 
 /**

@@ -338,11 +338,17 @@ export class SlipsService {
    * The order's oldest unprocessed receipt, locked (receipts of an order are processed one at a time).
    * `carried` reads (src/platform/read-part.ts) ride on the locking statement, after the receipt's lock, each
    * parsed by its part: the slip consumer carries the order's lock as a planned read (`PlannedRead`), which
-   * records what it answered for the consumer's next step.
+   * records what it answered for the consumer's next step. `uploads` is how many slips the order has had
+   * (every receipt, whatever its status), read by the same statement: the order's `attempts_left` counts uploads.
    */
-  async headOfQueue(tx: Queryable, white_label_id: string, deposit_id: string, carried: readonly ReadPart<unknown>[] = []): Promise<SlipReceiptRow | null> {
+  async headOfQueue(
+    tx: Queryable,
+    white_label_id: string,
+    deposit_id: string,
+    carried: readonly ReadPart<unknown>[] = [],
+  ): Promise<{ receipt: SlipReceiptRow; uploads: number } | null> {
     const head = await repository.lockHeadOfQueue(tx, white_label_id, deposit_id, carried);
-    return head?.receipt ?? null;
+    return head ? { receipt: head.receipt, uploads: head.uploads } : null;
   }
 
   /**

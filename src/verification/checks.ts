@@ -23,8 +23,11 @@ import { orderReasons, reviewReason } from './reasons.ts';
  *   at least two characters visible and each visible one equal. The reported last word may stand for the
  *   declared surname, because banks drop middle names. Thai is compared with the declared Thai name and
  *   English with the declared English name; either matching is a match. A registered sender
- *   (`sender_id`) was verified with its name before, so a bank and account match proves the name too: a
- *   bank's way of printing it can then never send the order to review.
+ *   (`sender_id`) was verified with its name before, so a bank and account match proves the name too
+ *   (`sender_name_match` true). With a registered sender neither a name nor an account that differs sends
+ *   the order to review (spec, `sender_id`: "guarantees no review caused by name or account mismatch"); an
+ *   account is its bank and its number, so another sending bank is an account mismatch too
+ *   (docs/decisions/verification.md).
  * - Time: the transfer must fall between the time the order's destination existed and its deadline,
  *   each with TIME_SKEW_ALLOWANCE_MS for the difference between the bank's clock and ours.
  */
@@ -120,6 +123,8 @@ export interface AssessmentInput {
   duplicate: boolean;
   /** The slip was a reference without an image (always reviewed: NO_SLIP_IMAGE). */
   reference_only: boolean;
+  /** The brand's policy holds this order for a reviewer (POLICY_HOLD; `policyHolds` of src/deposits/policy.ts). */
+  policy_hold: boolean;
   now: Date;
 }
 
@@ -159,9 +164,12 @@ export function assess(input: AssessmentInput): Assessment {
   const sender_account_match = sender_bank_match && accountsMatch(transfer.sender.account_number, sender.account_number);
   const sender_name_match =
     (sender.registered && sender_account_match) || namesCompatible(transfer.sender.name_th, sender.name_th) || namesCompatible(transfer.sender.name_en, sender.name_en);
-  if (!sender_bank_match) reasons.push(reviewReason('SENDER_BANK_MISMATCH'));
-  else if (!sender_account_match) reasons.push(reviewReason('SENDER_ACCOUNT_MISMATCH'));
-  if (!sender_name_match) reasons.push(reviewReason('SENDER_NAME_MISMATCH', { registered_name_masked: maskName(sender.name_th) }));
+  // A registered sender (`sender_id`) "guarantees no review caused by name or account mismatch" (spec,
+  // POST /v1/pay/deposits): the booleans still say what the bank reported, but neither sends the order to
+  // review. An account is its bank and its number: a transfer from another bank is from another account.
+  if (!sender.registered && !sender_bank_match) reasons.push(reviewReason('SENDER_BANK_MISMATCH'));
+  else if (!sender.registered && !sender_account_match) reasons.push(reviewReason('SENDER_ACCOUNT_MISMATCH'));
+  if (!sender_name_match && !sender.registered) reasons.push(reviewReason('SENDER_NAME_MISMATCH', { registered_name_masked: maskName(sender.name_th) }));
 
   // What each leg has received: earlier slips' amounts, and this transfer on its leg.
   const paid_by_leg: Record<string, number> = {};
@@ -179,6 +187,8 @@ export function assess(input: AssessmentInput): Assessment {
   const amountDiffers = leg ? over || under : transferred_minor !== order.amount_minor;
   // More legs may still be paid: the amounts are judged once they cannot be.
   const incomplete = leg !== null && !allPaid && timeLeft;
+  // The policy hold is on settling, not on paying: a multi-leg order still waits for its other legs first.
+  if (input.policy_hold && !incomplete) reasons.push(reviewReason('POLICY_HOLD'));
   if (!incomplete && leg !== null && over && under) reasons.push(reviewReason('AMOUNT_MISMATCH', { expected_minor: order.amount_minor, observed_minor: transferred_minor }));
   const verification: VerificationBooleans = {
     amount_exact: leg !== null && !amountDiffers,

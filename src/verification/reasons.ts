@@ -1,31 +1,36 @@
 import type { ReviewReason } from '../deposits/types.ts';
-import { CANCELED_ORDER_SLIP_REASON } from '../deposits/service.ts';
+import { CANCELED_ORDER_SLIP_REASON, POLICY_HOLD_REASON } from '../deposits/service.ts';
 
 /**
  * The review reasons a slip can raise (spec, review: `reasons[]`), with the end-user texts the spec
  * asks for (`display_th` is shown to the payer as given) and who can act. The spec's codes are copied
- * from it; the four that end in a question the spec does not list (a transfer the bank does not know,
- * one made before the order had a destination, and a sender bank or account other than the declared
- * one) are ours, recorded in docs/decisions/verification.md.
+ * from it; the five that end in a question the spec does not list (a sender bank or account other than
+ * the declared one, a transfer the bank does not know, one made before the order had a destination, and
+ * the brand's policy hold) are ours, recorded in docs/decisions/verification.md.
  *
- * `REVIEW_REASON_ORDER` is the order of importance: `reasons[0]` is the one to display, so where the
- * money went comes first, then whether this slip may be counted at all, then who sent it, then how much.
+ * `REVIEW_REASON_ORDER` is the order of importance: `reasons[0]` is the one to display. It follows the
+ * spec's own listing of the reason codes ("Reason codes that appear: …"), with one move: NO_SLIP_IMAGE
+ * comes first, because a reference-only submission "always forces `under_review` with `NO_SLIP_IMAGE`"
+ * whatever else the bank says, and it is the one reason the payer can act on (upload the image). Our own
+ * codes come after every code of the spec, in the order the checks raise them, the policy hold last: any
+ * finding about the slip says more to the payer than the brand's hold.
  */
 export const REVIEW_REASON_ORDER = [
-  'RECEIVER_MISMATCH',
-  'AMBIGUOUS_MATCH',
-  'DUPLICATE_SLIP',
-  'TRANSFER_NOT_FOUND',
   'NO_SLIP_IMAGE',
-  'CANCELED_ORDER_SLIP',
-  'LATE_SLIP',
-  'TRANSFER_BEFORE_ORDER',
-  'ALLOCATION_CONFLICT',
-  'BANK_DISABLED',
-  'SENDER_ACCOUNT_MISMATCH',
-  'SENDER_BANK_MISMATCH',
   'SENDER_NAME_MISMATCH',
   'AMOUNT_MISMATCH',
+  'DUPLICATE_SLIP',
+  'CANCELED_ORDER_SLIP',
+  'LATE_SLIP',
+  'BANK_DISABLED',
+  'ALLOCATION_CONFLICT',
+  'AMBIGUOUS_MATCH',
+  'RECEIVER_MISMATCH',
+  'SENDER_BANK_MISMATCH',
+  'SENDER_ACCOUNT_MISMATCH',
+  'TRANSFER_NOT_FOUND',
+  'TRANSFER_BEFORE_ORDER',
+  'POLICY_HOLD',
 ] as const;
 export type ReviewReasonCode = (typeof REVIEW_REASON_ORDER)[number];
 
@@ -96,6 +101,11 @@ const TEXTS: Record<ReviewReasonCode, ReasonText> = {
     display_th: 'ยอดเงินที่โอนไม่ตรงกับยอดที่ต้องชำระ เจ้าหน้าที่กำลังตรวจสอบ',
     display_en: 'The amount transferred differs from the amount due; support is checking it.',
     actionable_by: 'support',
+  },
+  POLICY_HOLD: {
+    display_th: POLICY_HOLD_REASON.display_th,
+    display_en: POLICY_HOLD_REASON.display_en,
+    actionable_by: POLICY_HOLD_REASON.actionable_by,
   },
   AMBIGUOUS_MATCH: {
     display_th: 'ไม่สามารถระบุได้ว่าการโอนนี้เป็นของส่วนใดของรายการ เจ้าหน้าที่กำลังตรวจสอบ',

@@ -15,6 +15,7 @@ import { MAX_RECEIPTS_PER_ORDER, PROCESS_SLIP_TASK, type SlipsService, type Stor
 import type { SlipReceiptRow } from '../slips/types.ts';
 import type { BankVerifier, TransferLookup, UnavailableReason, VerifiedTransfer } from './bank-port.ts';
 import { accountsMatch, assess, type Assessment } from './checks.ts';
+import { policyHolds } from '../deposits/policy.ts';
 import { orderReasons, reviewReason } from './reasons.ts';
 import { parseSlipPayload, type SlipReference } from './slip-payload.ts';
 import type { SlipReader } from './slip-reader.ts';
@@ -212,11 +213,11 @@ export class VerificationService {
    */
   private async claimAlone(tx: Queryable, white_label_id: string, deposit_id: string): Promise<void> {
     const orderLock = this.deps.deposits.orderLockRead(white_label_id, deposit_id);
-    const receipt = await this.deps.slips.headOfQueue(tx, white_label_id, deposit_id, [orderLock.part]);
-    if (!receipt) return;
+    const head = await this.deps.slips.headOfQueue(tx, white_label_id, deposit_id, [orderLock.part]);
+    if (!head) return;
     const order = await this.deps.deposits.lockForSlip(tx, white_label_id, deposit_id, orderLock);
     invariant(order, 'a receipt belongs to an order');
-    await this.claim(tx, receipt, order, { mark_claimed: true });
+    await this.claim(tx, head.receipt, order, { mark_claimed: true, uploads: head.uploads });
   }
 
   /**
@@ -231,13 +232,14 @@ export class VerificationService {
     tx: Queryable,
     receipt: SlipReceiptRow,
     order: { status: DepositStatus; merchant_id: string; livemode: boolean },
-    options: { mark_claimed: boolean },
+    /** `uploads`: the slips the order has had, which its `attempts_left` counts (spec: at most 3 uploads). */
+    options: { mark_claimed: boolean; uploads: number },
   ): Promise<Mode | null> {
     // The order's tenant must be the one the capability named when the slip was taken.
     invariant(order.merchant_id === receipt.merchant_id && order.livemode === receipt.livemode, 'a receipt stays with its order');
     const status = order.status;
     if (receipt.status === 'claimed') return modeOfClaimed(status);
-    const input = { white_label_id: receipt.white_label_id, deposit_id: receipt.deposit_id, received_at: receipt.received_at, cause: SYSTEM_CAUSE };
+    const input = { white_label_id: receipt.white_label_id, deposit_id: receipt.deposit_id, received_at: receipt.received_at, uploads: options.uploads, cause: SYSTEM_CAUSE };
     let mode: Mode;
     switch (status) {
       case 'awaiting_payment':
@@ -336,9 +338,10 @@ export class VerificationService {
   private async decide(tx: Queryable, peeked: SlipReceiptRow, reading: Reading, allocation_conflict: boolean, conflict_leg_ref: string | null = null): Promise<boolean> {
     // The order's lock and the withdrawals its legs name ride on the receipt's statement, in the lock order.
     const orderLock = this.deps.deposits.settlementLockRead(peeked.white_label_id, peeked.deposit_id);
-    const receipt = await this.deps.slips.headOfQueue(tx, peeked.white_label_id, peeked.deposit_id, [orderLock.part]);
+    const head = await this.deps.slips.headOfQueue(tx, peeked.white_label_id, peeked.deposit_id, [orderLock.part]);
     // Another run of this receipt finished first: its outcome stands.
-    if (!receipt || receipt.receipt_id !== peeked.receipt_id) return false;
+    if (!head || head.receipt.receipt_id !== peeked.receipt_id) return false;
+    const receipt = head.receipt;
     const order = await this.deps.deposits.lockForSlip(tx, receipt.white_label_id, receipt.deposit_id, orderLock);
     invariant(order, 'a receipt belongs to an order');
     // Who holds the slip's transfer already (the duplicate check) rides on the order's feed-lock statement.
@@ -350,7 +353,7 @@ export class VerificationService {
         : new PlannedRead(repository.transferHolderPart({ white_label_id: receipt.white_label_id, livemode: receipt.livemode, sending_bank_code: found.sending_bank_code, trans_ref: found.trans_ref }));
     const locked = await this.deps.deposits.lockPaymentParties(tx, receipt.white_label_id, receipt.deposit_id, holderRead === null ? [] : [holderRead.part]);
     invariant(locked, 'a receipt belongs to an order');
-    const mode = await this.claim(tx, receipt, order, { mark_claimed: false });
+    const mode = await this.claim(tx, receipt, order, { mark_claimed: false, uploads: head.uploads });
     if (mode === null) return true;
     invariant(mode !== 'after_settlement' || found === null, 'a slip after settlement reads no transfer holder');
     // The claim changed the order (slip_processing, a review, an attached slip); the checks read it as it is now.
@@ -371,6 +374,7 @@ export class VerificationService {
     };
     const target = { white_label_id: receipt.white_label_id, deposit_id: receipt.deposit_id, cause: SYSTEM_CAUSE };
     const fourEyes = parties.four_eyes_min_amount_minor !== null && parties.order.amount_minor >= parties.four_eyes_min_amount_minor;
+    const policy_hold = policyHolds(parties.order, parties.policy_hold_min_amount_minor);
     const toReview = async (reasons: ReviewReason[], verification?: VerificationBooleans) => {
       const reviewed = await this.deps.deposits.sendToReview(tx, { ...target, reasons: orderReasons(reasons), four_eyes_required: fourEyes, ...(verification ? { verification } : {}) });
       invariant(reviewed.ok, 'an order processing a slip can go to review');
@@ -388,6 +392,7 @@ export class VerificationService {
     if (lookup.outcome !== 'found') {
       const reasons = [lookup.outcome === 'bank_disabled' ? reviewReason('BANK_DISABLED', { bank_code: lookup.bank_code, cause: lookup.cause }) : reviewReason('TRANSFER_NOT_FOUND')];
       if (reading.reference_only) reasons.push(reviewReason('NO_SLIP_IMAGE'));
+      if (policy_hold) reasons.push(reviewReason('POLICY_HOLD'));
       if (mode === 'pipeline') await toReview(reasons);
       return finish(mode === 'pipeline' ? 'under_review' : mode === 'attached' ? 'attached_to_review' : 'not_verified', { reasons: reasons.map((reason) => reason.code) });
     }
@@ -397,7 +402,7 @@ export class VerificationService {
     if (mode === 'after_settlement') return this.afterSettlement(tx, receipt, parties, transfer, finish);
 
     const assessWith = (duplicate: boolean): Assessment =>
-      assess({ order: parties.order, legs: parties.legs, sender: parties.sender, transfer, duplicate, reference_only: reading.reference_only, now: this.deps.clock.now() });
+      assess({ order: parties.order, legs: parties.legs, sender: parties.sender, transfer, duplicate, reference_only: reading.reference_only, policy_hold, now: this.deps.clock.now() });
     // The transfer is claimed for this order only when one of its legs received it: a slip of someone
     // else's transfer (wrong receiver) must not block that transfer's own order. The holder was read with
     // the feed locks; an unclaimed transfer is claimed with the transaction's last writes, and one claimed

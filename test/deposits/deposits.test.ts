@@ -594,6 +594,7 @@ describe('masking and the transition table', () => {
         'slip_processing>expired:slip_unreadable',
         'slip_processing>awaiting_payment:leg_paid',
         'awaiting_payment>settled:settle',
+        'awaiting_payment>under_review:review',
         'under_review>under_review:slip_attached',
         'settled>settled:funds_held',
         'settled>settled:funds_released',

@@ -247,7 +247,7 @@ describe('lock order: the slip consumer takes the receipt, then the order, in on
     commitChange();
     await change;
     const { receipt, order } = await consumer;
-    expect(receipt?.receipt_id).toBe(receipt_id);
+    expect(receipt?.receipt.receipt_id).toBe(receipt_id);
     expect(order?.updated_at.getTime()).toBe(updatedBefore + 1_000);
   });
 });
@@ -345,7 +345,7 @@ describe('lock order: the slip consumer’s decision takes the receipt, the orde
       const receipt = await slips.headOfQueue(tx, white_label_id, deposit.id, [deposits.settlementLockRead(white_label_id, deposit.id).part]);
       // Held by this transaction now, until it ends.
       expect(await withdrawalLocked()).toBe(true);
-      return receipt?.receipt_id;
+      return receipt?.receipt.receipt_id;
     });
     await untilALockIsWaitedFor(database);
     // Waiting for the order, the statement holds no withdrawal yet: the withdrawals come after the order.

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
 import { accountOf, inTransaction } from '../support/withdrawals.ts';
+import { depositPolicyBody } from '../support/slips.ts';
 import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 import { DEPOSIT_TRANSITIONS, type DepositView } from '../../src/deposits/service.ts';
 import type { WithdrawalView } from '../../src/withdrawals/service.ts';
@@ -482,18 +483,26 @@ describe('the whole table', () => {
     const toExpire = await matchedDeposit(merchant, 15_000);
     // A deposit some of whose legs a slip paid goes back to awaiting payment of the rest, and its
     // deadline settles it short on what was paid (the slip pipeline makes these moves for multi-leg orders).
+    // Unless the brand's policy holds it: then its deadline sends it to review (POLICY_HOLD).
+    const hold = await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: depositPolicyBody({ white_label_id: brand(), policy_hold_min_amount_minor: 17_000 }) });
+    expect(hold.statusCode, hold.body).toBe(200);
+    const payOneLeg = async (order: DepositView) => {
+      await receiveSlip(order);
+      const legPaid = await inTransaction(app, (tx) =>
+        settlement().recordLegPayments(tx, {
+          white_label_id: brand(),
+          deposit_id: order.id,
+          paid_by_leg: { [order.legs[0]!.leg_ref]: 6_000 },
+          verification: { amount_exact: false, within_time_window: true, sender_bank_match: true, sender_account_match: true, sender_name_match: true, receiver_match: true },
+          cause: SYSTEM_CAUSE,
+        }),
+      );
+      expect(legPaid.ok && legPaid.value).toMatchObject({ status: 'awaiting_payment', legs: [{ leg_status: 'pending' }] });
+    };
     const partlyPaid = await matchedDeposit(merchant, 16_000);
-    await receiveSlip(partlyPaid);
-    const legPaid = await inTransaction(app, (tx) =>
-      settlement().recordLegPayments(tx, {
-        white_label_id: brand(),
-        deposit_id: partlyPaid.id,
-        paid_by_leg: { [partlyPaid.legs[0]!.leg_ref]: 6_000 },
-        verification: { amount_exact: false, within_time_window: true, sender_bank_match: true, sender_account_match: true, sender_name_match: true, receiver_match: true },
-        cause: SYSTEM_CAUSE,
-      }),
-    );
-    expect(legPaid.ok && legPaid.value).toMatchObject({ status: 'awaiting_payment', legs: [{ leg_status: 'pending' }] });
+    await payOneLeg(partlyPaid);
+    const partlyPaidHeld = await matchedDeposit(merchant, 17_000);
+    await payOneLeg(partlyPaidHeld);
     for (let round = 0; round < 40; round += 1) {
       app.clock.advance(30_000);
       await app.instance.worker.runDueJobs();
@@ -506,6 +515,8 @@ describe('the whole table', () => {
       transferred_amount_minor: 6_000,
       amount_received_minor: 6_000,
     });
+    expect((await app.signed({ url: `/v1/pay/deposits/${partlyPaidHeld.id}`, credentials: merchant })).json()).toMatchObject({ status: 'under_review', review: { reasons: [{ code: 'POLICY_HOLD' }] } });
+    expect((await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: depositPolicyBody({ white_label_id: brand() }) })).statusCode).toBe(200);
 
     const { rows } = await app.testDatabase.database.query<{ text: string; type: string }>("SELECT type, envelope::text AS text FROM events WHERE type LIKE 'deposit.%'");
     const walked = new Set<string>();

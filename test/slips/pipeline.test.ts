@@ -36,11 +36,13 @@ describe('multi-leg orders', () => {
   let withdrawer: MerchantCredentials;
   let plain: DepositService;
   let beneficiaries: { somchai: string; somying: string };
+  let brand_id: string;
 
   beforeAll(async () => {
     // A brand of its own, where deposits are split across withdrawals as in live mode: no sandbox
     // counterparty covers the whole amount, so 60,000 satang takes two legs.
     const brand = await app.instance.services.tenancy.createBrand({ actor_type: 'system', actor_id: 'slips', request_id: null }, { name: 'Multi-leg Brand' });
+    brand_id = brand.id;
     depositor = await app.createMerchant({ white_label_id: brand.id });
     withdrawer = await app.createMerchant({ white_label_id: brand.id });
     await fundAvailable(app, accountOf(withdrawer), 100_000_000);
@@ -147,6 +149,28 @@ describe('multi-leg orders', () => {
     const reviewed = await pay(order, 0, { sender: { bank_code: '004', account_number: '7300000001', account_name_th: 'ประเสริฐ มั่นคง' } });
     expect(reviewed.status).toBe('under_review');
     expect(reviewed.review?.reasons.map((reason) => reason.code)).toEqual(['SENDER_NAME_MISMATCH', 'AMOUNT_MISMATCH']);
+  });
+
+  it("the brand's policy hold: a partly paid held order goes to review at its deadline instead of settling short", async () => {
+    const setHold = async (policy_hold_min_amount_minor: number | null) => {
+      const response = await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: depositPolicyBody({ white_label_id: brand_id, policy_hold_min_amount_minor }) });
+      expect(response.statusCode, response.body).toBe(200);
+    };
+    await setHold(60_000);
+    try {
+      const { order, first } = await splitOrder();
+      // The hold is on settling, not on paying: the first leg's slip is recorded and the order waits for the other.
+      expect(await pay(order, 0)).toMatchObject({ status: 'awaiting_payment', legs: [{ leg_status: 'complete' }, { leg_status: 'pending' }] });
+      app.clock.advance(16 * 60_000);
+      await runJobs(app);
+      const held = await getDeposit(app, order.id, depositor);
+      expect(held).toMatchObject({ status: 'under_review', review: { four_eyes_required: false } });
+      expect(held.review?.reasons.map((reason) => reason.code)).toEqual(['POLICY_HOLD']);
+      expect((await eventTypes(order.id)).at(-1)).toBe('deposit.under_review');
+      expect((await withdrawalNow(first.id)).filled_minor).toBe(0);
+    } finally {
+      await setHold(null);
+    }
   });
 
   it('an unreadable slip on a partly paid order keeps what was paid; the deadline still settles it', async () => {

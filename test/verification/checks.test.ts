@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
+import { policyHolds } from '../../src/deposits/policy.ts';
 import { accountsMatch, assess, namesCompatible, TIME_SKEW_ALLOWANCE_MS, type AssessmentInput, type OrderLeg } from '../../src/verification/checks.ts';
 import type { VerifiedTransfer } from '../../src/verification/bank-port.ts';
 import { orderReasons, reviewReason, REVIEW_REASON_ORDER } from '../../src/verification/reasons.ts';
@@ -55,6 +56,7 @@ function input(overrides: Partial<AssessmentInput> = {}): AssessmentInput {
     transfer: transfer(),
     duplicate: false,
     reference_only: false,
+    policy_hold: false,
     now: new Date('2026-08-01T00:06:00.000Z'),
     ...overrides,
   };
@@ -152,6 +154,16 @@ describe('what a verified transfer decides', () => {
     const oddlyPrinted = transfer({ sender: { ...transfer().sender, name_th: 'SOMCHAI JAIDEE', name_en: null } });
     expect(codes(assess(input({ transfer: oddlyPrinted })))).toEqual(['SENDER_NAME_MISMATCH']);
     expect(assess(input({ transfer: oddlyPrinted, sender: { ...input().sender, registered: true } }))).toMatchObject({ next: 'settle', reasons: [] });
+    // A registered sender: no review for another account (its bank or its number) or name (spec, sender_id).
+    const registered = { ...input().sender, registered: true };
+    const otherAccount = transfer({ sender: { ...transfer().sender, account_number: 'xxxxx1111x', name_th: 'วิภาวรรณ ศ', name_en: null } });
+    expect(assess(input({ transfer: otherAccount, sender: registered }))).toMatchObject({
+      next: 'settle',
+      reasons: [],
+      verification: { sender_bank_match: true, sender_account_match: false, sender_name_match: false },
+    });
+    const otherBank = transfer({ sender: { ...transfer().sender, bank_code: '002', name_th: 'วิภาวรรณ ศ', name_en: null } });
+    expect(assess(input({ transfer: otherBank, sender: registered }))).toMatchObject({ next: 'settle', reasons: [], verification: { sender_bank_match: false, sender_account_match: false } });
   });
 
   it('time: late after the deadline (beyond the allowance for bank clocks), and before the order had a destination', () => {
@@ -200,6 +212,19 @@ describe('multi-leg orders', () => {
     expect(afterDeadline).toMatchObject({ next: 'settle', transferred_minor: 20_000, paid_by_leg: { dleg_2: 20_000 } });
   });
 
+  it("the brand's policy hold: a slip that would settle goes to review with POLICY_HOLD; a leg paid with others unpaid still waits", () => {
+    const paid = [{ ...legs[0]!, paid_minor: 40_000 }, legs[1]!];
+    const held = assess(input({ order, legs: paid, transfer: transfer({ amount_minor: 20_000, receiver: toSecond }), policy_hold: true }));
+    expect(held).toMatchObject({ next: 'review', transferred_minor: 60_000, verification: { amount_exact: true } });
+    expect(codes(held)).toEqual(['POLICY_HOLD']);
+    expect(assess(input({ order, legs, transfer: transfer({ amount_minor: 20_000, receiver: toSecond }), policy_hold: true }))).toMatchObject({ next: 'wait', reasons: [] });
+    // A short slip on a held order says how much it moved, the spec's AMOUNT_MISMATCH before our POLICY_HOLD.
+    expect(codes(assess(input({ transfer: transfer({ amount_minor: 9_000 }), policy_hold: true })))).toEqual(['AMOUNT_MISMATCH', 'POLICY_HOLD']);
+    expect(policyHolds({ amount_minor: 60_000 }, 60_000)).toBe(true);
+    expect(policyHolds({ amount_minor: 59_900 }, 60_000)).toBe(false);
+    expect(policyHolds({ amount_minor: 60_000 }, null)).toBe(false);
+  });
+
   it('one leg paid more and another less is AMOUNT_MISMATCH, even when the sum is right', () => {
     const paid = [{ ...legs[0]!, paid_minor: 45_000 }, legs[1]!];
     const result = assess(input({ order, legs: paid, transfer: transfer({ amount_minor: 15_000, receiver: toSecond }) }));
@@ -211,7 +236,7 @@ describe('multi-leg orders', () => {
     const twins = [leg({ leg_ref: 'dleg_1', amount_minor: 40_000 }), leg({ leg_ref: 'dleg_2', sequence: 2, amount_minor: 20_000 })];
     expect(assess(input({ order, legs: twins, transfer: transfer({ amount_minor: 20_000 }) })).leg_ref).toBe('dleg_2');
     const ambiguous = assess(input({ order, legs: twins, transfer: transfer({ amount_minor: 30_000 }) }));
-    expect(codes(ambiguous)).toEqual(['AMBIGUOUS_MATCH', 'AMOUNT_MISMATCH']);
+    expect(codes(ambiguous)).toEqual(['AMOUNT_MISMATCH', 'AMBIGUOUS_MATCH']);
     expect(ambiguous.verification.receiver_match).toBe(true);
   });
 });
@@ -219,8 +244,18 @@ describe('multi-leg orders', () => {
 describe('the reason catalogue', () => {
   it('orders reasons by importance, each code once, and never gives RECEIVER_MISMATCH a detail', () => {
     const ordered = orderReasons([reviewReason('AMOUNT_MISMATCH', { expected_minor: 1, observed_minor: 2 }), reviewReason('LATE_SLIP'), reviewReason('RECEIVER_MISMATCH', { x: 1 }), reviewReason('LATE_SLIP')]);
-    expect(ordered.map((reason) => reason.code)).toEqual(['RECEIVER_MISMATCH', 'LATE_SLIP', 'AMOUNT_MISMATCH']);
-    expect(ordered[0]).not.toHaveProperty('detail');
+    expect(ordered.map((reason) => reason.code)).toEqual(['AMOUNT_MISMATCH', 'LATE_SLIP', 'RECEIVER_MISMATCH']);
+    expect(ordered[2]).not.toHaveProperty('detail');
+  });
+
+  it("follows the spec's listing of the codes, NO_SLIP_IMAGE first, and ranks our own codes after every code of the spec", () => {
+    const specListing = ['SENDER_NAME_MISMATCH', 'AMOUNT_MISMATCH', 'NO_SLIP_IMAGE', 'DUPLICATE_SLIP', 'CANCELED_ORDER_SLIP', 'LATE_SLIP', 'BANK_DISABLED', 'ALLOCATION_CONFLICT', 'AMBIGUOUS_MATCH', 'RECEIVER_MISMATCH'];
+    const ours = REVIEW_REASON_ORDER.filter((code) => !specListing.includes(code));
+    expect(REVIEW_REASON_ORDER).toEqual(['NO_SLIP_IMAGE', ...specListing.filter((code) => code !== 'NO_SLIP_IMAGE'), ...ours]);
+    expect(ours).toEqual(['SENDER_BANK_MISMATCH', 'SENDER_ACCOUNT_MISMATCH', 'TRANSFER_NOT_FOUND', 'TRANSFER_BEFORE_ORDER', 'POLICY_HOLD']);
+    // Every reason at once: the spec's codes first, in its order, ours behind them.
+    const everything = orderReasons([...REVIEW_REASON_ORDER].reverse().map((code) => reviewReason(code)));
+    expect(everything.map((reason) => reason.code)).toEqual([...REVIEW_REASON_ORDER]);
     for (const code of REVIEW_REASON_ORDER) {
       expect(reviewReason(code)).toMatchObject({ code, display_th: expect.stringMatching(/[\u0e00-\u0e7f]/), display_en: expect.any(String), actionable_by: expect.stringMatching(/^(end_user|support)$/) });
     }
