@@ -255,6 +255,10 @@ export class DepositCreation {
     /** Reads of the caller's that the matching queue's candidate statement carries (`MatchRequest.carried_reads`). */
     carried_reads: readonly ReadPart<unknown>[] = [],
   ): Promise<{ legs: DepositLegRow[]; source: 'internal' | 'external_gateway'; payees: Map<string, Payee> } | NoMatch> {
+    // A sandbox scenario may give the order a gateway route of its own (104.00: two legs to the sandbox bank's
+    // gateway account); the brand's policy, and so every other order, keeps its own gateway or none.
+    const route = this.deps.scenarios(row.livemode).gatewayRoute(row);
+    const gateway = route ? { bank_code: route.account.bank_code, account_last4: route.account.account_number.slice(-4), account_name_th: route.account.account_name_th } : policy.gateway;
     const match = await this.deps.matching.match(
       tx,
       {
@@ -266,9 +270,10 @@ export class DepositCreation {
         fill_preference: row.fill_preference,
         order_created_at: row.created_at,
         fill_withdrawal_id,
+        gateway_legs_minor: route?.legs_minor,
         carried_reads,
       },
-      { max_legs: policy.max_legs, gateway: policy.gateway },
+      { max_legs: policy.max_legs, gateway },
       cause,
     );
     if (!('legs' in match)) return match;

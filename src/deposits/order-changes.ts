@@ -92,7 +92,7 @@ export class DepositChanges {
     const policy = known?.policy ?? (await this.deps.policies.policyFor(db, white_label_id, view.livemode));
     for (const leg of view.legs) {
       const row = rows.find((candidate) => candidate.leg_ref === leg.leg_ref);
-      const destination = row ? (known?.payees.get(row.leg_ref) ?? (await this.payeeOf(db, view.livemode, row, policy))) : null;
+      const destination = row ? (known?.payees.get(row.leg_ref) ?? (await this.payeeOf(db, view, row, policy))) : null;
       if (!row || !destination || row.status !== 'reserved' || row.paid_minor > 0) {
         legs.push(leg);
         continue;
@@ -112,10 +112,13 @@ export class DepositChanges {
     return { ...view, legs };
   }
 
-  /** Who a leg pays, in full: the withdrawal's beneficiary, or the brand's gateway account. */
+  /**
+   * Who a leg pays, in full: the withdrawal's beneficiary, or the gateway account: the one a sandbox scenario
+   * routed the order to (104.00; the leg names that account's bank and last digits), else the brand's.
+   */
   async payeeOf(
     db: Queryable,
-    livemode: boolean,
+    order: { livemode: boolean; amount_minor: number },
     leg: DepositLegRow,
     known_policy?: DepositPolicy,
   ): Promise<{ bank_code: string; account_number: string; account_name_th: string } | null> {
@@ -123,8 +126,10 @@ export class DepositChanges {
       invariant(leg.withdrawal_leg_ref, 'a withdrawal leg names its withdrawal leg');
       return this.deps.withdrawals.destinationOf(db, leg.white_label_id, leg.withdrawal_leg_ref);
     }
+    const routed = this.deps.scenarios(order.livemode).gatewayRoute(order)?.account;
+    if (routed && routed.bank_code === leg.receiver_bank_code && routed.account_number.endsWith(leg.receiver_account_last4)) return { ...routed };
     // The caller may have read the brand's policy already in this transaction.
-    const policy = known_policy ?? (await this.deps.policies.policyFor(db, leg.white_label_id, livemode));
+    const policy = known_policy ?? (await this.deps.policies.policyFor(db, leg.white_label_id, order.livemode));
     if (!policy.gateway) return null;
     return {
       bank_code: policy.gateway.bank_code,

@@ -360,7 +360,7 @@ export class DepositService {
     if (!row || row.status !== 'awaiting_payment') return null;
     const leg = (await repository.listLegs(db, input.white_label_id, input.deposit_id)).find((candidate) => candidate.leg_ref === input.leg_ref);
     if (!leg || leg.status !== 'reserved') return null;
-    const payee = await this.changes.payeeOf(db, row.livemode, leg);
+    const payee = await this.changes.payeeOf(db, row, leg);
     if (!payee) return null;
     return renderQrPng(promptPayPayload(payee.bank_code, payee.account_number, leg.amount_minor));
   }

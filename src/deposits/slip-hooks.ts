@@ -140,7 +140,7 @@ export class DepositSlipHooks {
     if (!row) return null;
     const legs: PaymentParties['legs'] = [];
     for (const leg of await repository.listLegs(db, white_label_id, deposit_id)) {
-      legs.push({ ...leg, receiver: await this.changes.payeeOf(db, row.livemode, leg) });
+      legs.push({ ...leg, receiver: await this.changes.payeeOf(db, row, leg) });
     }
     const policy = await this.deps.policies.policyFor(db, white_label_id, row.livemode);
     return this.partiesOf(row, legs, policy);
@@ -201,7 +201,7 @@ export class DepositSlipHooks {
     for (const [index, leg] of listed.entries()) {
       const payee = reads.destinations[index]?.take();
       // A leg whose payee was not carried (a gateway leg, or one not of the order it names) is read as before.
-      legs.push({ ...leg, receiver: payee?.found && payee.value !== undefined ? payee.value : await this.changes.payeeOf(tx, row.livemode, leg, policy) });
+      legs.push({ ...leg, receiver: payee?.found && payee.value !== undefined ? payee.value : await this.changes.payeeOf(tx, row, leg, policy) });
     }
     return this.partiesOf(row, legs, policy);
   }

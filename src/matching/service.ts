@@ -17,7 +17,10 @@ import type { ReadPart } from '../platform/read-part.ts';
  * 3. Otherwise whole-baht legs from the withdrawals with the most remaining (oldest on a tie), up to the
  *    brand's `max_legs`; if they cannot cover the amount, nothing is reserved.
  * 4. Otherwise the brand's external gateway account, if it has one and the merchant did not ask for
- *    `internal_only`.
+ *    `internal_only`: one leg of the whole amount.
+ *
+ * A test-mode order may name the legs of a gateway route itself (`gateway_legs_minor`, sandbox 104.00 THB):
+ * then rule 4 comes first, with those legs, unless the merchant asked for `internal_only`.
  *
  * Candidates are locked `FOR UPDATE SKIP LOCKED`, and `reserveLeg` re-checks under the row lock, so two
  * deposits never reserve the same satang. Taking them never waits, and it happens before any event feed
@@ -61,6 +64,12 @@ export interface MatchRequest {
    * chunk of it); no other order is considered, and no liquidity is provided. Absent for every other order.
    */
   fill_withdrawal_id?: string | undefined;
+  /**
+   * Sandbox scenario 104.00 THB (the fallback route of two legs): the amounts of the gateway legs the order is
+   * given instead of a match, summing to its amount; the policy's `gateway` is then the scenario's account.
+   * Ignored for `internal_only`. Absent for every other order.
+   */
+  gateway_legs_minor?: readonly number[] | undefined;
   /**
    * The caller's reads that the candidate statement carries (src/platform/read-part.ts), parsed when a
    * candidate statement finds a row (the caller's planned reads record their answers so); a caller whose
@@ -111,6 +120,10 @@ export class MatchingService {
 
   /** Matches and reserves, or answers NoMatch when the amount cannot be covered now (nothing reserved then). */
   async match(tx: Queryable, request: MatchRequest, policy: { max_legs: number; gateway: GatewayDestination | null }, cause: EventCause): Promise<Match | NoMatch> {
+    if (request.gateway_legs_minor !== undefined && request.fill_preference !== 'internal_only' && policy.gateway) {
+      invariant(!request.livemode, 'only sandbox scenario deposits name their gateway legs');
+      return this.gatewayRoute(tx, policy.gateway, request.gateway_legs_minor, request.amount_minor);
+    }
     const scope = { white_label_id: request.white_label_id, livemode: request.livemode, exclude_merchant_id: request.merchant_id };
     const decision = request.fill_withdrawal_id !== undefined ? await this.targetOf(tx, request, request.fill_withdrawal_id) : this.deps.liquidity ? await this.deps.liquidity.ensureFor(tx, { ...scope, amount_minor: request.amount_minor, order_created_at: request.order_created_at, carried_reads: request.carried_reads ?? [] }) : 'match';
     if (decision === null) return { wait_until: null };
@@ -119,22 +132,7 @@ export class MatchingService {
       typeof decision !== 'object' ? await this.plan(tx, request, policy.max_legs) : 'legs' in decision ? decision.legs : [{ ...decision, amount_minor: request.amount_minor }];
     if (plan.length === 0) {
       if (request.fill_preference === 'internal_only' || !policy.gateway) return { wait_until: null };
-      const bank = await findBank(tx, policy.gateway.bank_code);
-      return {
-        source: 'external_gateway',
-        legs: [
-          {
-            leg_ref: newId('deposit_leg'),
-            sequence: 1,
-            amount_minor: request.amount_minor,
-            destination: 'gateway',
-            withdrawal_id: null,
-            withdrawal_leg_ref: null,
-            receiver: { bank_code: policy.gateway.bank_code, bank_name_th: bank?.name_th ?? policy.gateway.bank_code, account_last4: policy.gateway.account_last4, account_name_th: policy.gateway.account_name_th },
-            payee: null,
-          },
-        ],
-      };
+      return this.gatewayRoute(tx, policy.gateway, [request.amount_minor], request.amount_minor);
     }
     invariant(plan.reduce((sum, leg) => sum + leg.amount_minor, 0) === request.amount_minor, 'legs sum to the order amount');
     // Reserving writes events to the withdrawing merchants' feeds and creating the deposit to the
@@ -186,6 +184,29 @@ export class MatchingService {
       });
     }
     return { legs, source: 'internal' };
+  }
+
+  /**
+   * Rule 4: legs of these amounts to the gateway account. Nothing is reserved: the account is outside the
+   * brand's withdrawals, and its full payee is the policy's (or the scenario's) whenever it is needed.
+   */
+  private async gatewayRoute(tx: Queryable, gateway: GatewayDestination, legs_minor: readonly number[], amount_minor: number): Promise<Match> {
+    invariant(legs_minor.length > 0 && legs_minor.reduce((sum, leg_minor) => sum + leg_minor, 0) === amount_minor, 'gateway legs sum to the order amount');
+    const bank = await findBank(tx, gateway.bank_code);
+    const receiver = { bank_code: gateway.bank_code, bank_name_th: bank?.name_th ?? gateway.bank_code, account_last4: gateway.account_last4, account_name_th: gateway.account_name_th };
+    return {
+      source: 'external_gateway',
+      legs: legs_minor.map((leg_minor, index) => ({
+        leg_ref: newId('deposit_leg'),
+        sequence: index + 1,
+        amount_minor: leg_minor,
+        destination: 'gateway',
+        withdrawal_id: null,
+        withdrawal_leg_ref: null,
+        receiver,
+        payee: null,
+      })),
+    };
   }
 
   /** The withdrawal a sandbox chunk deposit names, with its merchant; null when it is not of the brand and environment. */

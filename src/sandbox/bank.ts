@@ -54,6 +54,14 @@ export interface SandboxTransferView {
   slip: { media_type: 'image/png' | 'image/jpeg'; image_base64: string; payload: string };
 }
 
+/**
+ * The sandbox's external gateway account (104.00 THB, the fallback route of two legs): a business account of the
+ * sandbox bank's directory (src/bank-directory/sandbox-adapter.ts), so a transfer to it is a transfer of this bank
+ * and its slip verifies against this bank's records like any other. It is the scenario's alone: a brand's own
+ * gateway account in test mode is still what its back office sets (none by default), for every other order.
+ */
+export const SANDBOX_GATEWAY_ACCOUNT = { bank_code: '014', account_number: '3692581470', account_name_th: 'บริษัท สยามซอฟต์ จำกัด' } as const;
+
 const REFERENCE_ALPHABET = '0123456789ABCDEFGHJKLMNPQRSTUVWXYZ';
 const BANGKOK_OFFSET_MS = 7 * HOUR_MS;
 

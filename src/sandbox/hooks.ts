@@ -5,6 +5,7 @@ import {
   sandboxScenarioOf,
   scenarioDeadlineDatedBackSeconds,
   scenarioExpiresInSeconds,
+  scenarioGatewayRoute,
   scenarioStartJob,
   scenarioWithdrawalStartJob,
 } from './scenario-table.ts';
@@ -18,6 +19,7 @@ export const SANDBOX_DEPOSIT_SCENARIOS: DepositScenarioHooks = {
   lifetimeSeconds: (order) => scenarioExpiresInSeconds(false, order.amount_minor),
   deadlineDatedBackSeconds: (order) => scenarioDeadlineDatedBackSeconds(false, order.amount_minor),
   afterCreation: (order) => scenarioStartJob({ ...order, livemode: false }),
+  gatewayRoute: (order) => scenarioGatewayRoute(false, order.amount_minor),
 };
 
 export const SANDBOX_WITHDRAWAL_SCENARIOS: WithdrawalScenarioHooks = {

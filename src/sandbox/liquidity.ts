@@ -32,10 +32,10 @@ export const LATE_LIQUIDITY_DELAY_MS = 25_000;
  * no other deposit reserves them: per withdrawal, the amounts of the deposit's legs on it. 102.00 needs its own
  * too: its late slip reserves the leg again when approved, which a standing order that has reached its
  * `max_splits` meanwhile refuses. 107.00 as a deposit: one withdrawal split into three chunks, the three legs.
+ * 104.00 is not here: its two legs go to the sandbox gateway account (scenarioGatewayRoute), not to withdrawals.
  */
 const DEDICATED_WITHDRAWALS_MINOR: Readonly<Record<number, readonly (readonly number[])[]>> = {
   10_200: [[10_200]],
-  10_400: [[5_200], [5_200]],
   10_700: [[3_500, 3_600, 3_600]],
   11_000: [[11_000]],
 };
@@ -97,7 +97,7 @@ export class SandboxLiquidity implements LiquidityProvider {
   }
 
   /**
-   * Scenarios 104.00 (a fallback route of two legs), 107.00 (a withdrawal split into three chunks), 110.00 (a
+   * Scenarios 107.00 (a withdrawal split into three chunks), 110.00 (a
    * destination that is gone when the late slip comes) and 102.00 (a late slip reserves its leg again): the
    * counterparty opens withdrawals of exactly these amounts for this deposit alone, kept out of the matching
    * queue, so the scenario's later steps act on them and no other order's deposit can take them meanwhile.

@@ -1,6 +1,8 @@
 import { SECOND_MS } from '../platform/time.ts';
 import { TIME_SKEW_ALLOWANCE_MS } from '../verification/checks.ts';
 import { LATE_SLIP_WINDOW_MS } from '../deposits/transitions.ts';
+import type { ScenarioGatewayRoute } from '../deposits/scenario-hooks.ts';
+import { SANDBOX_GATEWAY_ACCOUNT } from './bank.ts';
 
 /**
  * The spec's sandbox scenarios (Sandbox scenarios, by created amount), as data. A test-mode order whose
@@ -105,6 +107,18 @@ export function scenarioExpiresInSeconds(livemode: boolean, amount_minor: number
     default:
       return null;
   }
+}
+
+/** 104.00: the amounts of the fallback route's two legs to the sandbox gateway account, half the order each. */
+export const SCENARIO_GATEWAY_LEGS_MINOR: readonly number[] = [5_200, 5_200];
+
+/**
+ * 104.00's "fallback route with 2 legs": the external gateway (`liquidity_source` `external_gateway`), two legs to
+ * the sandbox bank's gateway account (docs/decisions/sandbox.md); null for every other order.
+ */
+export function scenarioGatewayRoute(livemode: boolean, amount_minor: number): ScenarioGatewayRoute | null {
+  if (sandboxScenarioOf('deposit', livemode, amount_minor)?.amount_minor !== 10_400) return null;
+  return { account: SANDBOX_GATEWAY_ACCOUNT, legs_minor: SCENARIO_GATEWAY_LEGS_MINOR };
 }
 
 /**

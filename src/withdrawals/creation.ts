@@ -32,7 +32,7 @@ export interface CreateWithdrawalOptions {
   /** The sandbox counterparty's standing liquidity: skips the amount range, approval and the sandbox 402. */
   sandbox_liquidity?: boolean;
   /**
-   * A sandbox scenario's dedicated withdrawal (104.00, 110.00, 102.00 THB): kept out of the matching queue,
+   * A sandbox scenario's dedicated withdrawal (110.00, 102.00, 107.00 THB): kept out of the matching queue,
    * so that only the deposit it is opened for reserves it (migration 0031). Test mode only.
    */
   outside_matching_queue?: boolean;

@@ -119,8 +119,7 @@ async function expectDepositEnding(started: Extract<Started, { kind: 'deposit' }
       eventOf(feed, 'deposit.reversed');
       return;
     case 10_400:
-      expect(order, label).toMatchObject({ status: 'expired', leg_count: 2 });
-      expect(seconds(created.created_at, created.expires_at)).toBe(240);
+      expectGatewayFallback(created, order, label);
       return;
     case 10_500:
       expect(created.status).toBe('awaiting_liquidity');
@@ -162,6 +161,17 @@ async function expectDepositEnding(started: Extract<Started, { kind: 'deposit' }
     default:
       throw new Error(`no ending written for ${started.amount_minor}`);
   }
+}
+
+/** 104.00: the fallback route, two legs to the sandbox gateway account with a 4-minute lifetime; nobody pays it, so it expires. */
+function expectGatewayFallback(created: CreatedDeposit, order: DepositView, label: string): void {
+  expect(created, label).toMatchObject({ liquidity_source: 'external_gateway', leg_count: 2 });
+  expect(created.legs.map((leg) => [leg.amount_minor, leg.receiver.bank_code, leg.receiver.account_number_masked]), label).toEqual([
+    [5_200, '014', '******1470'],
+    [5_200, '014', '******1470'],
+  ]);
+  expect(seconds(created.created_at, created.expires_at), label).toBe(240);
+  expect(order, label).toMatchObject({ status: 'expired', leg_count: 2, liquidity_source: 'external_gateway' });
 }
 
 /** 102.00: expired, a late slip 60 s after the deadline in review with LATE_SLIP, then settled by the sandbox desk. */

@@ -112,17 +112,71 @@ describe('deposit scenarios', () => {
     expect(await eventTypes(merchant, created.id)).toContain('deposit.reversed');
   });
 
-  it('104.00: a fallback route of two legs with a lifetime of about 4 minutes', async () => {
+  it('104.00: a fallback route of two legs to the external gateway, with a lifetime of about 4 minutes', async () => {
     const merchant = await newMerchant();
     const created = await createDeposit(app, { amount_minor: 10_400, credentials: merchant });
-    expect(created).toMatchObject({ status: 'awaiting_payment', leg_count: 2, liquidity_source: 'internal' });
+    expect(created).toMatchObject({ status: 'awaiting_payment', leg_count: 2, liquidity_source: 'external_gateway' });
     expect(created.legs.map((leg) => leg.amount_minor)).toEqual([5_200, 5_200]);
+    // Both legs go to the sandbox bank's gateway account, each with its own QR to pay.
+    for (const leg of created.legs) {
+      expect(leg.receiver).toMatchObject({ bank_code: '014', account_number_masked: '******1470' });
+      expect(leg.qr_payload).toEqual(expect.any(String));
+    }
     expect(seconds(created.created_at, created.expires_at)).toBe(240);
+    // No withdrawal is reserved for it: the gateway is outside the brand's withdrawals.
+    const { rows } = await app.testDatabase.database.query<{ destination: string; withdrawal_id: string | null }>('SELECT destination, withdrawal_id FROM deposit_legs WHERE deposit_id = $1', [created.id]);
+    expect(rows).toEqual([{ destination: 'gateway', withdrawal_id: null }, { destination: 'gateway', withdrawal_id: null }]);
     // Nothing pays it: the two legs are the end user's to pay; unpaid, it expires at the deadline.
     await passTime(239_000, 10_000);
     expect((await getDeposit(app, created.id, merchant)).status).toBe('awaiting_payment');
     await until(created, 'expired', 5_000, merchant);
     expect(await receiptCount(created.id)).toBe(0);
+  });
+
+  it('104.00: the end user pays both gateway legs at the sandbox bank; each slip verifies, the order settles and credits the merchant', async () => {
+    const merchant = await newMerchant();
+    const created = await createDeposit(app, { amount_minor: 10_400, credentials: merchant });
+    expect(created).toMatchObject({ liquidity_source: 'external_gateway', leg_count: 2 });
+    for (const [index, leg] of created.legs.entries()) {
+      const transfer = await sandboxTransfer(app, created, { leg_ref: leg.leg_ref }, merchant);
+      const upload = await uploadMultipart(app, created.slip_upload, slipBytes(transfer));
+      expect(upload.statusCode, upload.body).toBe(202);
+      await passTime(5_000);
+      const after = await getDeposit(app, created.id, merchant);
+      expect(after.status).toBe(index === 0 ? 'awaiting_payment' : 'settled');
+    }
+    const order = await getDeposit(app, created.id, merchant);
+    expect(order).toMatchObject({
+      status: 'settled',
+      settled_via: 'auto',
+      partial: false,
+      amount_received_minor: 10_400,
+      verification: { amount_exact: true, receiver_match: true },
+      legs: [{ leg_status: 'complete' }, { leg_status: 'complete' }],
+    });
+    expect(order.balance_transaction_id).toEqual(expect.any(String));
+    expect(await eventTypes(merchant, created.id)).toEqual(['deposit.created', 'deposit.slip_received', 'deposit.leg_paid', 'deposit.slip_received', 'deposit.settled']);
+    const balance = await app.signed({ url: '/v1/pay/balance', credentials: merchant });
+    expect(balance.json<{ pending_clearing_minor: number }>().pending_clearing_minor).toBe(order.credited_amount_minor);
+    expect(order.credited_amount_minor).toBeGreaterThan(0);
+  });
+
+  it('104.00 leaves the brand’s own gateway alone: its test-mode policy keeps none, and other amounts match withdrawals', async () => {
+    const merchant = await newMerchant();
+    await createDeposit(app, { amount_minor: 10_400, credentials: merchant });
+    const policy = await app.backoffice({ method: 'GET', url: `/v1/bo/deposit-policy?mode=test&white_label_id=${app.sandbox.white_label_id}` });
+    expect(policy.statusCode, policy.body).toBe(200);
+    expect(policy.json<{ gateway: unknown }>().gateway).toBeNull();
+    const other = await createDeposit(app, { amount_minor: 12_300, credentials: merchant });
+    expect(other).toMatchObject({ liquidity_source: 'internal', leg_count: 1 });
+  });
+
+  it('104.00 with fill_preference internal_only is matched to a withdrawal: the merchant asked for no gateway', async () => {
+    const merchant = await newMerchant();
+    const body = { ...depositBody(10_400), fill_preference: 'internal_only' };
+    const response = await app.signed({ method: 'POST', url: '/v1/pay/deposits', idempotency_key: crypto.randomUUID(), credentials: merchant, body });
+    expect(response.statusCode, response.body).toBe(201);
+    expect(response.json<DepositView>()).toMatchObject({ liquidity_source: 'internal', leg_count: 1 });
   });
 
   it('105.00: 25 seconds in awaiting_liquidity before a destination appears', async () => {
