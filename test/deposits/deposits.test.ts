@@ -3,6 +3,7 @@ import { parse } from 'promptparse';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, TEST_MASTER_KEY, type MerchantCredentials, type TestApp } from '../support/app.ts';
 import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, verifiedBeneficiary } from '../support/withdrawals.ts';
+import { depositPolicyBody } from '../support/slips.ts';
 import { hmacSha256Hex } from '../../src/platform/crypto.ts';
 import { DEPOSIT_TRANSITIONS, type CreateDepositInput, type DepositView } from '../../src/deposits/service.ts';
 import { maskName } from '../../src/deposits/masking.ts';
@@ -688,17 +689,7 @@ describe('external gateway fallback liquidity', () => {
 describe('a brand switch that turns qr_payload off', () => {
   it('hides every leg’s qr_payload of the brand’s orders (201 and GET), keeps qr_image_url, and leaves other brands alone', async () => {
     const { brand_id, depositor } = await brandWithWithdrawer('No raw QR brand', 500_000);
-    const policy = {
-      white_label_id: brand_id,
-      mode: 'test',
-      min_amount_minor: 10_000,
-      max_amount_minor: 1_000_000,
-      default_expires_in_seconds: 600,
-      max_expires_in_seconds: 1800,
-      max_legs: 2,
-      liquidity_wait_seconds: 120,
-      gateway: null,
-    };
+    const policy = depositPolicyBody({ white_label_id: brand_id });
     const off = await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: { ...policy, qr_payload_enabled: false } });
     expect(off.statusCode, off.body).toBe(200);
     expect(off.json()).toMatchObject({ qr_payload_enabled: false, source: 'brand' });

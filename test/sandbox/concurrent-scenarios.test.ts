@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { depositPolicyBody, eventsOfMerchant, getDeposit, nextReference, runJobs, sandboxTransfer, slipBytes, uploadMultipart, SOMCHAI_SENDER, type CreatedDeposit } from '../support/slips.ts';
+import { depositPolicyBody, eventsOfMerchant, getDeposit, nextReference, runJobs, sandboxTransfer, slipBytes, uploadMultipart, somchaiDepositBody, type CreatedDeposit } from '../support/slips.ts';
 import { accountOf, fundAvailable, verifiedBeneficiary } from '../support/withdrawals.ts';
 import { SANDBOX_SCENARIOS } from '../../src/sandbox/scenario-table.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
@@ -38,15 +38,7 @@ interface FeedEvent {
 const seconds = (from: string, to: string) => (Date.parse(to) - Date.parse(from)) / 1000;
 
 function depositBody(amount_minor: number): Record<string, unknown> {
-  const reference = nextReference('at-once');
-  return {
-    amount_minor,
-    currency: 'THB',
-    merchant_reference: reference,
-    end_user_ref: `user-${reference}`,
-    sender: { ...SOMCHAI_SENDER, account_number: `77${crypto.randomInt(10_000_000, 99_999_999)}` },
-    client: { device_fingerprint: `device-${reference}`, ip: '203.0.113.9', user_agent: 'at-once-test' },
-  };
+  return somchaiDepositBody(amount_minor, { prefix: 'at-once', account_prefix: '77', ip: '203.0.113.9' });
 }
 
 /** A merchant of the brand with money and a verified payee, ready for 107.00 and 113.00. */

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { createDeposit, eventsOfMerchant, getDeposit, nextReference, postToUploadUrl, runJobs, sandboxTransfer, slipBytes, uploadMultipart, SOMCHAI_SENDER, type CreatedDeposit } from '../support/slips.ts';
+import { createDeposit, eventsOfMerchant, getDeposit, nextReference, postToUploadUrl, runJobs, sandboxTransfer, slipBytes, uploadMultipart, somchaiDepositBody, type CreatedDeposit } from '../support/slips.ts';
 import { SANDBOX_SCENARIOS } from '../../src/sandbox/scenario-table.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
 import type { WithdrawalView } from '../../src/withdrawals/service.ts';
@@ -438,13 +438,5 @@ describe('what the scenarios leave alone', () => {
 });
 
 function depositBody(amount_minor: number): Record<string, unknown> {
-  const reference = nextReference('scenario');
-  return {
-    amount_minor,
-    currency: 'THB',
-    merchant_reference: reference,
-    end_user_ref: `user-${reference}`,
-    sender: { ...SOMCHAI_SENDER, account_number: `66${crypto.randomInt(10_000_000, 99_999_999)}` },
-    client: { device_fingerprint: `device-${reference}`, ip: '203.0.113.7', user_agent: 'scenario-test' },
-  };
+  return somchaiDepositBody(amount_minor, { prefix: 'scenario', account_prefix: '66', ip: '203.0.113.7' });
 }

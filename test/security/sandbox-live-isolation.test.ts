@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebhookTestApp, TEST_POLICY_WITH_LIVE_LOOPBACK, type WebhookTestApp } from '../support/webhook-receiver-harness.ts';
 import { answer, startScriptedReceiver, type ScriptedReceiver } from '../support/webhook-receivers.ts';
 import { errorOf, type MerchantCredentials } from '../support/app.ts';
-import { nextReference, runJobs, SOMCHAI_SENDER } from '../support/slips.ts';
+import { nextReference, runJobs, somchaiDepositBody } from '../support/slips.ts';
 import { accountOf, fundAvailable, inTransaction } from '../support/withdrawals.ts';
 import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
@@ -80,15 +80,7 @@ afterAll(async () => {
 });
 
 function depositBody(amount_minor: number): Record<string, unknown> {
-  const reference = nextReference('cross');
-  return {
-    amount_minor,
-    currency: 'THB',
-    merchant_reference: reference,
-    end_user_ref: `user-${reference}`,
-    sender: { ...SOMCHAI_SENDER, account_number: `77${crypto.randomInt(10_000_000, 99_999_999)}` },
-    client: { device_fingerprint: `device-${reference}`, ip: '203.0.113.9', user_agent: 'isolation-test' },
-  };
+  return somchaiDepositBody(amount_minor, { prefix: 'cross', account_prefix: '77', ip: '203.0.113.9' });
 }
 
 describe('sandbox and live never cross', () => {

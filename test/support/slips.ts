@@ -24,6 +24,22 @@ export function nextReference(prefix: string): string {
 
 export const SOMCHAI_SENDER = { bank_code: '002', account_number: '1234567890', account_name_th: 'สมชาย ใจดี', account_name_en: 'Somchai Jaidee' } as const;
 
+/**
+ * A deposit body from a fresh end user with Somchai's name and an account of its own (`account_prefix` and eight
+ * random digits), so that orders made at once never share a sender; `label` names the test in the references.
+ */
+export function somchaiDepositBody(amount_minor: number, label: { prefix: string; account_prefix: string; ip: string }): Record<string, unknown> {
+  const reference = nextReference(label.prefix);
+  return {
+    amount_minor,
+    currency: 'THB',
+    merchant_reference: reference,
+    end_user_ref: `user-${reference}`,
+    sender: { ...SOMCHAI_SENDER, account_number: `${label.account_prefix}${crypto.randomInt(10_000_000, 99_999_999)}` },
+    client: { device_fingerprint: `device-${reference}`, ip: label.ip, user_agent: `${label.prefix}-test` },
+  };
+}
+
 /** A sandbox deposit matched at once (201), with its capability. */
 export async function createDeposit(
   app: TestApp,
