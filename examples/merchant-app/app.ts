@@ -86,6 +86,8 @@ function describeEvent(event: PaymentEvent): string {
     case 'balance.credited':
     case 'balance.cleared':
     case 'balance.debited':
+    case 'balance.released':
+    case 'balance.adjusted':
       return `${event.type} ${event.data.object.direction} ${event.data.object.amount_minor} satang (${event.data.object.type})`;
     default:
       return `${event.type} ${String((event.data.object as { id?: unknown }).id ?? '')}`;

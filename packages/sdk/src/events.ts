@@ -82,7 +82,12 @@ export const WITHDRAWAL_EVENT_TYPES = [
   'withdrawal.dispute_resolved',
 ] as const;
 
-export const BALANCE_EVENT_TYPES = ['balance.credited', 'balance.cleared', 'balance.debited'] as const;
+/**
+ * The spec's three balance events, and the two credits the service names itself (docs/decisions/ledger.md):
+ * `balance.released` (a withdrawal's reservation back to available) and `balance.adjusted` (an adjustment into
+ * available). Fold them all by the movement's `direction` and `id`, never by the event's name.
+ */
+export const BALANCE_EVENT_TYPES = ['balance.credited', 'balance.cleared', 'balance.debited', 'balance.released', 'balance.adjusted'] as const;
 export const BENEFICIARY_EVENT_TYPES = ['beneficiary.created', 'beneficiary.verified', 'beneficiary.verification_failed'] as const;
 export const CLAIM_EVENT_TYPES = ['claim.created', 'claim.updated'] as const;
 

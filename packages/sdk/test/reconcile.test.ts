@@ -92,5 +92,7 @@ describe('reconcile', () => {
     }
     const future = { ...event, type: 'deposit.teleported' } as PaymentEvent;
     expect(isKnownEvent(future)).toBe(false);
+    // The service's own balance credits are known, typed as the movements they carry.
+    for (const type of ['balance.released', 'balance.adjusted']) expect(isKnownEvent({ ...event, type } as PaymentEvent)).toBe(true);
   });
 });
