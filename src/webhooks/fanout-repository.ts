@@ -145,7 +145,8 @@ export async function advanceFeedCursor(tx: Queryable, feed: FeedKey, last_seque
 
 /**
  * Events of the endpoint's feed in the window that have no delivery to this endpoint yet (written
- * before the endpoint existed, or of a type it was not subscribed to then), for a full replay.
+ * before the endpoint existed, or of a type it was not subscribed to then), for a full replay. Each keeps its
+ * test clock, so that its delivery is due by that clock's time, as the fan-out's would have been.
  */
 export async function eventsWithoutDelivery(
   tx: Queryable,
@@ -156,7 +157,7 @@ export async function eventsWithoutDelivery(
   limit: number,
 ): Promise<Omit<FanoutPair, 'endpoint_id'>[]> {
   const { rows } = await tx.query<Omit<FanoutPair, 'endpoint_id'>>(
-    `SELECT e.event_id, e.type AS event_type, e.created_at AS event_created_at
+    `SELECT e.event_id, e.type AS event_type, e.created_at AS event_created_at, e.test_clock_id
        FROM events e
       WHERE e.white_label_id = $1 AND e.merchant_id = $2 AND e.livemode = $3
         AND e.created_at >= $4 AND e.created_at < $5

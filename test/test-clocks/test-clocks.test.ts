@@ -458,6 +458,36 @@ describe('objects made under a clock', () => {
     }
   });
 
+  it('a full replay of an event written on a clock delivers it on that clock, as its first delivery would have been', async () => {
+    const merchant = await sandboxMerchant();
+    const frozen = fromNow(HOUR_MS);
+    const clock = await attachedClock(merchant, frozen);
+    // The event is written before the endpoint exists: only a full replay makes its delivery.
+    const deposit = await createDeposit(app, { amount_minor: 15_000, credentials: merchant });
+    const receiver = await startScriptedReceiver({ tls: h.certs.leaf, behaviour: () => answer(200) });
+    const endpoint = await h.createEndpoint({ merchant_id: merchant.merchant_id, url: receiver.url, event_types: ['deposit.created'] });
+    try {
+      const replay = await h.backoffice('POST', `/v1/bo/webhooks/${endpoint.id}/replay`, {
+        only_failed: false,
+        created_after: iso(app.clock.now().getTime() - HOUR_MS),
+        created_before: iso(frozen.getTime() + MINUTE_MS),
+      });
+      expect(replay.statusCode, replay.body).toBe(202);
+      expect(replay.json()).toMatchObject({ rearmed: 0, created: 1 });
+      const { rows } = await app.testDatabase.database.query<{ test_clock_id: string | null; next_attempt_at: Date }>(
+        `SELECT d.test_clock_id, d.next_attempt_at FROM webhook_deliveries d JOIN events e ON e.white_label_id = d.white_label_id AND e.event_id = d.event_id
+          WHERE d.endpoint_id = $1 AND e.object_id = $2`,
+        [endpoint.id, deposit.id],
+      );
+      expect(rows.map((row) => [row.test_clock_id, iso(row.next_attempt_at)])).toEqual([[clock.id, iso(frozen)]]);
+      expect(await h.webhooks.dispatcher.runUntilIdle()).toBe(1);
+      expect(receiver.requests.map((request) => request.headers['x-pg-resend'])).toEqual(['true']);
+    } finally {
+      await h.backoffice('DELETE', `/v1/bo/webhooks/${endpoint.id}`);
+      await receiver.close();
+    }
+  });
+
   it('keeps the objects of a detached clock on it, while the merchant’s new objects and other merchants run in real time', async () => {
     const merchant = await sandboxMerchant();
     const frozen = fromNow(10 * DAY_MS);
