@@ -215,8 +215,7 @@ export class DepositCreation {
     if (conflicts.open_ids.length >= cap) throw new ApiError('too_many_open_deposits', { details: { open_deposit_ids: conflicts.open_ids, limit: cap } });
     if (chunk && !('legs' in reservation)) throw new ApiError('withdrawal_state_conflict', { details: { reason: 'not_matchable' } });
     if ('legs' in reservation) {
-      const expires_at = new Date(now.getTime() + (expiresIn - scenario.deadlineDatedBackSeconds(row)) * SECOND_MS);
-      const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at };
+      const matched: DepositRow = { ...row, status: 'awaiting_payment', liquidity_source: reservation.source, expires_at: this.deadlineOf(row, expiresIn, now) };
       const legs = reservation.legs.map((leg) => ({ ...leg, expires_at: matched.expires_at }));
       const view = await this.changes.transition(tx, { before: null, after: matched, trigger: 'create', cause, legs, jobs: [this.changes.expireJob(matched), ...(chunk ? [] : this.deps.scenarios(matched.livemode).afterCreation(matched))] });
       const withInstructions = await this.changes.withPaymentInstructions(tx, view, account.white_label_id, { rows: legs, payees: reservation.payees, policy });
@@ -319,6 +318,14 @@ export class DepositCreation {
   }
 
   /**
+   * The transfer deadline of an order matched at `now`, `lifetime_seconds` later; a sandbox scenario may date it
+   * back (112.00: before the order, so that its late-slip window is closed already).
+   */
+  private deadlineOf(row: DepositRow, lifetime_seconds: number, now: Date): Date {
+    return new Date(now.getTime() + (lifetime_seconds - this.deps.scenarios(row.livemode).deadlineDatedBackSeconds(row)) * SECOND_MS);
+  }
+
+  /**
    * The matching retry job of a waiting order: matched → `awaiting_payment` with legs and a new
    * `expires_at` (`deposit.matched`); the wait over → canceled `no_liquidity_available` with no
    * late-slip window (there was never a destination); otherwise the next retry in 10 seconds.
@@ -348,7 +355,7 @@ export class DepositCreation {
       version: row.version + 1,
       status: 'awaiting_payment',
       liquidity_source: reservation.source,
-      expires_at: new Date(now.getTime() + (row.expires_in_seconds - this.deps.scenarios(row.livemode).deadlineDatedBackSeconds(row)) * SECOND_MS),
+      expires_at: this.deadlineOf(row, row.expires_in_seconds, now),
       updated_at: now,
     };
     await this.changes.transition(tx, {

@@ -35,6 +35,15 @@ export interface OrderChange {
   event_extra?: Record<string, unknown>;
 }
 
+/**
+ * When the late-slip window of an expired or canceled order closes, while it has not closed yet (the close job's
+ * work, `deposit.closed`); null for any other order.
+ */
+export function windowToClose(row: DepositRow): Date | null {
+  if (row.status !== 'expired' && row.status !== 'canceled') return null;
+  return row.window_closed_at === null ? row.late_slip_accepted_until : null;
+}
+
 /** The one deposit event that carries payment instructions (spec: "the only event carrying payment instructions"). */
 const INSTRUCTIONS_EVENT_TRIGGER = 'matched';
 
@@ -103,11 +112,8 @@ export class DepositChanges {
         leg_ref: leg.leg_ref,
         expires: Math.floor(row.expires_at.getTime() / 1000),
       });
-      if (!policy.qr_payload_enabled) {
-        legs.push({ ...leg, qr_image_url });
-        continue;
-      }
-      legs.push({ ...leg, qr_payload: promptPayPayload(destination.bank_code, destination.account_number, leg.amount_minor), qr_image_url });
+      const qr_payload = policy.qr_payload_enabled ? { qr_payload: promptPayPayload(destination.bank_code, destination.account_number, leg.amount_minor) } : {};
+      legs.push({ ...leg, ...qr_payload, qr_image_url });
     }
     return { ...view, legs };
   }
@@ -245,8 +251,8 @@ export class DepositChanges {
    * no-op while it is pending. An order that leaves the state before the job runs is left alone by the job.
    */
   closeJobs(row: DepositRow): JobSpec[] {
-    if ((row.status !== 'expired' && row.status !== 'canceled') || row.late_slip_accepted_until === null || row.window_closed_at !== null) return [];
-    return [this.closeJob(row, row.late_slip_accepted_until, 0)];
+    const closes_at = windowToClose(row);
+    return closes_at === null ? [] : [this.closeJob(row, closes_at, 0)];
   }
 
   /** The close job at `run_at`; `attempt` counts the times it found a slip still waiting to be processed. */

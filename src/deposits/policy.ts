@@ -68,7 +68,17 @@ export const DEFAULT_DEPOSIT_POLICY: Readonly<DepositPolicy> = Object.freeze({
  * `under_review`): its amount due is at least the policy's `policy_hold_min_amount_minor`.
  */
 export function policyHolds(order: { amount_minor: number }, policy_hold_min_amount_minor: number | null): boolean {
-  return policy_hold_min_amount_minor !== null && order.amount_minor >= policy_hold_min_amount_minor;
+  return reachesThreshold(order, policy_hold_min_amount_minor);
+}
+
+/** Whether a review of the order needs two approvers: its amount is at least the policy's `four_eyes_min_amount_minor`. */
+export function fourEyesRequired(order: { amount_minor: number }, four_eyes_min_amount_minor: number | null): boolean {
+  return reachesThreshold(order, four_eyes_min_amount_minor);
+}
+
+/** A policy's amount threshold: null never applies, otherwise an order of at least that amount reaches it. */
+function reachesThreshold(order: { amount_minor: number }, threshold_minor: number | null): boolean {
+  return threshold_minor !== null && order.amount_minor >= threshold_minor;
 }
 
 export function assertDepositPolicy(policy: DepositPolicy): void {

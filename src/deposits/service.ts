@@ -9,13 +9,13 @@ import { findBank } from '../banks/service.ts';
 import * as repository from './repository.ts';
 import { renderQrPng } from './qr-image.ts';
 import type { DepositDependencies } from './dependencies.ts';
-import { DepositChanges, type OrderChange } from './order-changes.ts';
+import { DepositChanges, windowToClose, type OrderChange } from './order-changes.ts';
 import { DepositLocks } from './order-locks.ts';
 import { DepositCreation } from './creation.ts';
 import { DepositSlipHooks } from './slip-hooks.ts';
 import { DepositReviewHooks } from './review-hooks.ts';
 import { CLOSE_WINDOW_TASK, depositOfJob, EXPIRE_DEPOSIT_TASK, MATCH_RETRY_TASK, POLICY_HOLD_REASON } from './transitions.ts';
-import { policyHolds } from './policy.ts';
+import { fourEyesRequired, policyHolds } from './policy.ts';
 import { depositView, promptPayPayload, type DepositView, type SenderView } from './views.ts';
 import { maskAccount, maskName } from './masking.ts';
 import type { CanceledBy, DepositAccount, DepositLegRow, DepositRow } from './types.ts';
@@ -218,8 +218,7 @@ export class DepositService {
   async holdAtDeadline(tx: Queryable, row: DepositRow): Promise<DepositView | null> {
     const policy = await this.deps.policies.policyFor(tx, row.white_label_id, row.livemode);
     if (!policyHolds(row, policy.policy_hold_min_amount_minor)) return null;
-    const four_eyes_required = policy.four_eyes_min_amount_minor !== null && row.amount_minor >= policy.four_eyes_min_amount_minor;
-    const review = await this.changes.newReview(tx, row, [POLICY_HOLD_REASON], four_eyes_required);
+    const review = await this.changes.newReview(tx, row, [POLICY_HOLD_REASON], fourEyesRequired(row, policy.four_eyes_min_amount_minor));
     return this.changes.transition(tx, {
       before: row,
       after: { ...row, version: row.version + 1, status: 'under_review', review, updated_at: this.changes.now() },
@@ -287,12 +286,13 @@ export class DepositService {
    */
   async closeWindow(tx: Queryable, white_label_id: string, deposit_id: string, attempt: number): Promise<'closed' | 'left' | 'waiting'> {
     const row = await this.locks.lockForChange(tx, white_label_id, deposit_id);
-    if (!row || (row.status !== 'expired' && row.status !== 'canceled') || row.late_slip_accepted_until === null || row.window_closed_at !== null) return 'left';
+    const closes_at = row ? windowToClose(row) : null;
+    if (!row || closes_at === null) return 'left';
     const now = this.changes.now();
     // Early (another clock's time) or a slip still to be processed: look again later, a bounded number of times.
-    const early = row.late_slip_accepted_until.getTime() > now.getTime();
+    const early = closes_at.getTime() > now.getTime();
     if (early || (await this.deps.slip_activity(tx, white_label_id, deposit_id)).unprocessed > 0) {
-      const next = early ? row.late_slip_accepted_until : new Date(now.getTime() + MINUTE_MS);
+      const next = early ? closes_at : new Date(now.getTime() + MINUTE_MS);
       if (attempt < CLOSE_WINDOW_MAX_ATTEMPTS) await scheduleJob(tx, this.deps.clock, this.changes.closeJob(row, next, attempt + 1));
       return 'waiting';
     }
@@ -385,10 +385,10 @@ export class DepositService {
   }
 }
 
-/** The job handler of a waiting order's matching retry; one short transaction, a no-op once the order moved on. */
 /** How many times the close job looks again (a minute apart) while a slip of the order waits to be processed. */
 const CLOSE_WINDOW_MAX_ATTEMPTS = 1440;
 
+/** The deposit module's job handlers (matching retry, expiry, close of the window); one short transaction each, a no-op once the order moved on. */
 export function createDepositJobHandlers(database: Database, deposits: DepositService): Record<string, JobHandler> {
   return {
     [CLOSE_WINDOW_TASK]: async (job) => {

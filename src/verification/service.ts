@@ -15,7 +15,7 @@ import { MAX_RECEIPTS_PER_ORDER, PROCESS_SLIP_TASK, type SlipsService, type Stor
 import type { SlipReceiptRow } from '../slips/types.ts';
 import type { BankVerifier, TransferLookup, UnavailableReason, VerifiedTransfer } from './bank-port.ts';
 import { accountsMatch, assess, type Assessment } from './checks.ts';
-import { policyHolds } from '../deposits/policy.ts';
+import { fourEyesRequired, policyHolds } from '../deposits/policy.ts';
 import { orderReasons, reviewReason } from './reasons.ts';
 import { parseSlipPayload, type SlipReference } from './slip-payload.ts';
 import type { SlipReader } from './slip-reader.ts';
@@ -373,7 +373,7 @@ export class VerificationService {
       return true;
     };
     const target = { white_label_id: receipt.white_label_id, deposit_id: receipt.deposit_id, cause: SYSTEM_CAUSE };
-    const fourEyes = parties.four_eyes_min_amount_minor !== null && parties.order.amount_minor >= parties.four_eyes_min_amount_minor;
+    const fourEyes = fourEyesRequired(parties.order, parties.four_eyes_min_amount_minor);
     const policy_hold = policyHolds(parties.order, parties.policy_hold_min_amount_minor);
     const toReview = async (reasons: ReviewReason[], verification?: VerificationBooleans) => {
       const reviewed = await this.deps.deposits.sendToReview(tx, { ...target, reasons: orderReasons(reasons), four_eyes_required: fourEyes, ...(verification ? { verification } : {}) });
