@@ -36,6 +36,8 @@ import { DepositPolicyService } from './deposits/policy.ts';
 import { depositRoutes } from './deposits/routes.ts';
 import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
 import { createSettlementJobHandlers, SettlementService } from './settlement/service.ts';
+import { RefundService } from './refunds/service.ts';
+import { refundRoutes } from './refunds/routes.ts';
 import { SandboxLiquidity } from './sandbox/liquidity.ts';
 import { MatchingService } from './matching/service.ts';
 import { replayOutOfOrderRoutes } from './webhooks/replay-out-of-order.ts';
@@ -101,6 +103,8 @@ export interface Services {
   deposits: DepositService;
   /** Settlement: a verified transfer's credit, fills and claims; reversals; fund holds of disputed fills. */
   settlement: SettlementService;
+  /** Refunds to the payer: withdrawals to the account the bank verified as a settled deposit's sender. */
+  refunds: RefundService;
   depositPolicies: DepositPolicyService;
   /** Signs and verifies the per-order slip upload capability. */
   slipTokens: SlipTokenSigner;
@@ -443,6 +447,7 @@ function createServices(base: Foundation, options: CreateInstanceOptions): { ser
     withdrawalPolicies: money.withdrawalPolicies,
     deposits: orders.deposits,
     settlement: orders.settlement,
+    refunds: new RefundService({ deposits: orders.deposits, withdrawals: money.withdrawals, beneficiaries: money.beneficiaries, slips: orders.slips }),
     depositPolicies: orders.depositPolicies,
     slipTokens: orders.slipTokens,
     slips: orders.slips,
@@ -516,6 +521,7 @@ function routeModules(services: Services): RouteModule[] {
     beneficiaryRoutes({ beneficiaries: services.beneficiaries }),
     withdrawalRoutes({ database, tenancy, withdrawals: services.withdrawals, withdrawalPolicies: services.withdrawalPolicies }),
     depositRoutes({ database, deposits: services.deposits, depositPolicies: services.depositPolicies, tenancy }),
+    refundRoutes({ refunds: services.refunds }),
     services.webhooks.registerRoutes,
     replayOutOfOrderRoutes({ clock, events }),
     localForwardingRoutes({ clock, events, signingKeys: services.webhooks.signingKeys }),

@@ -3,7 +3,7 @@ import type { Database, Queryable } from '../platform/db.ts';
 import type { ReadPart } from '../platform/read-part.ts';
 import { invariant } from '../platform/assert.ts';
 import { hmacSha256Hex, type SecretBox } from '../platform/crypto.ts';
-import { ApiError } from '../platform/errors.ts';
+import { ApiError, fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatNullableTimestamp, formatTimestamp } from '../platform/time.ts';
 import { type EventsService } from '../events/service.ts';
@@ -64,6 +64,8 @@ export const BENEFICIARY_TRANSITIONS = new TransitionTable<BeneficiaryStatus>(
   ['pending_verification', 'verified', 'rejected'],
   [
     { from: null, to: 'pending_verification', trigger: 'create' },
+    // A refund's payer: the bank proved the account by a transfer from it (src/refunds/).
+    { from: null, to: 'verified', trigger: 'create_proven' },
     { from: 'pending_verification', to: 'verified', trigger: 'verification_passed' },
     { from: 'pending_verification', to: 'rejected', trigger: 'verification_failed' },
   ],
@@ -230,29 +232,7 @@ export class BeneficiaryService {
     const existing = await repository.findByAccountHmac(tx, account, account_number_hmac);
     if (existing) return { beneficiary: await this.resumePending(tx, existing), created: false };
 
-    const now = this.deps.clock.now();
-    const row: BeneficiaryRow = {
-      ...account,
-      beneficiary_id: newId('beneficiary'),
-      version: 1,
-      status: 'pending_verification',
-      bank_code: bank.bank_code,
-      bank_name_th: bank.name_th,
-      account_number_sealed: this.deps.secretBox.seal(input.account_number, ACCOUNT_NUMBER_PURPOSE),
-      account_number_hmac,
-      account_number_last4: input.account_number.slice(-4),
-      account_name_th: input.account_name_th,
-      account_name_en: input.account_name_en ?? null,
-      promptpay_id_sealed: input.promptpay_id === undefined ? null : this.deps.secretBox.seal(input.promptpay_id, PROMPTPAY_ID_PURPOSE),
-      promptpay_id_last4: input.promptpay_id === undefined ? null : input.promptpay_id.slice(-4),
-      end_user_ref: input.end_user_ref ?? null,
-      verification_checked_at: null,
-      verification_name_match: null,
-      verification_failure_code: null,
-      created_at: now,
-      updated_at: now,
-      verified_at: null,
-    };
+    const row = this.newRow(account, bank, input, account_number_hmac, null);
     const result = await applyTransition(tx, this.deps, {
       table: BENEFICIARY_TRANSITIONS,
       trigger: 'create',
@@ -267,6 +247,68 @@ export class BeneficiaryService {
     const winner = await repository.findByAccountHmac(tx, account, account_number_hmac);
     invariant(winner !== null, 'a beneficiary insert that lost its unique key has a winner');
     return { beneficiary: await this.resumePending(tx, winner), created: false };
+  }
+
+  /** A new beneficiary's row: pending verification, or verified at once by `proven_at` (a refund's payer). */
+  private newRow(account: BeneficiaryAccount, bank: BankRow, input: NewBeneficiaryInput, account_number_hmac: string, proven_at: Date | null): BeneficiaryRow {
+    const now = this.deps.clock.now();
+    return {
+      ...account,
+      beneficiary_id: newId('beneficiary'),
+      version: 1,
+      status: proven_at ? 'verified' : 'pending_verification',
+      bank_code: bank.bank_code,
+      bank_name_th: bank.name_th,
+      account_number_sealed: this.deps.secretBox.seal(input.account_number, ACCOUNT_NUMBER_PURPOSE),
+      account_number_hmac,
+      account_number_last4: input.account_number.slice(-4),
+      account_name_th: input.account_name_th,
+      account_name_en: input.account_name_en ?? null,
+      promptpay_id_sealed: input.promptpay_id === undefined ? null : this.deps.secretBox.seal(input.promptpay_id, PROMPTPAY_ID_PURPOSE),
+      promptpay_id_last4: input.promptpay_id === undefined ? null : input.promptpay_id.slice(-4),
+      end_user_ref: input.end_user_ref ?? null,
+      verification_checked_at: proven_at,
+      verification_name_match: proven_at ? true : null,
+      verification_failure_code: null,
+      created_at: now,
+      updated_at: now,
+      verified_at: proven_at,
+    };
+  }
+
+  /**
+   * The beneficiary a refund pays: the account the bank proved by paying a deposit from it (the refunds layer checked
+   * that the verified transfers came from it), so it is verified at creation (`beneficiary.created` with status
+   * `verified`), with the payer's declared name as the holder's. The same account already a beneficiary of the merchant
+   * is used as it is when verified; one pending or rejected is answered as such (409 `beneficiary_not_verified`).
+   */
+  async ensureProvenPayer(tx: Queryable, account: BeneficiaryAccount, input: NewBeneficiaryInput, cause: EventCause): Promise<Result<BeneficiaryView>> {
+    invariant(ACCOUNT_NUMBER_PATTERN.test(input.account_number), 'a deposit sender account is 6-20 digits');
+    const account_number_hmac = this.accountHmac(input.bank_code, input.account_number);
+    const existing = await repository.findByAccountHmac(tx, account, account_number_hmac);
+    if (existing) {
+      if (existing.status === 'verified') return ok(beneficiaryView(existing));
+      return fail('beneficiary_not_verified', { details: { beneficiary_id: existing.beneficiary_id, status: existing.status } });
+    }
+    const bank = await findBank(tx, input.bank_code);
+    invariant(bank !== null, 'a deposit sender bank is in the bank list');
+    // Some banks only send (spec, bank record `side`): a payer who paid from one cannot be paid back there.
+    if (!bank.sides.includes('receiver')) return fail('refund_payee_unverified', { details: { reason: 'bank_not_receiving', bank_code: bank.bank_code } });
+    const row = this.newRow(account, bank, input, account_number_hmac, this.deps.clock.now());
+    const result = await applyTransition(tx, this.deps, {
+      table: BENEFICIARY_TRANSITIONS,
+      trigger: 'create_proven',
+      before: null,
+      after: beneficiaryView(row),
+      persist: (db) => repository.insertBeneficiary(db, row),
+      event: { type: 'beneficiary.created', ...account, cause },
+    });
+    if (result.ok) return ok(result.view);
+    // A concurrent request created the same account first: it is answered as any existing beneficiary is.
+    const winner = await repository.findByAccountHmac(tx, account, account_number_hmac);
+    invariant(winner !== null, 'a beneficiary insert that lost its unique key has a winner');
+    if (winner.status === 'verified') return ok(beneficiaryView(winner));
+    return fail('beneficiary_not_verified', { details: { beneficiary_id: winner.beneficiary_id, status: winner.status } });
   }
 
   private async resumePending(tx: Queryable, row: BeneficiaryRow): Promise<BeneficiaryView> {

@@ -114,6 +114,14 @@ export const depositOrderSchema = z
         receiver_match: z.boolean(),
       })
       .optional(),
+    refunds: z
+      .object({
+        amount_refundable_minor: minorSchema.meta({ description: 'What may still be refunded: the amount received, less every live refund and what closed refunds paid; 0 once reversed.' }),
+        amount_refunded_minor: minorSchema.meta({ description: 'What refunds have paid out to the payer so far.' }),
+        refund_ids: z.array(z.string()).meta({ description: 'The refunds (withdrawal ids), oldest first.' }),
+      })
+      .optional()
+      .meta({ description: 'On GET of a settled or reversed order only, never in events: its refunds (POST /v1/pay/deposits/{id}/refunds).' }),
     livemode: z.boolean(),
   })
   .meta({ id: 'deposit_order' });

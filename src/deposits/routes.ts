@@ -307,7 +307,7 @@ function registerDepositRoutes(registrar: RouteRegistrar, services: DepositRoute
     scope: 'pay:read',
     async handler({ context, db, params }) {
       const account = accountOfContext(context);
-      const found = await deposits.get(db, account, params.id ?? '');
+      const found = await deposits.getWithRefunds(db, account, params.id ?? '');
       if (!found) throw new ApiError('resource_not_found');
       // An order awaiting payment carries its legs' QR payloads (a receiver's full account number): no cache keeps it.
       return { status: 200, body: found, headers: { 'Cache-Control': 'no-store' } };

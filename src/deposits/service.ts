@@ -11,14 +11,14 @@ import { renderQrPng } from './qr-image.ts';
 import type { DepositDependencies } from './dependencies.ts';
 import { DepositChanges, windowToClose, type OrderChange } from './order-changes.ts';
 import { DepositLocks } from './order-locks.ts';
-import { DepositCreation } from './creation.ts';
+import { DepositCreation, SENDER_ACCOUNT_PURPOSE } from './creation.ts';
 import { DepositSlipHooks } from './slip-hooks.ts';
 import { DepositReviewHooks } from './review-hooks.ts';
 import { CLOSE_WINDOW_TASK, depositOfJob, EXPIRE_DEPOSIT_TASK, MATCH_RETRY_TASK, POLICY_HOLD_REASON } from './transitions.ts';
 import { fourEyesRequired, policyHolds } from './policy.ts';
 import { depositView, promptPayPayload, type DepositView, type SenderView } from './views.ts';
 import { maskAccount, maskName } from './masking.ts';
-import type { CanceledBy, DepositAccount, DepositLegRow, DepositRow } from './types.ts';
+import type { CanceledBy, DepositAccount, DepositLegRow, DepositRow, DepositStatus } from './types.ts';
 
 export type { CreateDepositInput, DepositDependencies, PaymentParties, ReviewEstimate } from './dependencies.ts';
 export { LegsChangedMeanwhile } from './order-locks.ts';
@@ -34,6 +34,16 @@ export { senderVerified, type DepositView, type LegView, type SenderView } from 
  * (src/settlement/) moves an order with are here. Settling, reversing and holding an order's money are not:
  * they span the ledger, the withdrawals and the claims, and live in the layer above.
  */
+/** What a refund reads of its deposit (`lockForRefund`). The account number is for the payout, never for display or logs. */
+export interface RefundedDeposit {
+  deposit_id: string;
+  status: DepositStatus;
+  /** What the payer's transfers brought; null until the order settles. */
+  amount_received_minor: number | null;
+  end_user_ref: string;
+  payer: { bank_code: string; account_number: string; account_name_th: string; account_name_en?: string };
+}
+
 export class DepositService {
   private readonly changes: DepositChanges;
   private readonly locks: DepositLocks;
@@ -129,6 +139,28 @@ export class DepositService {
    */
   lockOrder(tx: Queryable, white_label_id: string, deposit_id: string): Promise<DepositRow | null> {
     return this.locks.lockForChange(tx, white_label_id, deposit_id);
+  }
+
+  /**
+   * A deposit of the caller's, locked, as a refund needs it (src/refunds/): its status and what it brought, and the
+   * account its payer declared (bank, full number, names), for the payout. Null for an unknown id or another
+   * merchant's, brand's or environment's order. Locked first, so that a reversal and a refund of one deposit queue.
+   */
+  async lockForRefund(tx: Queryable, account: DepositAccount, deposit_id: string): Promise<RefundedDeposit | null> {
+    const row = await this.locks.lockForChange(tx, account.white_label_id, deposit_id);
+    if (!row || row.merchant_id !== account.merchant_id || row.livemode !== account.livemode) return null;
+    return {
+      deposit_id: row.deposit_id,
+      status: row.status,
+      amount_received_minor: row.amount_received_minor,
+      end_user_ref: row.end_user_ref,
+      payer: {
+        bank_code: row.sender_bank_code,
+        account_number: this.deps.secretBox.open(row.sender_account_sealed, SENDER_ACCOUNT_PURPOSE),
+        account_name_th: row.sender_name_th,
+        ...(row.sender_name_en === null ? {} : { account_name_en: row.sender_name_en }),
+      },
+    };
   }
 
   /** The order's legs, as the transaction that locked it (`lockOrder`) sees them. */
@@ -369,6 +401,18 @@ export class DepositService {
   async get(db: Queryable, account: DepositAccount, deposit_id: string): Promise<DepositView | null> {
     const found = await this.forCheckout(db, account, deposit_id);
     return found ? this.changes.withCheckoutUrl(db, found.view, account.white_label_id) : null;
+  }
+
+  /**
+   * GET /v1/pay/deposits/{id}: the caller's order (`get`) and, once it settled, what its refunds have taken
+   * (`refunds`, present on GET only, like a withdrawal's `fills[]`: the refunds are orders of their own, with their
+   * own versions and events; docs/decisions/refunds.md).
+   */
+  async getWithRefunds(db: Queryable, account: DepositAccount, deposit_id: string): Promise<DepositView | null> {
+    const view = await this.get(db, account, deposit_id);
+    if (!view || (view.status !== 'settled' && view.status !== 'reversed')) return view;
+    const cap = view.status === 'settled' ? (view.amount_received_minor ?? 0) : 0;
+    return { ...view, refunds: await this.deps.withdrawals.refundSummary(db, account, deposit_id, cap) };
   }
 
   /**

@@ -76,6 +76,8 @@ export type DepositView = {
   review?: ReviewObject;
   rejection?: RejectionObject;
   verification?: VerificationBooleans;
+  /** On GET of a settled or reversed order only: what its refunds have taken (src/withdrawals `refundSummary`). */
+  refunds?: { amount_refundable_minor: number; amount_refunded_minor: number; refund_ids: string[] };
   livemode: boolean;
 };
 

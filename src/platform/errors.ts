@@ -253,10 +253,25 @@ const catalogue = {
     message: 'Another order of this merchant already uses this merchant_reference.',
     message_th: 'merchant_reference นี้ถูกใช้กับรายการอื่นของร้านค้าแล้ว',
   },
-  refund_already_open: {
+  deposit_not_refundable: {
     status: 409, type: 'invalid_request_error', retryable: false,
-    message: 'An open refund of this deposit already exists.',
-    message_th: 'มีรายการคืนเงินของรายการฝากนี้ที่ยังเปิดอยู่แล้ว',
+    message: 'Only a settled deposit can be refunded.',
+    message_th: 'คืนเงินได้เฉพาะรายการฝากที่สำเร็จแล้วเท่านั้น',
+  },
+  refund_exceeds_refundable: {
+    status: 422, type: 'invalid_request_error', retryable: false,
+    message: 'The refund is more than what is left to refund of this deposit; details.refundable_minor says what is left.',
+    message_th: 'จำนวนเงินคืนเกินยอดที่ยังคืนได้ของรายการฝากนี้ ดูยอดที่เหลือได้ที่ details.refundable_minor',
+  },
+  refund_limit_reached: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'This deposit already has the most refunds allowed.',
+    message_th: 'รายการฝากนี้มีรายการคืนเงินครบจำนวนสูงสุดแล้ว',
+  },
+  refund_payee_unverified: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: 'The bank did not verify the sending account of this deposit as the one declared, so there is no account to refund to; contact support.',
+    message_th: 'ธนาคารไม่ได้ยืนยันว่าบัญชีผู้โอนของรายการฝากนี้ตรงกับที่แจ้งไว้ จึงไม่มีบัญชีสำหรับคืนเงิน กรุณาติดต่อฝ่ายสนับสนุน',
   },
   webhook_endpoint_disabled: {
     status: 409, type: 'invalid_request_error', retryable: false,

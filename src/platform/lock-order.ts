@@ -49,6 +49,11 @@ export const LOCK_ORDER = [
    */
   'withdrawal orders',
   /**
+   * `withdrawal_refund_allowances` rows: what the refunds of one deposit may still take. Taken after the deposit order
+   * (a refund's creation, a reversal) or after the refund's own order (its close, a reversed fill), before any feed.
+   */
+  'refund allowance',
+  /**
    * `event_sequences` rows, the per-merchant event feeds: all of a transaction's feeds in one statement,
    * in merchant-id order (`EventsService.lockFeeds`); writing an event locks its feed too.
    */

@@ -237,6 +237,9 @@ export class SettlementService {
       const reversed = await this.deps.withdrawals.reverseFill(tx, { white_label_id: row.white_label_id, leg_ref: leg.withdrawal_leg_ref, reason_code: 'deposit_reversed', cause: input.cause });
       invariant(reversed.ok, 'a fill of a settled deposit can be reversed');
     }
+    // The deposit's live refunds stop: the money they would pay back did not stay with the merchant (a refund with
+    // a chunk in transfer is left to that chunk; docs/decisions/refunds.md).
+    await this.deps.withdrawals.cancelRefundsOfReversedDeposit(tx, row.white_label_id, row.deposit_id, input.cause);
     // The depositor's wallet is debited after the fill reversals above: wallets come last in the lock
     // order (order row, withdrawal rows, feeds, wallets; src/platform/lock-order.ts).
     let debitId: string | null = null;

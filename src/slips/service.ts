@@ -120,6 +120,12 @@ function maskedParty(party: StoredTransfer['sender']): ReviewedParty {
   return { bank_code: party.bank_code, account_number_masked: 'x'.repeat(Math.max(0, account.length - 4)) + account.slice(-4), name_th: party.name_th, name_en: party.name_en };
 }
 
+/** The six booleans a processed receipt's checks recorded (src/verification/service.ts), or null when none ran. */
+function verifiedBooleans(verification: Record<string, unknown> | null): Record<string, unknown> | null {
+  const booleans = verification?.booleans;
+  return typeof booleans === 'object' && booleans !== null ? (booleans as Record<string, unknown>) : null;
+}
+
 function receiptView(receipt_id: string, received_at: Date, livemode: boolean): SlipReceiptView {
   return { receipt_id, status: 'accepted', received_at: formatTimestamp(received_at), livemode };
 }
@@ -323,6 +329,17 @@ export class SlipsService {
               },
       };
     });
+  }
+
+  /**
+   * Whether the order's payer is proven: every transfer the bank verified as paid into this order (a slip whose checks
+   * found its receiver among the order's legs) came from the account the payer declared, its bank and its number both
+   * matching; and there is at least one. A refund is paid only to such an account (docs/decisions/refunds.md).
+   */
+  async payerProven(db: Queryable, white_label_id: string, deposit_id: string): Promise<boolean> {
+    const rows = await repository.listReceiptsOfDeposit(db, white_label_id, deposit_id);
+    const paidIn = rows.map((row) => verifiedBooleans(row.verification)).filter((booleans) => booleans !== null && booleans.receiver_match === true);
+    return paidIn.length > 0 && paidIn.every((booleans) => booleans?.sender_bank_match === true && booleans.sender_account_match === true);
   }
 
   /** A receipt's image for the review desk (back-office credentials, never a public link). */

@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { ApiError, fail, unwrap, type Result } from '../platform/errors.ts';
+import { ApiError, fail, ok, unwrap, type Result } from '../platform/errors.ts';
 import { planCommand, type PlannedCommand, type ReadPart } from '../platform/read-part.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, SECOND_MS } from '../platform/time.ts';
@@ -11,7 +11,7 @@ import type { WithdrawalDependencies } from './dependencies.ts';
 import { approvalTtlJob, expireJob } from './jobs.ts';
 import * as repository from './repository.ts';
 import { ORDER_SOURCE, type OrderTransitions } from './transitions.ts';
-import type { WithdrawalAccount, WithdrawalRow } from './types.ts';
+import type { RefundReasonCode, WithdrawalAccount, WithdrawalRow } from './types.ts';
 import type { WithdrawalView } from './views.ts';
 
 export interface CreateWithdrawalInput {
@@ -21,14 +21,29 @@ export interface CreateWithdrawalInput {
   beneficiary_id: string;
   metadata?: Record<string, string> | undefined;
   client?: Record<string, string | undefined> | undefined;
-  refund_of_deposit_id?: string | undefined;
+  /** Set when the order refunds a deposit to its payer (src/refunds/): the deposit, why, and what it may take. */
+  refund?: RefundTerms | undefined;
 }
+
+/** What makes an order a refund of a deposit (issue 32, docs/decisions/refunds.md). */
+export interface RefundTerms {
+  deposit_id: string;
+  reason_code: RefundReasonCode;
+  note: string | null;
+  /** What the deposit brought (its `amount_received_minor`): the cap of all its refunds together. */
+  refundable_cap_minor: number;
+}
+
+/** The most refunds one deposit may have (migration 0034 backs it with a domain). */
+export const MAX_REFUNDS_PER_DEPOSIT = 20;
 
 /** How a creation differs from a merchant's request, when it is not one. */
 export interface CreateWithdrawalOptions {
   /** Set when the order pays again a reversed fill of a settled order: the service's own order, not
    * a new request, so it skips the amount range, approval, the sandbox 402 and the fee. */
   replacement_of_withdrawal_id?: string | null;
+  /** The refund whose reversed fill a replacement pays again: the replacement is a refund of the same deposit. */
+  refund_replaced?: Pick<WithdrawalRow, 'refund_of_deposit_id' | 'refund_reason_code' | 'refund_note'>;
   /** The sandbox counterparty's standing liquidity: skips the amount range, approval and the sandbox 402. */
   sandbox_liquidity?: boolean;
   /**
@@ -165,9 +180,6 @@ export class WithdrawalCreation {
     if (context.reference_taken) {
       return fail('merchant_reference_in_use', { details: { merchant_reference: input.merchant_reference } });
     }
-    if (input.refund_of_deposit_id && (await repository.findOpenRefund(tx, account.white_label_id, input.refund_of_deposit_id))) {
-      return fail('refund_already_open', { details: { refund_of_deposit_id: input.refund_of_deposit_id } });
-    }
     const fee = replacement
       ? {
           fee_total_minor: 0,
@@ -186,6 +198,18 @@ export class WithdrawalCreation {
     if (!internal) {
       const scenario = await this.sandboxScenarioRefusal(tx, account, input.amount_minor);
       if (scenario) return scenario;
+    }
+    // A refund's claim on its deposit is taken before the wallet (the lock order: the allowance hangs off the
+    // deposit, which the refunds layer locked); a refusal here has written nothing.
+    if (input.refund) {
+      const committed = await this.commitRefund(tx, account, input.refund, input.amount_minor, now);
+      if (!committed.ok) return committed;
+    }
+    const replaced = options.refund_replaced;
+    if (replaced?.refund_of_deposit_id) {
+      // The reversal just gave this chunk's claim back; the replacement pays it to the same payer again.
+      invariant(replacement, 'only a replacement continues a refund');
+      await repository.adjustRefundCommitment(tx, account.white_label_id, replaced.refund_of_deposit_id, input.amount_minor, now);
     }
     const reserved = await this.deps.ledger.post(tx, {
       account,
@@ -223,7 +247,9 @@ export class WithdrawalCreation {
       max_splits: policy.max_splits,
       expires_at: expiresAt,
       approval_expires_at: approvalExpiresAt,
-      refund_of_deposit_id: input.refund_of_deposit_id ?? null,
+      refund_of_deposit_id: input.refund?.deposit_id ?? replaced?.refund_of_deposit_id ?? null,
+      refund_reason_code: input.refund?.reason_code ?? replaced?.refund_reason_code ?? null,
+      refund_note: input.refund?.note ?? replaced?.refund_note ?? null,
       replacement_of_withdrawal_id,
       metadata: input.metadata ?? null,
       client,
@@ -251,5 +277,26 @@ export class WithdrawalCreation {
     // A creation has no version to lose; a reference taken meanwhile is thrown by the insert's flush.
     invariant(created.ok, 'a creation transition always persists');
     return created;
+  }
+
+  /**
+   * Takes a refund's amount from what its deposit may still refund (`withdrawal_refund_allowances`, one statement that
+   * queues concurrent refunds of the deposit). A refusal says what is left: 422 `refund_exceeds_refundable` with
+   * `details.refundable_minor`, or 409 `refund_limit_reached` once the deposit has its most refunds.
+   */
+  private async commitRefund(tx: Queryable, account: WithdrawalAccount, refund: RefundTerms, amount_minor: number, now: Date): Promise<Result<void>> {
+    invariant(refund.refundable_cap_minor > 0, 'a refunded deposit brought money');
+    const terms = { ...account, deposit_id: refund.deposit_id, refundable_cap_minor: refund.refundable_cap_minor, amount_minor, max_refunds: MAX_REFUNDS_PER_DEPOSIT, now };
+    const committed = await repository.commitRefund(tx, terms);
+    if (committed) {
+      invariant(committed.committed_minor <= committed.refundable_cap_minor, `${refund.deposit_id}: refunds stay within the deposit's credit`);
+      return ok(undefined);
+    }
+    const allowance = await repository.findRefundAllowance(tx, account.white_label_id, refund.deposit_id);
+    if (allowance && allowance.refund_count >= MAX_REFUNDS_PER_DEPOSIT) {
+      return fail('refund_limit_reached', { details: { deposit_id: refund.deposit_id, max_refunds: MAX_REFUNDS_PER_DEPOSIT } });
+    }
+    const refundable_minor = allowance ? allowance.refundable_cap_minor - allowance.committed_minor : refund.refundable_cap_minor;
+    return fail('refund_exceeds_refundable', { details: { deposit_id: refund.deposit_id, amount_minor, refundable_minor } });
   }
 }

@@ -345,6 +345,11 @@ export class WithdrawalLegs {
         cause: input.cause,
       });
     }
+    // A closed refund's reversed chunk never reached the payer: its claim on the deposit goes back (a replacement
+    // below takes it again). Before the wallets: the lock order.
+    if (!live && row.refund_of_deposit_id !== null) {
+      await repository.adjustRefundCommitment(tx, row.white_label_id, row.refund_of_deposit_id, -leg.amount_minor, now);
+    }
     const [principal, fee] = await this.deps.ledger.postAll(tx, movements);
     invariant(principal?.ok, 'a credit cannot be refused');
     if (fee) invariant(fee.ok, 'a credit cannot be refused');
@@ -381,7 +386,7 @@ export class WithdrawalLegs {
           ...(row.metadata ? { metadata: row.metadata } : {}),
         },
         input.cause,
-        { replacement_of_withdrawal_id: row.withdrawal_id },
+        { replacement_of_withdrawal_id: row.withdrawal_id, ...(row.refund_of_deposit_id !== null ? { refund_replaced: row } : {}) },
       );
       // Without the balance (a debt on available) the money stays in available for the merchant to decide.
       if (replacement.ok) replacementId = replacement.value.id;

@@ -14,7 +14,8 @@ const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, ver
   beneficiary_id, amount_total_minor, fee_total_minor, fee_breakdown, fee_recognized_minor, filled_minor, reserved_minor,
   remaining_minor, refunded_minor, settled_splits, max_splits, expires_at, approval_expires_at, refund_of_deposit_id,
   replacement_of_withdrawal_id, metadata, client, close_reason_code, closed_by, review_note, reserve_balance_transaction_id,
-  release_balance_transaction_id, created_at, updated_at, closed_at, dispute, funds_on_hold, in_matching_queue`;
+  release_balance_transaction_id, created_at, updated_at, closed_at, dispute, funds_on_hold, in_matching_queue, refund_reason_code,
+  refund_note`;
 
 const LEG_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, leg_ref, deposit_leg_key, deposit_id, amount_minor,
   reserved_amount_minor, status, sequence, fee_recognized_minor, settled_at, balance_transaction_id, fee_balance_transaction_id, auto_confirm_at,
@@ -113,7 +114,7 @@ export async function insertOrder(db: Queryable, row: WithdrawalRow, taken: () =
   await deferWrite(db, {
     sql: `INSERT INTO withdrawal_orders (${ORDER_COLUMNS})
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25,
-                  $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)
+                  $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38)
           ON CONFLICT (white_label_id, merchant_id, livemode, merchant_reference) DO NOTHING`,
     params: [
       row.white_label_id, row.merchant_id, row.livemode, row.withdrawal_id, row.version, row.status, row.merchant_reference,
@@ -123,7 +124,8 @@ export async function insertOrder(db: Queryable, row: WithdrawalRow, taken: () =
       row.metadata === null ? null : JSON.stringify(row.metadata), row.client === null ? null : JSON.stringify(row.client),
       row.close_reason_code, row.closed_by, row.review_note, row.reserve_balance_transaction_id,
       row.release_balance_transaction_id, row.created_at, row.updated_at, row.closed_at,
-      row.dispute === null ? null : JSON.stringify(row.dispute), row.funds_on_hold, row.in_matching_queue,
+      row.dispute === null ? null : JSON.stringify(row.dispute), row.funds_on_hold, row.in_matching_queue, row.refund_reason_code,
+      row.refund_note,
     ],
     expected_rows: 1,
     on_unexpected_rows: taken,
@@ -219,14 +221,80 @@ export async function findOrderInBrand(db: Queryable, white_label_id: string, wi
   return rows[0] ?? null;
 }
 
-/** The open refund of a deposit, if any (at most one: a partial unique index). */
-export async function findOpenRefund(db: Queryable, white_label_id: string, deposit_id: string): Promise<WithdrawalRow | null> {
-  const { rows } = await db.query<WithdrawalRow>(
-    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
-      WHERE white_label_id = $1 AND refund_of_deposit_id = $2 AND status NOT IN ('canceled', 'rejected', 'expired')`,
+/** What the refunds of one deposit may still take (migration 0034, `withdrawal_refund_allowances`). */
+export interface RefundAllowanceRow {
+  refundable_cap_minor: number;
+  committed_minor: number;
+  refund_count: number;
+}
+
+/**
+ * Commits a new refund's amount against its deposit's allowance, creating the allowance with the deposit's credit as its
+ * cap: one statement, whose conflict path locks the row, so concurrent refunds of one deposit queue here and each sees
+ * the others' commitments. Null when the amount would pass the cap or the count its bound: nothing is written then.
+ * The CHECK `withdrawal_refund_allowances_within_cap` refuses the same row should this statement's condition be lost.
+ */
+export async function commitRefund(
+  db: Queryable,
+  input: WithdrawalAccount & { deposit_id: string; refundable_cap_minor: number; amount_minor: number; max_refunds: number; now: Date },
+): Promise<RefundAllowanceRow | null> {
+  const { rows } = await db.query<RefundAllowanceRow>(
+    `INSERT INTO withdrawal_refund_allowances AS a (white_label_id, merchant_id, livemode, deposit_id, refundable_cap_minor, committed_minor,
+       refund_count, created_at, updated_at)
+     SELECT $1::text, $2::text, $3::boolean, $4::text, $5::bigint, $6::bigint, 1, $8::timestamptz, $8::timestamptz WHERE $6::bigint <= $5::bigint
+     ON CONFLICT (white_label_id, deposit_id) DO UPDATE SET committed_minor = a.committed_minor + EXCLUDED.committed_minor,
+       refund_count = a.refund_count + 1, updated_at = EXCLUDED.updated_at
+       WHERE a.committed_minor + EXCLUDED.committed_minor <= a.refundable_cap_minor AND a.refund_count < $7
+     RETURNING refundable_cap_minor, committed_minor, refund_count`,
+    [input.white_label_id, input.merchant_id, input.livemode, input.deposit_id, input.refundable_cap_minor, input.amount_minor, input.max_refunds, input.now],
+  );
+  return rows[0] ?? null;
+}
+
+/**
+ * Moves a commitment of a deposit's refunds up (a replacement order pays a reversed chunk again) or down (a refund closed
+ * with something unpaid, or a closed refund's fill reversed): the caller holds the refund's order lock, and the change
+ * is asserted to keep the row within its rules.
+ */
+export async function adjustRefundCommitment(db: Queryable, white_label_id: string, deposit_id: string, delta_minor: number, now: Date): Promise<void> {
+  const { rowCount } = await db.query(
+    `UPDATE withdrawal_refund_allowances SET committed_minor = committed_minor + $3, updated_at = $4
+      WHERE white_label_id = $1 AND deposit_id = $2`,
+    [white_label_id, deposit_id, delta_minor, now],
+  );
+  invariant(rowCount === 1, `the refunds of ${deposit_id} have their allowance`);
+}
+
+/** A deposit's allowance as it stands; null before its first refund. */
+export async function findRefundAllowance(db: Queryable, white_label_id: string, deposit_id: string): Promise<RefundAllowanceRow | null> {
+  const { rows } = await db.query<RefundAllowanceRow>(
+    `SELECT refundable_cap_minor, committed_minor, refund_count
+       FROM withdrawal_refund_allowances WHERE white_label_id = $1 AND deposit_id = $2`,
     [white_label_id, deposit_id],
   );
   return rows[0] ?? null;
+}
+
+/** The refunds of a deposit (at most the allowance's bound on their count, replacements included), oldest first. */
+export async function listRefundsOfDeposit(db: Queryable, account: WithdrawalAccount, deposit_id: string, limit: number): Promise<WithdrawalRow[]> {
+  const { rows } = await db.query<WithdrawalRow>(
+    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
+      WHERE white_label_id = $1 AND refund_of_deposit_id = $2 AND merchant_id = $3 AND livemode = $4
+      ORDER BY created_at, withdrawal_id LIMIT $5`,
+    [account.white_label_id, deposit_id, account.merchant_id, account.livemode, limit],
+  );
+  return rows;
+}
+
+/** The live refunds of a deposit, locked in id order (the lock order of orders of one kind), for closing them. */
+export async function lockLiveRefundsOfDeposit(db: Queryable, white_label_id: string, deposit_id: string, limit: number): Promise<WithdrawalRow[]> {
+  const { rows } = await db.query<WithdrawalRow>(
+    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
+      WHERE white_label_id = $1 AND refund_of_deposit_id = $2 AND status IN ('pending_approval', 'open', 'partially_filled')
+      ORDER BY withdrawal_id LIMIT $3 FOR UPDATE`,
+    [white_label_id, deposit_id, limit],
+  );
+  return rows;
 }
 
 /**

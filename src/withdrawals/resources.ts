@@ -3,7 +3,7 @@ import { listSchema, minorSchema, openEnum, timestampSchema, type Describes } fr
 import { feeBreakdownItemSchema } from '../fees/resources.ts';
 import type { FillView, WithdrawalView } from './views.ts';
 import type { WithdrawalPolicy } from './policy.ts';
-import { WITHDRAWAL_STATUSES } from './types.ts';
+import { REFUND_REASON_CODES, WITHDRAWAL_STATUSES } from './types.ts';
 
 /** Response schemas of the withdrawals module (spec, withdrawal_order, fills[] and the dispute snapshot of a fill; the dispute objects are src/disputes/resources.ts). */
 
@@ -62,6 +62,8 @@ const withdrawalOrderFields = {
   dispute: withdrawalDisputeSnapshotSchema.optional(),
   funds_on_hold: z.boolean(),
   refund_of_deposit_id: z.string().optional(),
+  refund_reason_code: z.enum(REFUND_REASON_CODES).optional().meta({ description: 'Present on a refund: why the deposit is refunded.' }),
+  refund_note: z.string().optional().meta({ description: 'Present on a refund with a note: the note given with it.' }),
   replacement_of_withdrawal_id: z.string().optional(),
   cancel_reason_code: z.string().optional().meta({ description: 'Open enum.' }),
   canceled_by: z.enum(['merchant', 'operator', 'system']).optional(),

@@ -6,7 +6,7 @@ import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
 import { cancelJobsByKey } from '../jobs/index.ts';
 import type { Payee } from '../beneficiaries/service.ts';
 import { WithdrawalApprovals, type StaffApprovalDecision } from './approvals.ts';
-import { WithdrawalCreation, type CreateWithdrawalInput, type CreateWithdrawalOptions, type MerchantWithdrawalRequest } from './creation.ts';
+import { MAX_REFUNDS_PER_DEPOSIT, WithdrawalCreation, type CreateWithdrawalInput, type CreateWithdrawalOptions, type MerchantWithdrawalRequest } from './creation.ts';
 import type { WithdrawalDependencies } from './dependencies.ts';
 import { AUTO_CONFIRM_FILL_TASK } from './jobs.ts';
 import { WithdrawalLegs, type FillReads, type RecordFillInput, type ReleaseLegInput, type ReserveLegInput, type ReverseFillInput } from './legs.ts';
@@ -34,11 +34,25 @@ import { fillView, withdrawalView, type FillOutcome, type FillReversalOutcome, t
 export { APPROVAL_TTL_TASK, AUTO_CONFIRM_FILL_TASK, createWithdrawalJobHandlers, EXPIRE_WITHDRAWAL_TASK, FILL_AUTO_CONFIRM_MS } from './jobs.ts';
 export { assertOrderInvariants, heldInWallet, WITHDRAWAL_TRANSITIONS } from './transitions.ts';
 export { fillView, withdrawalView, type FillOutcome, type FillReversalOutcome, type FillView, type LegReservation, type MatchableWithdrawal, type WithdrawalView } from './views.ts';
-export type { CreateWithdrawalInput } from './creation.ts';
+export { MAX_REFUNDS_PER_DEPOSIT, type CreateWithdrawalInput, type RefundTerms } from './creation.ts';
+export { REFUND_REASON_CODES, type RefundReasonCode } from './types.ts';
 export type { WithdrawalDependencies } from './dependencies.ts';
 
 /** What a cancel refused for a pending fill tells the caller to wait: about one leg's transfer window. */
 export const PENDING_FILL_RETRY_AFTER_SECONDS = 60;
+
+/** What a deposit's object says about its refunds on GET (docs/decisions/refunds.md, "The deposit's refund summary"). */
+export interface RefundSummary {
+  /** What may still be refunded: what the deposit brought, less the refunds' claim on it; 0 unless it is settled. */
+  amount_refundable_minor: number;
+  /** What the refunds paid out to the payer so far. */
+  amount_refunded_minor: number;
+  /** The deposit's refunds (and the replacements of their reversed fills), oldest first. */
+  refund_ids: string[];
+}
+
+/** Every refund of one deposit fits in one read: the most a deposit may open, and as many replacements of their fills. */
+const REFUNDS_LISTED_PER_DEPOSIT = 2 * MAX_REFUNDS_PER_DEPOSIT;
 
 export class WithdrawalService {
   private readonly transitions: OrderTransitions;
@@ -122,6 +136,47 @@ export class WithdrawalService {
     );
     invariant(result.ok, 'a locked order closes');
     return result.value;
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Refunds of a deposit (the refunds layer, src/refunds/, creates them through `create` with `refund`)
+
+  /** A deposit's refunds as the merchant sees them, oldest first (at most the bound on their count, with replacements). */
+  async refundsOf(db: Queryable, account: WithdrawalAccount, deposit_id: string): Promise<WithdrawalView[]> {
+    const rows = await repository.listRefundsOfDeposit(db, account, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
+    return rows.map((row) => withdrawalView(row));
+  }
+
+  /**
+   * What a deposit's refunds have taken, for its object on GET: what may still be refunded of `refundable_cap_minor`
+   * (the deposit's credit while it stands, else 0), what reached the payer, and the refunds' ids, oldest first.
+   */
+  async refundSummary(db: Queryable, account: WithdrawalAccount, deposit_id: string, refundable_cap_minor: number): Promise<RefundSummary> {
+    const allowance = await repository.findRefundAllowance(db, account.white_label_id, deposit_id);
+    if (!allowance) return { amount_refundable_minor: refundable_cap_minor, amount_refunded_minor: 0, refund_ids: [] };
+    const rows = await repository.listRefundsOfDeposit(db, account, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
+    return {
+      amount_refundable_minor: Math.max(0, refundable_cap_minor - allowance.committed_minor),
+      amount_refunded_minor: rows.reduce((sum, row) => sum + row.filled_minor, 0),
+      refund_ids: rows.map((row) => row.withdrawal_id),
+    };
+  }
+
+  /**
+   * The deposit a refund was made for was reversed (its money did not stay with the merchant): its live refunds with
+   * nothing in transfer are canceled by the system (`deposit_reversed`), returning their remainder and fee. A refund
+   * with a chunk in transfer is left to that chunk (docs/decisions/refunds.md). The caller holds the deposit's lock.
+   */
+  async cancelRefundsOfReversedDeposit(tx: Queryable, white_label_id: string, deposit_id: string, cause: EventCause): Promise<WithdrawalView[]> {
+    const rows = await repository.lockLiveRefundsOfDeposit(tx, white_label_id, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
+    const canceled: WithdrawalView[] = [];
+    for (const row of rows) {
+      if (row.reserved_minor > 0) continue;
+      const closed = await this.transitions.close(tx, row, { ...row, version: row.version + 1 }, { status: 'canceled', trigger: 'cancel', reason_code: 'deposit_reversed', closed_by: 'system' }, cause);
+      invariant(closed.ok, 'a locked live refund closes');
+      canceled.push(closed.value);
+    }
+    return canceled;
   }
 
   // -------------------------------------------------------------------------------------------------

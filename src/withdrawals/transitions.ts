@@ -195,6 +195,11 @@ export class OrderTransitions {
   ): Promise<Result<WithdrawalView>> {
     invariant(after.reserved_minor === 0, 'an order closes with nothing in transfer');
     const now = this.deps.clock.now();
+    // A refund closed with principal unpaid gives that part of its claim on the deposit back (before the wallet:
+    // the lock order), so the merchant may refund it again.
+    if (after.refund_of_deposit_id !== null && after.remaining_minor > 0) {
+      await repository.adjustRefundCommitment(tx, after.white_label_id, after.refund_of_deposit_id, -after.remaining_minor, now);
+    }
     const release = closingRefund(after);
     let releaseId: string | null = null;
     if (release > 0) {

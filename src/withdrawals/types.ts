@@ -6,6 +6,10 @@ export type WithdrawalStatus = (typeof WITHDRAWAL_STATUSES)[number];
 /** Statuses after which nothing about the order's money changes again, except a fill reversal. */
 export const FINAL_WITHDRAWAL_STATUSES: ReadonlySet<WithdrawalStatus> = new Set(['settled', 'expired', 'canceled', 'rejected']);
 
+/** Why a merchant or an operator refunds a deposit (migration 0034; docs/decisions/refunds.md). A closed list. */
+export const REFUND_REASON_CODES = ['customer_request', 'canceled_purchase', 'duplicate_payment', 'overpayment', 'dispute_lost', 'claim_resolution', 'other'] as const;
+export type RefundReasonCode = (typeof REFUND_REASON_CODES)[number];
+
 export type LegStatus = 'reserved' | 'released' | 'filled' | 'reversed';
 export type ReceiptState = 'awaiting_confirmation' | 'confirmed' | 'disputed' | 'reversed';
 export type ClosedBy = 'merchant' | 'operator' | 'system';
@@ -74,6 +78,10 @@ export interface WithdrawalRow extends WithdrawalAccount {
   expires_at: Date;
   approval_expires_at: Date | null;
   refund_of_deposit_id: string | null;
+  /** Why the deposit is refunded; set exactly on a refund (and on the replacement of a refund's reversed fill). */
+  refund_reason_code: RefundReasonCode | null;
+  /** The merchant's or operator's note on the refund, shown as text. */
+  refund_note: string | null;
   replacement_of_withdrawal_id: string | null;
   metadata: Record<string, string> | null;
   client: Record<string, string> | null;

@@ -1,6 +1,6 @@
 import { invariant } from '../platform/assert.ts';
 import { formatTimestamp } from '../platform/time.ts';
-import type { ClosedBy, DisputeSnapshot, FeeBreakdownItem, ReceiptState, WithdrawalAccount, WithdrawalLegRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
+import type { ClosedBy, DisputeSnapshot, FeeBreakdownItem, ReceiptState, RefundReasonCode, WithdrawalAccount, WithdrawalLegRow, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
 /**
  * What the withdrawals module shows of its rows: the order and its fills as the API and events show them,
@@ -44,6 +44,8 @@ export type WithdrawalView = {
   dispute?: DisputeSnapshot;
   funds_on_hold: boolean;
   refund_of_deposit_id?: string;
+  refund_reason_code?: RefundReasonCode;
+  refund_note?: string;
   replacement_of_withdrawal_id?: string;
   cancel_reason_code?: string;
   canceled_by?: ClosedBy;
@@ -98,6 +100,8 @@ export function withdrawalView(row: WithdrawalRow): WithdrawalView {
     ...(row.dispute ? { dispute: row.dispute } : {}),
     funds_on_hold: row.funds_on_hold,
     ...(row.refund_of_deposit_id ? { refund_of_deposit_id: row.refund_of_deposit_id } : {}),
+    ...(row.refund_reason_code ? { refund_reason_code: row.refund_reason_code } : {}),
+    ...(row.refund_note ? { refund_note: row.refund_note } : {}),
     ...(row.replacement_of_withdrawal_id ? { replacement_of_withdrawal_id: row.replacement_of_withdrawal_id } : {}),
     ...(row.status === 'canceled' ? { cancel_reason_code: row.close_reason_code ?? 'canceled', ...(row.closed_by ? { canceled_by: row.closed_by } : {}) } : {}),
     ...(row.status === 'rejected' ? { rejection: { code: row.close_reason_code ?? 'approval_rejected' } } : {}),

@@ -253,9 +253,11 @@ describe('beneficiaries: creation and verification', () => {
     expect((await eventsOf(first.json<BeneficiaryView>().id)).length).toBe(1);
   });
 
-  it('has a transition table of three moves', () => {
+  it('has a transition table of four moves', () => {
     expect(BENEFICIARY_TRANSITIONS.list().map((rule) => `${rule.from ?? '(none)'}->${rule.to}`)).toEqual([
       '(none)->pending_verification',
+      // A refund's payer, proven by the bank's verified transfer from the account (issue 32).
+      '(none)->verified',
       'pending_verification->verified',
       'pending_verification->rejected',
     ]);

@@ -226,6 +226,16 @@ const MERCHANT_RULES: Record<string, MerchantRule> = {
     request: () => ({ method: 'POST', url: `/v1/pay/deposits/${w.objects.open_deposit.id}/slip-token` }),
     exists: getDepositOf(() => w.objects.open_deposit.id),
   },
+  'GET /v1/pay/deposits/:id/refunds': {
+    kind: 'foreign_object',
+    request: () => ({ method: 'GET', url: `/v1/pay/deposits/${w.objects.settled_deposit_id}/refunds` }),
+    exists: () => ({ method: 'GET', url: `/v1/pay/deposits/${w.objects.settled_deposit_id}/refunds` }),
+  },
+  'POST /v1/pay/deposits/:id/refunds': {
+    kind: 'foreign_object',
+    request: () => ({ method: 'POST', url: `/v1/pay/deposits/${w.objects.settled_deposit_id}/refunds`, body: { amount_minor: 10_000, reason_code: 'customer_request' } }),
+    exists: getDepositOf(() => w.objects.settled_deposit_id),
+  },
   'POST /v1/pay/deposits/:id/cancel': {
     kind: 'foreign_object',
     request: () => ({ method: 'POST', url: `/v1/pay/deposits/${w.objects.open_deposit.id}/cancel` }),

@@ -876,21 +876,6 @@ describe('approval by brand policy (back office)', () => {
   });
 });
 
-describe('refunds of a deposit', () => {
-  it('an order may refund a deposit; a second open refund of the same deposit is refused', async () => {
-    const payer = await newPayer(1_000_000);
-    const input = { amount_minor: 10_000, merchant_reference: nextReference(), end_user_ref: 'user-r', beneficiary_id: payer.beneficiary_id, refund_of_deposit_id: 'dep_01K0REFUNDED00000000000000' };
-    const first = await inTransaction(app, (tx) => withdrawals.create(tx, payer.account, input, cause));
-    expect(first.ok && first.value).toMatchObject({ refund_of_deposit_id: 'dep_01K0REFUNDED00000000000000', status: 'open' });
-    const second = await inTransaction(app, (tx) => withdrawals.create(tx, payer.account, { ...input, merchant_reference: nextReference() }, cause));
-    expect(!second.ok && second.error.code).toBe('refund_already_open');
-    // Once the first is canceled, a new refund may be made.
-    if (first.ok) await inTransaction(app, (tx) => withdrawals.cancel(tx, payer.account, first.value.id, cause));
-    const third = await inTransaction(app, (tx) => withdrawals.create(tx, payer.account, { ...input, merchant_reference: nextReference() }, cause));
-    expect(third.ok).toBe(true);
-  });
-});
-
 describe('the transition table', () => {
   it('has seven statuses and only moves that the service makes', () => {
     expect(WITHDRAWAL_STATUSES).toEqual(['pending_approval', 'open', 'partially_filled', 'settled', 'expired', 'canceled', 'rejected']);

@@ -1,0 +1,297 @@
+import crypto from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from '../support/app.ts';
+import { createDeposit, eventsOfMerchant, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadMultipart } from '../support/slips.ts';
+import { HOUR_MS } from '../../src/platform/time.ts';
+import type { DepositView } from '../../src/deposits/service.ts';
+import type { WithdrawalView } from '../../src/withdrawals/service.ts';
+import { accountOf, fundAvailable } from '../support/withdrawals.ts';
+
+/**
+ * Refunds to the payer (issue 32) through the doors a merchant and an operator use: sandbox deposits settle from a
+ * verified sender over signed HTTP and the job worker, their credit clears on the test clock, the merchant refunds
+ * over POST /v1/pay/deposits/{id}/refunds, other merchants' deposits fill the refund peer to peer, and the wallet,
+ * the events, the deposit's refund summary and the refunds' claim on the deposit are checked after each step.
+ */
+
+let app: TestApp;
+const system = { actor_type: 'system' as const, actor_id: 'refunds-test', request_id: null };
+let operator: string;
+
+beforeAll(async () => {
+  app = await createTestApp();
+  operator = (await app.instance.services.tenancy.createBackofficeCredential(system, { white_label_id: app.sandbox.white_label_id, role: 'operator', name: 'Refund operator' })).token;
+});
+afterAll(async () => {
+  await app.close();
+});
+
+function merchant(): Promise<MerchantCredentials> {
+  return app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+}
+
+interface Balance {
+  available_minor: number;
+  pending_clearing_minor: number;
+  reserved_minor: number;
+}
+
+async function balanceOf(credentials: MerchantCredentials): Promise<Balance> {
+  const response = await app.signed({ url: '/v1/pay/balance', credentials });
+  expect(response.statusCode, response.body).toBe(200);
+  return response.json<Balance>();
+}
+
+/** A sandbox deposit of `amount_minor` that settled from its declared sender, for `owner`. */
+async function settledDeposit(owner: MerchantCredentials, amount_minor: number): Promise<DepositView> {
+  const order = await createDeposit(app, { amount_minor, credentials: owner });
+  const response = await uploadMultipart(app, order.slip_upload, slipBytes(await sandboxTransfer(app, order, {}, owner)));
+  expect(response.statusCode, response.body).toBe(202);
+  await runJobs(app);
+  const settled = await getDeposit(app, order.id, owner);
+  expect(settled).toMatchObject({ status: 'settled', amount_received_minor: amount_minor });
+  return settled;
+}
+
+/**
+ * Lets every pending credit clear (72 hours on the test clock) so that it can fund a withdrawal, and gives `owner`
+ * other cleared money too: a deposit's credit is what it brought less its fee, and a refund of all of it, with the
+ * withdrawal fee on top, needs more than that credit.
+ */
+async function clearCredits(owner: MerchantCredentials): Promise<void> {
+  app.clock.advance(72 * HOUR_MS + 1);
+  await runJobs(app);
+  await fundAvailable(app, accountOf(owner), OTHER_MONEY_MINOR);
+}
+
+const OTHER_MONEY_MINOR = 20_000;
+
+function refund(owner: MerchantCredentials, deposit_id: string, body: Record<string, unknown>, idempotency_key: string = crypto.randomUUID()) {
+  return app.signed({ method: 'POST', url: `/v1/pay/deposits/${deposit_id}/refunds`, idempotency_key, credentials: owner, body });
+}
+
+async function created(owner: MerchantCredentials, deposit_id: string, amount_minor: number, extra: Record<string, unknown> = {}): Promise<WithdrawalView> {
+  const response = await refund(owner, deposit_id, { amount_minor, reason_code: 'customer_request', ...extra });
+  expect(response.statusCode, response.body).toBe(201);
+  return response.json<WithdrawalView>();
+}
+
+async function refundsOf(owner: MerchantCredentials, deposit_id: string): Promise<WithdrawalView[]> {
+  const response = await app.signed({ url: `/v1/pay/deposits/${deposit_id}/refunds`, credentials: owner });
+  expect(response.statusCode, response.body).toBe(200);
+  return response.json<{ data: WithdrawalView[] }>().data;
+}
+
+async function withdrawalOf(owner: MerchantCredentials, id: string): Promise<WithdrawalView> {
+  const response = await app.signed({ url: `/v1/pay/withdrawals/${id}`, credentials: owner });
+  expect(response.statusCode, response.body).toBe(200);
+  return response.json<WithdrawalView>();
+}
+
+/** Another merchant's end user pays `amount_minor` into the oldest live withdrawal of the brand: the refund under test. */
+async function depositorPays(amount_minor: number): Promise<DepositView> {
+  return settledDeposit(await merchant(), amount_minor);
+}
+
+describe('creating refunds', () => {
+  it('a full refund pays the verified sender from available; the deposit says what is left, the wallet reserves amount and fee', async () => {
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    await clearCredits(owner);
+    const before = await balanceOf(owner);
+    const order = await created(owner, deposit.id, 100_000, { note: 'ลูกค้ายกเลิกคำสั่งซื้อ', metadata: { ticket: 'T-1' } });
+    expect(order).toMatchObject({
+      object: 'withdrawal_order',
+      status: 'open',
+      refund_of_deposit_id: deposit.id,
+      refund_reason_code: 'customer_request',
+      refund_note: 'ลูกค้ายกเลิกคำสั่งซื้อ',
+      amount_total_minor: 100_000,
+      remaining_minor: 100_000,
+      end_user_ref: deposit.end_user_ref,
+      metadata: { ticket: 'T-1' },
+    });
+    // The payee is the account the bank verified as the sender: the deposit's declared account, verified at once.
+    const payee = await app.signed({ url: `/v1/pay/beneficiaries/${order.beneficiary_id}`, credentials: owner });
+    expect(payee.json()).toMatchObject({ status: 'verified', bank_code: deposit.sender.bank_code, account_number_masked: deposit.sender.account_number_masked });
+    const after = await balanceOf(owner);
+    expect(before.available_minor - after.available_minor).toBe(order.total_locked_minor);
+    expect(after.reserved_minor - before.reserved_minor).toBe(order.total_locked_minor);
+    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 0, amount_refunded_minor: 0, refund_ids: [order.id] });
+    expect((await refundsOf(owner, deposit.id)).map((item) => item.id)).toEqual([order.id]);
+    const events = (await eventsOfMerchant(app, owner.merchant_id)).filter((event) => event.data.object.id === order.id);
+    expect(events.map((event) => event.type)).toEqual(['withdrawal.created']);
+    expect(events[0]!.data.object).toMatchObject({ refund_of_deposit_id: deposit.id, refund_reason_code: 'customer_request' });
+  });
+
+  it('several partial refunds up to the amount received, then 422 with what is left; the same key replays the same refund', async () => {
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    await clearCredits(owner);
+    const key = crypto.randomUUID();
+    const first = await refund(owner, deposit.id, { amount_minor: 30_000, reason_code: 'canceled_purchase' }, key);
+    expect(first.statusCode, first.body).toBe(201);
+    const replay = await refund(owner, deposit.id, { amount_minor: 30_000, reason_code: 'canceled_purchase' }, key);
+    expect(replay.statusCode).toBe(201);
+    expect(replay.json<WithdrawalView>().id).toBe(first.json<WithdrawalView>().id);
+    expect((await getDeposit(app, deposit.id, owner)).refunds?.amount_refundable_minor).toBe(70_000);
+    const second = await created(owner, deposit.id, 50_000);
+    const over = await refund(owner, deposit.id, { amount_minor: 30_000, reason_code: 'customer_request' });
+    expect(over.statusCode).toBe(422);
+    expect(errorOf(over)).toMatchObject({ code: 'refund_exceeds_refundable', details: { refundable_minor: 20_000, amount_minor: 30_000 } });
+    const last = await created(owner, deposit.id, 20_000);
+    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({
+      amount_refundable_minor: 0,
+      amount_refunded_minor: 0,
+      refund_ids: [first.json<WithdrawalView>().id, second.id, last.id],
+    });
+  });
+
+});
+
+describe('refusing refunds', () => {
+  it('refuses an over-refund, an unsettled deposit, another tenant’s deposit and bad input, changing nothing', async () => {
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    await clearCredits(owner);
+    const before = await balanceOf(owner);
+    const over = await refund(owner, deposit.id, { amount_minor: 100_100, reason_code: 'customer_request' });
+    expect(over.statusCode).toBe(422);
+    expect(errorOf(over)).toMatchObject({ code: 'refund_exceeds_refundable', details: { refundable_minor: 100_000 } });
+
+    const unpaid = await createDeposit(app, { amount_minor: 50_000, credentials: owner });
+    const unsettled = await refund(owner, unpaid.id, { amount_minor: 10_000, reason_code: 'customer_request' });
+    expect(unsettled.statusCode).toBe(409);
+    expect(errorOf(unsettled)).toMatchObject({ code: 'deposit_not_refundable', details: { status: 'awaiting_payment' } });
+
+    // Another merchant of the brand, and a merchant of another brand: the deposit does not exist for them.
+    for (const stranger of [await merchant(), await app.createMerchant()]) {
+      await settledDeposit(stranger, 100_000);
+      const foreign = await refund(stranger, deposit.id, { amount_minor: 10_000, reason_code: 'customer_request' });
+      expect(foreign.statusCode).toBe(404);
+      expect(errorOf(foreign).code).toBe('resource_not_found');
+      expect((await app.signed({ url: `/v1/pay/deposits/${deposit.id}/refunds`, credentials: stranger })).statusCode).toBe(404);
+    }
+
+    const bad = [
+      { amount_minor: 10_050, reason_code: 'customer_request' },
+      { amount_minor: 10_000, reason_code: 'because' },
+      { amount_minor: 10_000, reason_code: 'customer_request', beneficiary_id: 'ben_x' },
+      { amount_minor: -1, reason_code: 'customer_request' },
+      { amount_minor: 10_000, reason_code: 'customer_request', note: 'x'.repeat(501) },
+    ];
+    const codes = [];
+    for (const body of bad) {
+      const response = await refund(owner, deposit.id, body);
+      codes.push([response.statusCode, errorOf(response).code]);
+    }
+    expect(codes).toEqual([[422, 'amount_not_supported'], [422, 'validation_error'], [422, 'validation_error'], [422, 'validation_error'], [422, 'validation_error']]);
+    expect(await balanceOf(owner)).toMatchObject({ available_minor: before.available_minor, reserved_minor: before.reserved_minor });
+    expect(await refundsOf(owner, deposit.id)).toEqual([]);
+    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 100_000, amount_refunded_minor: 0, refund_ids: [] });
+  });
+
+  it('pending clearing cannot fund a refund: 402 insufficient_balance with the spec’s details, and nothing is claimed', async () => {
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    const response = await refund(owner, deposit.id, { amount_minor: 50_000, reason_code: 'customer_request' });
+    expect(response.statusCode).toBe(402);
+    expect(errorOf(response)).toMatchObject({ code: 'insufficient_balance', details: { available_minor: 0, pending_clearing_minor: deposit.credited_amount_minor } });
+    expect(errorOf(response).details.required_minor).toBeGreaterThan(50_000);
+    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 100_000, amount_refunded_minor: 0, refund_ids: [] });
+  });
+
+});
+
+describe('refunds racing for the same deposit', () => {
+  it('two concurrent refunds for the last baht: exactly one wins, the other is told what is left', async () => {
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    await clearCredits(owner);
+    await created(owner, deposit.id, 90_000);
+    const answers = await Promise.all([0, 1, 2, 3].map(() => refund(owner, deposit.id, { amount_minor: 10_000, reason_code: 'duplicate_payment' })));
+    const statuses = answers.map((answer) => answer.statusCode).sort();
+    expect(statuses).toEqual([201, 422, 422, 422]);
+    for (const answer of answers.filter((candidate) => candidate.statusCode === 422)) {
+      expect(errorOf(answer)).toMatchObject({ code: 'refund_exceeds_refundable', details: { refundable_minor: 0 } });
+    }
+    expect((await refundsOf(owner, deposit.id)).length).toBe(2);
+    const { rows } = await app.testDatabase.database.query<{ committed_minor: number; refundable_cap_minor: number }>(
+      'SELECT committed_minor, refundable_cap_minor FROM withdrawal_refund_allowances WHERE deposit_id = $1',
+      [deposit.id],
+    );
+    expect(rows).toEqual([{ committed_minor: 100_000, refundable_cap_minor: 100_000 }]);
+  });
+
+  it('the database refuses a claim beyond the deposit’s credit even when the statement’s condition is bypassed', async () => {
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    await clearCredits(owner);
+    await created(owner, deposit.id, 100_000);
+    await expect(
+      app.testDatabase.database.query('UPDATE withdrawal_refund_allowances SET committed_minor = committed_minor + 100 WHERE deposit_id = $1', [deposit.id]),
+    ).rejects.toThrow(/withdrawal_refund_allowances_within_cap/);
+  });
+});
+
+describe('a refund’s life as a withdrawal', () => {
+  it('is filled in chunks by other merchants’ depositors, with every event and wallet movement; the deposit counts what was paid', async () => {
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    await clearCredits(owner);
+    const order = await created(owner, deposit.id, 50_000);
+    const afterCreation = await balanceOf(owner);
+    await depositorPays(20_000);
+    await depositorPays(30_000);
+    const settled = await withdrawalOf(owner, order.id);
+    expect(settled).toMatchObject({ status: 'settled', filled_minor: 50_000, remaining_minor: 0, settled_splits: 2, fee_recognized_minor: order.fee_total_minor, refunded_minor: 0 });
+    expect(settled.fills?.map((fill) => fill.amount_minor)).toEqual([20_000, 30_000]);
+    const types = (await eventsOfMerchant(app, owner.merchant_id)).filter((event) => event.data.object.id === order.id).map((event) => event.type);
+    expect(types).toEqual(['withdrawal.created', 'withdrawal.leg_reserved', 'withdrawal.filled', 'withdrawal.leg_reserved', 'withdrawal.filled']);
+    // The reservation paid out: nothing came back to available, reserved lost amount and fee.
+    const afterFills = await balanceOf(owner);
+    expect(afterFills.available_minor).toBe(afterCreation.available_minor);
+    expect(afterCreation.reserved_minor - afterFills.reserved_minor).toBe(order.total_locked_minor);
+    // Each movement of the refund's money is in the merchant's feed (balance.* events carry the balance transaction).
+    const movements = (await eventsOfMerchant(app, owner.merchant_id))
+      .map((event) => event.data.object as { object?: string; type?: string; amount_minor?: number; source?: { id: string } })
+      .filter((object) => object.object === 'balance_transaction' && object.source?.id === order.id);
+    expect(movements.map((movement) => movement.type).sort()).toEqual(['fee', 'fee', 'withdrawal_reserved', 'withdrawal_settled', 'withdrawal_settled']);
+    expect(movements.filter((movement) => movement.type === 'withdrawal_settled').map((movement) => movement.amount_minor)).toEqual([20_000, 30_000]);
+    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 50_000, amount_refunded_minor: 50_000, refund_ids: [order.id] });
+  });
+
+  it('canceled midway returns its remainder and unused fee, and gives the unpaid part back to refund again', async () => {
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    await clearCredits(owner);
+    const order = await created(owner, deposit.id, 50_000);
+    await depositorPays(20_000);
+    const before = await balanceOf(owner);
+    const cancel = await app.signed({ method: 'POST', url: `/v1/pay/withdrawals/${order.id}/cancel`, idempotency_key: crypto.randomUUID(), credentials: owner });
+    expect(cancel.statusCode, cancel.body).toBe(200);
+    const canceled = cancel.json<WithdrawalView>();
+    expect(canceled).toMatchObject({ status: 'canceled', filled_minor: 20_000, remaining_minor: 0, canceled_by: 'merchant' });
+    expect(canceled.refunded_minor).toBe(30_000 + order.fee_total_minor - canceled.fee_recognized_minor);
+    expect((await balanceOf(owner)).available_minor - before.available_minor).toBe(canceled.refunded_minor);
+    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 80_000, amount_refunded_minor: 20_000, refund_ids: [order.id] });
+    const again = await created(owner, deposit.id, 80_000);
+    expect(again.refund_of_deposit_id).toBe(deposit.id);
+  });
+
+  it('a reversal of the deposit after a partial refund cancels what is not paid yet; the paid part stays paid', async () => {
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    await clearCredits(owner);
+    const order = await created(owner, deposit.id, 50_000);
+    await depositorPays(20_000);
+    const reversed = await app.backoffice({ method: 'POST', url: `/v1/bo/deposits/${deposit.id}/reverse`, token: operator, body: { reason_code: 'BANK_RECALL', note: 'ธนาคารเรียกคืนเงินรายการนี้ ตรวจสอบแล้ว' } });
+    expect(reversed.statusCode, reversed.body).toBe(200);
+    const stopped = await withdrawalOf(owner, order.id);
+    expect(stopped).toMatchObject({ status: 'canceled', cancel_reason_code: 'deposit_reversed', canceled_by: 'system', filled_minor: 20_000 });
+    expect((await getDeposit(app, deposit.id, owner))).toMatchObject({ status: 'reversed', refunds: { amount_refundable_minor: 0, amount_refunded_minor: 20_000, refund_ids: [order.id] } });
+    const refused = await refund(owner, deposit.id, { amount_minor: 10_000, reason_code: 'customer_request' });
+    expect(refused.statusCode).toBe(409);
+    expect(errorOf(refused)).toMatchObject({ code: 'deposit_not_refundable', details: { status: 'reversed' } });
+  });
+});
