@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { listSchema, minorSchema, openEnum, timestampSchema, type Describes } from '../http/response-fields.ts';
+import { cursorListSchema, listSchema, minorSchema, openEnum, timestampSchema, type Describes } from '../http/response-fields.ts';
 import { feeBreakdownItemSchema } from '../fees/resources.ts';
 import type { FillView, WithdrawalView } from './views.ts';
 import type { WithdrawalPolicy } from './policy.ts';
@@ -83,6 +83,9 @@ export const backofficeWithdrawalOrderSchema = z
   .meta({ id: 'backoffice_withdrawal_order' });
 
 export const withdrawalApprovalListSchema = listSchema(withdrawalOrderSchema);
+
+/** A page of GET /v1/pay/withdrawals: the orders as GET /v1/pay/withdrawals/{id} shows them, without `fills`. */
+export const withdrawalListSchema = cursorListSchema(withdrawalOrderSchema);
 
 export const withdrawalPolicySchema = z
   .object({

@@ -11,15 +11,18 @@ import { idText } from '../tenancy/schemas.ts';
 import { requireStaffNote } from '../http/staff-note.ts';
 import { POLICY_LIMITS, type WithdrawalPolicyService } from './policy.ts';
 import { listSchema } from '../http/response-fields.ts';
-import { backofficeWithdrawalOrderSchema, withdrawalOrderSchema, withdrawalPolicySchema } from './resources.ts';
+import { backofficeWithdrawalOrderSchema, withdrawalListSchema, withdrawalOrderSchema, withdrawalPolicySchema } from './resources.ts';
+import { parseTimestamp } from '../platform/time.ts';
+import { WITHDRAWAL_STATUSES } from './types.ts';
 import type { Queryable } from '../platform/db.ts';
 import { mapPlannedCommand } from '../platform/read-part.ts';
 import type { TenancyService } from '../tenancy/service.ts';
-import type { WithdrawalService } from './service.ts';
+import type { OrderListFilters, WithdrawalService, WithdrawalView } from './service.ts';
 
 /**
- * Merchant routes: POST /v1/pay/withdrawals (201 with the order), GET /v1/pay/withdrawals/:id (with
- * `fills[]`), POST /v1/pay/withdrawals/:id/cancel. Back-office routes: the approval queue, approve,
+ * Merchant routes: POST /v1/pay/withdrawals (201 with the order), GET /v1/pay/withdrawals (a page of the
+ * merchant's orders, without `fills[]`), GET /v1/pay/withdrawals/:id (with `fills[]`),
+ * POST /v1/pay/withdrawals/:id/cancel. Back-office routes: the approval queue, approve,
  * reject, one order, and the brand's withdrawal policy. Every back-office change writes its audit row
  * in the transaction of the change.
  */
@@ -44,6 +47,92 @@ export const createWithdrawalSchema = z
       context.addIssue({ code: 'custom', path: ['beneficiary'], params: { reason: 'not_allowed_with', hint: 'send beneficiary_id or beneficiary, not both' }, message: 'both' });
     }
   });
+
+const LIST_MAX_LIMIT = 100;
+const LIST_DEFAULT_LIMIT = 20;
+const timestampText = z.string().max(40).refine((text) => parseTimestamp(text) !== null, { params: { reason: 'invalid_timestamp' } });
+
+/** GET /v1/pay/withdrawals: the deposit list's paging and limits (src/deposits/routes.ts), with the withdrawal's filters. */
+const listQuerySchema = z
+  .object({
+    status: z.enum(WITHDRAWAL_STATUSES).optional(),
+    refund_of_deposit_id: idText.optional(),
+    merchant_reference: merchantReferenceSchema.optional(),
+    end_user_ref: endUserRefSchema.optional(),
+    from: timestampText.optional(),
+    to: timestampText.optional(),
+    order: z.enum(['asc', 'desc']).optional(),
+    limit: z.string().refine((text) => /^[0-9]{1,3}$/.test(text) && Number(text) >= 1 && Number(text) <= LIST_MAX_LIMIT, { params: { reason: 'out_of_range', hint: `1 to ${LIST_MAX_LIMIT}` } }).optional(),
+    cursor: z.string().min(1).max(1000).optional(),
+  })
+  .strict();
+
+/** The filters a list cursor is bound to: changing any of them mid-cursor is cursor_filter_mismatch (`limit` may change). */
+const listFiltersSchema = z
+  .object({
+    status: z.string().nullable(),
+    refund_of_deposit_id: z.string().nullable(),
+    merchant_reference: z.string().nullable(),
+    end_user_ref: z.string().nullable(),
+    from: z.string().nullable(),
+    to: z.string().nullable(),
+    order: z.enum(['asc', 'desc']),
+  })
+  .strict();
+type ListFilters = z.infer<typeof listFiltersSchema>;
+const LIST_FILTER_NAMES = Object.keys(listFiltersSchema.shape) as (keyof ListFilters)[];
+
+const cursorSchema = z
+  .object({ v: z.literal(1), created_at: z.number().int().min(0).max(253_402_300_799_999), id: z.string().min(1).max(100), filters: listFiltersSchema })
+  .strict();
+type ListCursor = z.infer<typeof cursorSchema>;
+
+function listFiltersOf(query: z.infer<typeof listQuerySchema>): ListFilters {
+  return {
+    status: query.status ?? null,
+    refund_of_deposit_id: query.refund_of_deposit_id ?? null,
+    merchant_reference: query.merchant_reference ?? null,
+    end_user_ref: query.end_user_ref ?? null,
+    from: query.from ?? null,
+    to: query.to ?? null,
+    order: query.order ?? 'desc',
+  };
+}
+
+/** Where a cursor's page starts; a cursor of other filters is refused, and a damaged one is just an invalid value. */
+function cursorPosition(text: string, filters: ListFilters): OrderListFilters['after'] {
+  let cursor: ListCursor | null = null;
+  try {
+    const parsed = cursorSchema.safeParse(JSON.parse(Buffer.from(text, 'base64url').toString('utf8')));
+    if (parsed.success) cursor = parsed.data;
+  } catch {
+    // Falls through to the validation error below: a cursor is opaque.
+  }
+  if (!cursor) throw new ApiError('validation_error', { details: { fields: [{ path: 'cursor', reason: 'invalid_cursor' }] } });
+  const bound = cursor.filters;
+  if (LIST_FILTER_NAMES.some((name) => bound[name] !== filters[name])) throw new ApiError('cursor_filter_mismatch');
+  return { created_at: new Date(cursor.created_at), withdrawal_id: cursor.id };
+}
+
+function nextCursor(last: WithdrawalView, filters: ListFilters): string {
+  const cursor: ListCursor = { v: 1, created_at: Date.parse(last.created_at), id: last.id, filters };
+  return Buffer.from(JSON.stringify(cursor), 'utf8').toString('base64url');
+}
+
+/** The service's filters for one request: a page and one more row, which tells whether another page follows. */
+function serviceFilters(query: z.infer<typeof listQuerySchema>, filters: ListFilters, limit: number): OrderListFilters {
+  return {
+    status: query.status ?? null,
+    refund_of_deposit_id: filters.refund_of_deposit_id,
+    merchant_reference: filters.merchant_reference,
+    end_user_ref: filters.end_user_ref,
+    created_from: filters.from === null ? null : parseTimestamp(filters.from),
+    created_to: filters.to === null ? null : parseTimestamp(filters.to),
+    descending: filters.order === 'desc',
+    after: query.cursor === undefined ? null : cursorPosition(query.cursor, filters),
+    limit: limit + 1,
+  };
+}
 
 const noteSchema = z.string().trim().max(1000);
 const modeSchema = z.enum(['test', 'live']);
@@ -86,6 +175,31 @@ function registerWithdrawalRoutes(registrar: RouteRegistrar, services: Withdrawa
     extraBuckets: (body, context) => creationBuckets(body, context),
     // The beneficiary and the creation's policy, reference and fee reads ride on the idempotency statement.
     command: ({ context, body }) => mapPlannedCommand(withdrawals.planForMerchant(accountOfContext(context), body, context.cause), (created) => ({ status: 201, body: created })),
+  });
+
+  registrar.merchant({
+    method: 'GET',
+    url: '/v1/pay/withdrawals',
+    summary: 'List withdrawals',
+    responses: {
+      200: {
+        description:
+          "A page of the merchant's withdrawal orders in this mode, newest first unless `order=asc`. Each item is the order as GET /v1/pay/withdrawals/{id} shows it, without `fills[]`: a list reads no order's fills; read one order for them.",
+        schema: withdrawalListSchema,
+      },
+    },
+    errors: ['cursor_filter_mismatch'],
+    scope: 'pay:read',
+    query: listQuerySchema,
+    async handler({ context, db, query }) {
+      const filters = listFiltersOf(query);
+      const limit = query.limit === undefined ? LIST_DEFAULT_LIMIT : Number(query.limit);
+      const views = await withdrawals.list(db, accountOfContext(context), serviceFilters(query, filters, limit));
+      const page = views.slice(0, limit);
+      const last = page.at(-1);
+      const next_cursor = views.length > limit && last ? nextCursor(last, filters) : null;
+      return { status: 200, body: { object: 'list', data: page, has_more: next_cursor !== null, next_cursor } };
+    },
   });
 
   registrar.merchant({

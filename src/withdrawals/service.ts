@@ -37,6 +37,7 @@ export { fillView, withdrawalView, type FillOutcome, type FillReversalOutcome, t
 export { MAX_REFUNDS_PER_DEPOSIT, type CreateWithdrawalInput, type RefundTerms } from './creation.ts';
 export { REFUND_REASON_CODES, type RefundReasonCode } from './types.ts';
 export type { WithdrawalDependencies } from './dependencies.ts';
+export type { OrderListFilters } from './repository.ts';
 
 /** What a cancel refused for a pending fill tells the caller to wait: about one leg's transfer window. */
 export const PENDING_FILL_RETRY_AFTER_SECONDS = 60;
@@ -94,6 +95,16 @@ export class WithdrawalService {
     if (!row) return null;
     const fills = await repository.listFills(db, row.white_label_id, row.withdrawal_id);
     return { ...withdrawalView(row), fills: fills.map((leg) => fillView(leg, true)) };
+  }
+
+  /**
+   * One page of the caller's orders (GET /v1/pay/withdrawals), newest or oldest first as asked. Without
+   * `fills`: a list reads no order's children, so a page costs one statement whatever its orders hold; the
+   * fills are read per order. The caller asks for one row more than its page to learn whether another follows.
+   */
+  async list(db: Queryable, account: WithdrawalAccount, filters: repository.OrderListFilters): Promise<WithdrawalView[]> {
+    const rows = await repository.listOrdersOfMerchant(db, account, filters);
+    return rows.map((row) => withdrawalView(row));
   }
 
   private async lockOwnOrder(tx: Queryable, account: WithdrawalAccount, withdrawal_id: string): Promise<WithdrawalRow | null> {

@@ -1562,6 +1562,7 @@ const ROUTE_TABLE: readonly RouteEntry[] = [
   { method: 'POST', segments: ['', 'v1', 'pay', 'beneficiaries'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'pay', 'beneficiaries', ':id'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'pay', 'withdrawals'], kind: 'merchant' },
+  { method: 'GET', segments: ['', 'v1', 'pay', 'withdrawals'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'pay', 'withdrawals', ':id'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'pay', 'withdrawals', ':id', 'cancel'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'pay', 'deposits'], kind: 'merchant' },

@@ -464,6 +464,7 @@ function merchantQueries(): Record<string, Record<string, string>> {
     'GET /v1/pay/events': { since_sequence: '0', limit: '5' },
     'GET /v1/pay/quote': { channel: 'deposit', amount_minor: '10000' },
     'GET /v1/pay/deposits': { limit: '5', order: 'desc' },
+    'GET /v1/pay/withdrawals': { limit: '5', order: 'asc', status: 'open' },
     'GET /v1/pay/senders': { end_user_ref: w.objects.sender_end_user_ref },
     'GET /v1/pay/deposits/:id/slip': { receipt_id: w.objects.overpaid_receipt_id },
     'GET /v1/test/clocks': { limit: '5' },

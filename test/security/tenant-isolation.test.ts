@@ -195,6 +195,7 @@ const MERCHANT_RULES: Record<string, MerchantRule> = {
     request: () => ({ method: 'POST', url: '/v1/pay/withdrawals', body: withdrawalBody(w.objects.beneficiary_id) }),
     unknown: () => ({ method: 'POST', url: '/v1/pay/withdrawals', body: withdrawalBody(NOWHERE.beneficiary) }),
   },
+  'GET /v1/pay/withdrawals': { kind: 'own_scope', request: () => ({ method: 'GET', url: '/v1/pay/withdrawals?limit=100' }) },
   'GET /v1/pay/withdrawals/:id': {
     kind: 'foreign_object',
     request: getWithdrawalOf(() => w.objects.open_withdrawal_id),

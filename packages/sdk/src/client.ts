@@ -11,6 +11,7 @@ import type {
   CursorPage,
   DepositOrder,
   ListDepositsParams,
+  ListWithdrawalsParams,
   Sender,
   SlipUpload,
   TestVectors,
@@ -326,6 +327,9 @@ export class PaymentClient {
     create: (params: CreateWithdrawalParams, options: CallOptions = {}) =>
       this.call<WithdrawalOrder>({ method: 'POST', path: '/v1/pay/withdrawals', body: params, ...options }),
     retrieve: (id: string, options: CallOptions = {}) => this.call<WithdrawalOrder>({ method: 'GET', path: `/v1/pay/withdrawals/${segment(id)}`, ...options }),
+    /** A page of the merchant's orders; items carry no `fills` (read one order for them). */
+    list: (params: ListWithdrawalsParams = {}, options: CallOptions = {}) =>
+      this.call<CursorPage<WithdrawalOrder>>({ method: 'GET', path: '/v1/pay/withdrawals', query: { ...params }, ...options }),
     cancel: (id: string, options: CallOptions = {}) => this.call<WithdrawalOrder>({ method: 'POST', path: `/v1/pay/withdrawals/${segment(id)}/cancel`, ...options }),
   };
 

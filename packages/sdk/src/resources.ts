@@ -313,6 +313,25 @@ export interface CreateWithdrawalParams {
   metadata?: Record<string, string>;
 }
 
+/** Filters of `withdrawals.list` (GET /v1/pay/withdrawals). A cursor is bound to the filters it came with; `limit` may change. */
+export interface ListWithdrawalsParams {
+  status?: WithdrawalStatus;
+  /** The refunds of one deposit. */
+  refund_of_deposit_id?: string;
+  /** Exact match. */
+  merchant_reference?: string;
+  end_user_ref?: string;
+  /** Inclusive, on `created_at`. */
+  from?: Timestamp;
+  /** Exclusive, on `created_at`. */
+  to?: Timestamp;
+  /** Newest first (`desc`) by default. */
+  order?: 'asc' | 'desc';
+  /** 1 to 100; 20 by default. */
+  limit?: number;
+  cursor?: string;
+}
+
 export interface Beneficiary {
   id: string;
   object: 'beneficiary';

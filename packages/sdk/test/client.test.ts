@@ -6,10 +6,13 @@ import {
   PaymentClient,
   isApiError,
   type CreateDepositParams,
+  type CursorPage,
   type DepositOrder,
   type FieldProblem,
   type RetryNotice,
+  type WithdrawalOrder,
 } from '../src/index.ts';
+import { accountOf, fundAvailable, verifiedBeneficiary } from '../../../test/support/withdrawals.ts';
 import { startProxy, startService, type ListeningService, type Proxy } from './support/service.ts';
 
 /**
@@ -97,6 +100,37 @@ describe('typed resources', () => {
     expect(second).toMatchObject({ http_status: 201, idempotent_replay: true });
     expect(second.data.id).toBe(first.data.id);
     expect(first.request_id).toMatch(/^req_/);
+  });
+});
+
+describe('withdrawals.list', () => {
+  it('lists withdrawals with typed filters, follows the cursor, and refuses a cursor of other filters', async () => {
+    // A merchant of its own, funded, so that the balance the other tests expect of the sandbox merchant stays as it is.
+    const merchant = await service.app.createMerchant({ white_label_id: service.app.sandbox.white_label_id });
+    const account = accountOf(merchant);
+    await fundAvailable(service.app, account, 1_000_000);
+    const beneficiary_id = await verifiedBeneficiary(service.app, account);
+    const client = service.client({ api_key: merchant.api_key, signing_secret: merchant.signing_secret });
+    const created: WithdrawalOrder[] = [];
+    for (let index = 0; index < 3; index += 1) {
+      const reference = `sdk-wd-${crypto.randomUUID()}`;
+      created.push(await client.withdrawals.create({ amount_minor: 5_000, currency: 'THB', merchant_reference: reference, end_user_ref: 'user-sdk-list', beneficiary_id }));
+    }
+    const newestFirst = [...created].sort((a, b) => (a.created_at === b.created_at ? (a.id < b.id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1)).map((order) => order.id);
+
+    const first = await client.withdrawals.list({ end_user_ref: 'user-sdk-list', status: 'open', limit: 2 });
+    expectTypeOf(first).toEqualTypeOf<CursorPage<WithdrawalOrder>>();
+    expect(first).toMatchObject({ object: 'list', has_more: true });
+    expect(first.data[0]).not.toHaveProperty('fills');
+    const second = await client.withdrawals.list({ end_user_ref: 'user-sdk-list', status: 'open', limit: 2, cursor: first.next_cursor! });
+    expect(second).toMatchObject({ has_more: false, next_cursor: null });
+    expect([...first.data, ...second.data].map((order) => order.id)).toEqual(newestFirst);
+
+    const exact = await client.withdrawals.list({ merchant_reference: created[1]!.merchant_reference });
+    expect(exact.data.map((order) => order.id)).toEqual([created[1]!.id]);
+
+    const refused = await client.withdrawals.list({ end_user_ref: 'user-sdk-list', status: 'canceled', cursor: first.next_cursor! }).catch((error: unknown) => error);
+    expect(isApiError(refused, 'cursor_filter_mismatch')).toBe(true);
   });
 });
 
