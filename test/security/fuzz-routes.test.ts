@@ -449,6 +449,7 @@ const MERCHANT_BODIES: Record<string, () => Record<string, Json>> = {
   'POST /v1/pay/deposits/:id/evidence': () => ({ kind: 'bank_statement_line', reference: `STMT-${unique()}`, note: 'The statement line of the transfer' }),
   'POST /v1/pay/deposits/:id/force-complete': () => ({ verified_amount_minor: 10_000, note: STAFF_NOTE }),
   'POST /v1/pay/withdrawals/:id/disputes': () => ({ leg_ref: w.objects.filled_leg_ref, reason_code: 'AMOUNT_DIFFERS' }),
+  'POST /v1/pay/deposits/:id/refunds': () => ({ amount_minor: 10_000, reason_code: 'customer_request', note: 'fuzz refund' }),
   'POST /v1/pay/disputes/:id/evidence': () => ({ kind: 'other', reference: `REF-${unique()}`, note: 'The payee statement' }),
   'POST /v1/test/bank/accounts': () => ({ bank_code: '004', account_number: `88${unique().slice(-8).padStart(8, '0')}`, holder_name_th: 'บัญชี ทดสอบ' }),
   'POST /v1/test/bank/accounts/lookup': () => ({ ...w.objects.second_bank_account }),
