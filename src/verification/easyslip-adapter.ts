@@ -31,7 +31,7 @@ import {
   type ProviderAnswer,
   type ProviderRequest,
 } from './provider-http.ts';
-import { ProviderVerifier, foundIfAbout, type ProviderVerifierOptions } from './provider-verifier.ts';
+import { ProviderVerifier, connectionRefusal, foundIfAbout, type ProviderVerifierOptions } from './provider-verifier.ts';
 import { buildSlipPayload } from './slip-payload.ts';
 
 export interface EasySlipVerifierOptions extends ProviderVerifierOptions {
@@ -122,9 +122,7 @@ function readInfo(answer: ProviderAnswer): ConnectionCheck {
   const info = infoSchema.safeParse(answer.document);
   if (answer.status === 200 && info.success) return { ok: true, remaining_quota: info.data.data.application.quota.remaining };
   const error = errorSchema.safeParse(answer.document);
-  const mapped = error.success ? EASYSLIP_CODES.get(error.data.error.code) : undefined;
-  if (mapped?.outcome === 'bank_disabled' && mapped.operator_alert !== undefined) return { ok: false, reason: mapped.operator_alert };
-  return { ok: false, reason: 'unexpected_answer' };
+  return connectionRefusal(error.success ? EASYSLIP_CODES.get(error.data.error.code) : undefined);
 }
 
 export class EasySlipVerifier extends ProviderVerifier {

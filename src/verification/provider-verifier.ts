@@ -37,6 +37,15 @@ export interface ProviderVerifierOptions extends ResilienceOptions {
   on_alert?: (alert: ProviderAlert) => void;
 }
 
+/**
+ * What a test of the connection makes of an error answer: the operator alert its documented code maps to
+ * (quota used up, credentials refused), or an answer it did not expect.
+ */
+export function connectionRefusal(mapped: TransferLookup | null | undefined): ConnectionCheck {
+  if (mapped?.outcome === 'bank_disabled' && mapped.operator_alert !== undefined) return { ok: false, reason: mapped.operator_alert };
+  return { ok: false, reason: 'unexpected_answer' };
+}
+
 /** The transfer when it is the one asked about; an answer about any other transfer is malformed. */
 export function foundIfAbout(transfer: VerifiedTransfer, query: TransferQuery): TransferLookup {
   if (transfer.sending_bank_code !== query.sending_bank_code || transfer.trans_ref !== query.trans_ref) return MALFORMED;

@@ -19,7 +19,7 @@
 import { z } from 'zod';
 import type { TransferLookup, TransferQuery } from './bank-port.ts';
 import { HTTP_ERROR, MALFORMED, baseUrlOf, credentialOf, type ConnectionCheck, type ProviderAnswer, type ProviderRequest } from './provider-http.ts';
-import { ProviderVerifier, lookupOfBankSlip, type ProviderVerifierOptions } from './provider-verifier.ts';
+import { ProviderVerifier, connectionRefusal, lookupOfBankSlip, type ProviderVerifierOptions } from './provider-verifier.ts';
 import { buildSlipPayload } from './slip-payload.ts';
 
 export interface RdcwVerifierOptions extends ProviderVerifierOptions {
@@ -73,9 +73,7 @@ function readVerify(answer: ProviderAnswer, query: TransferQuery): TransferLooku
 function readQuota(answer: ProviderAnswer): ConnectionCheck {
   const quota = quotaSchema.safeParse(answer.document);
   if (answer.status === 200 && quota.success) return { ok: true, remaining_quota: Math.max(0, quota.data.quota.limit - quota.data.quota.usage) };
-  const mapped = mappedError(answer);
-  if (mapped?.outcome === 'bank_disabled' && mapped.operator_alert !== undefined) return { ok: false, reason: mapped.operator_alert };
-  return { ok: false, reason: 'unexpected_answer' };
+  return connectionRefusal(mappedError(answer));
 }
 
 export class RdcwVerifier extends ProviderVerifier {

@@ -17,7 +17,7 @@
 import { z } from 'zod';
 import type { TransferLookup, TransferQuery } from './bank-port.ts';
 import { HTTP_ERROR, MALFORMED, baseUrlOf, credentialOf, type ConnectionCheck, type ProviderAnswer, type ProviderRequest } from './provider-http.ts';
-import { ProviderVerifier, lookupOfBankSlip, type ProviderVerifierOptions } from './provider-verifier.ts';
+import { ProviderVerifier, connectionRefusal, lookupOfBankSlip, type ProviderVerifierOptions } from './provider-verifier.ts';
 import { buildSlipPayload } from './slip-payload.ts';
 
 export interface SlipOkVerifierOptions extends ProviderVerifierOptions {
@@ -74,8 +74,7 @@ function readQuota(answer: ProviderAnswer): ConnectionCheck {
   if (answer.status === 200 && quota.success) return { ok: true, remaining_quota: quota.data.data.quota };
   const error = errorSchema.safeParse(answer.document);
   const mapped = error.success ? SLIPOK_CODES.get(error.data.code) : undefined;
-  if (typeof mapped === 'object' && mapped.outcome === 'bank_disabled' && mapped.operator_alert !== undefined) return { ok: false, reason: mapped.operator_alert };
-  return { ok: false, reason: 'unexpected_answer' };
+  return connectionRefusal(mapped === 'transfer' ? undefined : mapped);
 }
 
 export class SlipOkVerifier extends ProviderVerifier {

@@ -143,3 +143,35 @@ export function sampleTransfer(fields: Partial<FakeTransfer> & Pick<FakeTransfer
     ...fields,
   };
 }
+
+function bankSlipPartyOf(party: FakeParty): Record<string, unknown> {
+  return { displayName: party.name_th, name: party.name_en, proxy: { type: null, value: null }, account: { type: 'BANKAC', value: party.account } };
+}
+
+/**
+ * A transfer in the banks' slip-verification shape that SlipOK and RDCW pass on (`transRef`,
+ * `sendingBank`, `transDate`, `sender.displayName`, `sender.account.value`, …), field for field as their
+ * documentation and SDKs list them.
+ */
+export function bankSlipData(transfer: FakeTransfer): Record<string, unknown> {
+  const { date, time } = bangkokDateAndTime(transfer.occurred_at);
+  return {
+    language: 'TH',
+    transRef: transfer.trans_ref,
+    sendingBank: transfer.sending_bank_code,
+    receivingBank: transfer.receiver.bank_code,
+    transDate: date,
+    transTime: time,
+    sender: bankSlipPartyOf(transfer.sender),
+    receiver: bankSlipPartyOf(transfer.receiver),
+    amount: Number(transfer.amount),
+    paidLocalAmount: Number(transfer.amount),
+    paidLocalCurrency: '764',
+    countryCode: 'TH',
+    transFeeAmount: 0,
+    ref1: '',
+    ref2: '',
+    ref3: '',
+    toMerchantId: '',
+  };
+}

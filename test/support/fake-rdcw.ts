@@ -1,5 +1,5 @@
 import type { RecordedRequest } from './fake-slip-provider.ts';
-import { bangkokDateAndTime, bodyOf, lookUpPayload, startStatefulFake, type FakeAnswer, type FakeParty, type FakeProviderBank, type FakeTransfer, type StatefulFakeProvider } from './fake-provider-bank.ts';
+import { bankSlipData, bodyOf, lookUpPayload, startStatefulFake, type FakeAnswer, type FakeProviderBank, type StatefulFakeProvider } from './fake-provider-bank.ts';
 import { RDCW_QUOTA_TEST_PAYLOAD } from '../../src/verification/rdcw-adapter.ts';
 
 /**
@@ -37,33 +37,8 @@ function error(code: number): FakeAnswer {
   return { status: 400, body: { code, message: MESSAGES[code] } };
 }
 
-function partyOf(party: FakeParty): Record<string, unknown> {
-  return { displayName: party.name_th, name: party.name_en, proxy: { type: null, value: null }, account: { type: 'BANKAC', value: party.account } };
-}
-
-/** The inquiry's `data` for a transfer. */
-export function rdcwSlipData(transfer: FakeTransfer): Record<string, unknown> {
-  const { date, time } = bangkokDateAndTime(transfer.occurred_at);
-  return {
-    language: 'TH',
-    transRef: transfer.trans_ref,
-    sendingBank: transfer.sending_bank_code,
-    receivingBank: transfer.receiver.bank_code,
-    transDate: date,
-    transTime: time,
-    sender: partyOf(transfer.sender),
-    receiver: partyOf(transfer.receiver),
-    amount: Number(transfer.amount),
-    paidLocalAmount: Number(transfer.amount),
-    paidLocalCurrency: '764',
-    countryCode: 'TH',
-    transFeeAmount: 0,
-    ref1: '',
-    ref2: '',
-    ref3: '',
-    toMerchantId: '',
-  };
-}
+/** The inquiry's `data` for a transfer: the bank's slip as RDCW passes it on. */
+export const rdcwSlipData = bankSlipData;
 
 function envelope(bank: FakeProviderBank, discriminator: string, valid: boolean, data: unknown, cost: number, cached: boolean): FakeAnswer {
   const body = { discriminator, valid, data, quota: { cost, usage: bank.quota.used, limit: bank.quota.limit }, subscription: { id: 1, postpaid: false }, isCached: cached };

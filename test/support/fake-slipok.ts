@@ -1,5 +1,5 @@
 import type { RecordedRequest } from './fake-slip-provider.ts';
-import { bangkokDateAndTime, bodyOf, lookUpPayload, startStatefulFake, type FakeAnswer, type FakeParty, type FakeProviderBank, type FakeTransfer, type StatefulFakeProvider } from './fake-provider-bank.ts';
+import { bankSlipData, bodyOf, lookUpPayload, startStatefulFake, type FakeAnswer, type FakeProviderBank, type FakeTransfer, type StatefulFakeProvider } from './fake-provider-bank.ts';
 
 /**
  * A local SlipOK, answering as its documentation shows:
@@ -36,36 +36,9 @@ function error(code: number, data?: unknown): FakeAnswer {
   return { status: 400, body: { success: false, code, message: MESSAGES[code] ?? 'error', ...(data === undefined ? {} : { data }) } };
 }
 
-function partyOf(party: FakeParty): Record<string, unknown> {
-  return { displayName: party.name_th, name: party.name_en, proxy: { type: null, value: null }, account: { type: 'BANKAC', value: party.account } };
-}
-
-/** The check-slip answer's `data` for a transfer, field for field as the documentation lists them. */
+/** The check-slip answer's `data` for a transfer: the bank's slip with SlipOK's own fields. */
 export function slipOkSlipData(transfer: FakeTransfer): Record<string, unknown> {
-  const { date, time } = bangkokDateAndTime(transfer.occurred_at);
-  return {
-    success: true,
-    message: '✅',
-    rqUID: '735_20260801_abc',
-    language: 'TH',
-    transRef: transfer.trans_ref,
-    sendingBank: transfer.sending_bank_code,
-    receivingBank: transfer.receiver.bank_code,
-    transDate: date,
-    transTime: time,
-    transTimestamp: new Date(transfer.occurred_at).toISOString(),
-    sender: partyOf(transfer.sender),
-    receiver: partyOf(transfer.receiver),
-    amount: Number(transfer.amount),
-    paidLocalAmount: Number(transfer.amount),
-    paidLocalCurrency: '764',
-    countryCode: 'TH',
-    transFeeAmount: 0,
-    ref1: '',
-    ref2: '',
-    ref3: '',
-    toMerchantId: '',
-  };
+  return { success: true, message: '✅', rqUID: '735_20260801_abc', ...bankSlipData(transfer), transTimestamp: new Date(transfer.occurred_at).toISOString() };
 }
 
 function checkSlip(request: RecordedRequest, bank: FakeProviderBank): FakeAnswer {
