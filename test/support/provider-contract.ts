@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { TransferLookup, TransferQuery, VerifiedTransfer } from '../../src/verification/bank-port.ts';
 import { accountsMatch, namesCompatible } from '../../src/verification/checks.ts';
+import { buildSlipPayload } from '../../src/verification/slip-payload.ts';
 import type { ProviderAlert, ResilienceOptions } from '../../src/verification/provider-http.ts';
 import type { ProviderVerifier } from '../../src/verification/provider-verifier.ts';
 import { sampleTransfer, type FakeTransfer, type StatefulFakeProvider } from './fake-provider-bank.ts';
@@ -166,6 +167,24 @@ function describeAccountTrouble(contract: ProviderContract, fake: () => Stateful
       expect(alerts).toEqual([{ provider: contract.provider, reason: 'credentials_refused' }]);
       fake().bank.mode = 'credentials_refused';
       expect(await subject().verifyTransfer(QUERY)).toEqual(CREDENTIALS_ALERT);
+    });
+
+    it('nothing is logged, and no outcome or alert carries the reference or the QR payload', async () => {
+      const spies = (['log', 'info', 'warn', 'error', 'debug'] as const).map((method) => vi.spyOn(console, method));
+      try {
+        const alerts: ProviderAlert[] = [];
+        const seen: unknown[] = [alerts];
+        for (const mode of ['quota_exhausted', 'credentials_refused', 'bank_down', 'malformed', 'hang'] as const) {
+          fake().bank.mode = mode;
+          seen.push(await subject({ max_attempts: 1, on_alert: (alert) => alerts.push(alert) }).verifyTransfer(QUERY));
+        }
+        const text = JSON.stringify(seen);
+        expect(text).not.toContain(TRANS_REF);
+        expect(text).not.toContain(buildSlipPayload({ sending_bank_code: QUERY.sending_bank_code, trans_ref: TRANS_REF }));
+        for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+      } finally {
+        for (const spy of spies) spy.mockRestore();
+      }
     });
 
     it('an alert callback that throws changes nothing', async () => {
