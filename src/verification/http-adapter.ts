@@ -47,41 +47,28 @@
  * Nothing is logged, and no error this module makes carries the key, an account number, a name or
  * the transaction reference.
  */
-import {
-  BrokenCircuitError,
-  CircuitState,
-  ConsecutiveBreaker,
-  ExponentialBackoff,
-  TaskCancelledError,
-  TimeoutStrategy,
-  circuitBreaker,
-  handleWhen,
-  retry,
-  timeout,
-  wrap,
-  type CircuitBreakerPolicy,
-  type IPolicy,
-} from 'cockatiel';
 import { z } from 'zod';
-import { MASK_CHARACTERS, type BankVerifier, type TransferLookup, type TransferQuery, type VerifiedTransfer } from './bank-port.ts';
+import type { BankVerifier, TransferLookup, TransferQuery, VerifiedTransfer } from './bank-port.ts';
+import {
+  HTTP_ERROR,
+  MALFORMED,
+  ProviderTransport,
+  accountSchema,
+  amountSchema,
+  bankCodeSchema,
+  baseUrlOf,
+  credentialOf,
+  nameSchema,
+  timestampSchema,
+  type ProviderAnswer,
+  type ResilienceOptions,
+} from './provider-http.ts';
 
-export interface HttpBankVerifierOptions {
+export interface HttpBankVerifierOptions extends ResilienceOptions {
   /** The provider's base URL, http or https, without credentials; a trailing slash is ignored. */
   url: string;
   /** The provider's API key, sent as a bearer token. */
   key: string;
-  /** The longest one attempt may take, from sending the request to the last byte of the answer. */
-  timeout_ms: number;
-  /** Attempts per call, the first included. */
-  max_attempts?: number;
-  /** The scale of the backoff between attempts; the longest wait is 16 times this. */
-  retry_base_ms?: number;
-  /** Consecutive failed calls that open the circuit breaker. */
-  breaker_threshold?: number;
-  /** How long the breaker stays open before it lets one trial call through. */
-  breaker_half_open_after_ms?: number;
-  /** The most of an answer's body that is read; a larger body is malformed. */
-  max_response_bytes?: number;
 }
 
 export interface BankVerifierConfig {
@@ -90,102 +77,10 @@ export interface BankVerifierConfig {
   timeout_ms: number;
 }
 
-const DEFAULT_MAX_ATTEMPTS = 3;
-const DEFAULT_RETRY_BASE_MS = 200;
-const DEFAULT_BREAKER_THRESHOLD = 5;
-const DEFAULT_BREAKER_HALF_OPEN_AFTER_MS = 30_000;
-const DEFAULT_MAX_RESPONSE_BYTES = 65_536;
-/** Attempts are capped so that a configuration mistake cannot turn one call into a flood. */
-const MAX_ATTEMPTS_LIMIT = 10;
-/** The longest backoff wait, as a multiple of retry_base_ms. */
-const MAX_BACKOFF_FACTOR = 16;
 const VERIFY_PATH = '/v1/transfers/verify';
-const MAX_NAME_CHARACTERS = 200;
-const MAX_SAFE_SATANG = BigInt(Number.MAX_SAFE_INTEGER);
-
-/**
- * An attempt that failed in a way worth retrying: a 429, a 5xx or a network failure. It carries no
- * detail on purpose, so that nothing about the request can leak through it.
- */
-class RetryableFailure extends Error {
-  constructor() {
-    super('slip verification provider attempt failed');
-    this.name = 'RetryableFailure';
-  }
-}
 
 // ---------------------------------------------------------------------------------------------------
 // The answer's schema.
-
-const bankCodeSchema = z.string().regex(/^\d{3}$/);
-
-function escapeForCharacterClass(character: string): string {
-  return character.replace(/[\\\]^-]/g, '\\$&');
-}
-
-/** Digits and the mask characters banks print, 4 to 20 of them, once separators are gone. */
-const ACCOUNT_PATTERN = new RegExp(`^[0-9${MASK_CHARACTERS.map(escapeForCharacterClass).join('')}]{4,20}$`, 'u');
-
-const accountSchema = z
-  .string()
-  .max(100)
-  .transform((account) => account.replace(/[\s-]/gu, ''))
-  .pipe(z.string().regex(ACCOUNT_PATTERN));
-
-/** An empty name says as little as an absent one, so both become null. */
-const nameSchema = z
-  .string()
-  .refine((name) => [...name].length <= MAX_NAME_CHARACTERS)
-  .nullish()
-  .transform((name) => (name == null || name === '' ? null : name));
-
-/** Baht with at most two decimals, no sign, no exponent, no leading zeros. */
-const AMOUNT_PATTERN = /^(?:0|[1-9]\d{0,20})(?:\.\d{1,2})?$/;
-
-/** Converts baht text to satang with integer arithmetic only: a float would round some amounts. */
-function satangOf(amount: string): bigint {
-  const [whole = '0', fraction = ''] = amount.split('.');
-  return BigInt(whole) * 100n + BigInt(fraction.padEnd(2, '0'));
-}
-
-const amountSchema = z
-  .string()
-  .regex(AMOUNT_PATTERN)
-  .transform(satangOf)
-  .pipe(z.bigint().positive().max(MAX_SAFE_SATANG))
-  .transform((satang) => Number(satang));
-
-/** RFC 3339 date-time with seconds and an offset; `t` and `z` may be lower case. */
-const TIMESTAMP_PATTERN = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
-
-/**
- * Reads an RFC 3339 timestamp field by field, rejecting impossible dates (`Date.parse` quietly turns
- * 30 February into 2 March).
- */
-function parseTimestamp(text: string): Date | null {
-  const match = TIMESTAMP_PATTERN.exec(text);
-  if (!match) return null;
-  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as [number, number, number, number, number, number];
-  const fraction = match[7] ?? '';
-  const milliseconds = Number(fraction.padEnd(3, '0').slice(0, 3));
-  const offset_sign = match[9] === '-' ? -1 : 1;
-  const offset_hours = match[8] ? 0 : Number(match[10]);
-  const offset_minutes = match[8] ? 0 : Number(match[11]);
-  // Date.UTC maps years 0 to 99 onto 1900 to 1999; no bank transfer is that old, so such years are refused.
-  if (year < 1000) return null;
-  const days_in_month = new Date(Date.UTC(year, month, 0)).getUTCDate();
-  if (month < 1 || month > 12 || day < 1 || day > days_in_month) return null;
-  if (hour > 23 || minute > 59 || second > 59 || offset_hours > 23 || offset_minutes > 59) return null;
-  const local_ms = Date.UTC(year, month - 1, day, hour, minute, second, milliseconds);
-  const instant_ms = local_ms - offset_sign * (offset_hours * 60 + offset_minutes) * 60_000;
-  return new Date(instant_ms);
-}
-
-const timestampSchema = z
-  .string()
-  .max(64)
-  .transform((text) => parseTimestamp(text))
-  .pipe(z.date());
 
 const partySchema = z.object({
   bank_code: bankCodeSchema,
@@ -218,66 +113,8 @@ function partyOf(party: PartyAnswer): VerifiedTransfer['sender'] {
 // ---------------------------------------------------------------------------------------------------
 // Reading the answer.
 
-const MALFORMED: TransferLookup = { outcome: 'unavailable', reason: 'malformed_response' };
-const HTTP_ERROR: TransferLookup = { outcome: 'unavailable', reason: 'http_error' };
-
-function isMalformed(result: unknown): boolean {
-  const lookup = result as TransferLookup | undefined;
-  return lookup?.outcome === 'unavailable' && lookup.reason === 'malformed_response';
-}
-
-/** Releases an answer's body without reading it, so that the connection is not held by it. */
-async function discardBody(response: Response): Promise<void> {
-  await response.body?.cancel().catch(() => undefined);
-}
-
-function isJsonContentType(header: string | null): boolean {
-  if (header === null) return false;
-  const media_type = header.split(';', 1)[0]?.trim().toLowerCase();
-  return media_type === 'application/json';
-}
-
-/**
- * Reads at most max_bytes of the body; null when it is larger. The loop ends at the end of the
- * stream, at the byte limit, or when the attempt's timeout aborts the request, whichever is first.
- */
-async function readBounded(response: Response, max_bytes: number): Promise<Uint8Array | null> {
-  const declared = response.headers.get('content-length');
-  if (declared !== null && Number(declared) > max_bytes) {
-    await discardBody(response);
-    return null;
-  }
-  if (response.body === null) return new Uint8Array(0);
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let received = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    received += value.byteLength;
-    if (received > max_bytes) {
-      await reader.cancel().catch(() => undefined);
-      return null;
-    }
-    chunks.push(value);
-  }
-  const body = new Uint8Array(received);
-  let offset = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return body;
-}
-
 /** Turns a 200's body into an outcome; anything unexpected is malformed. */
-function interpretAnswer(body: Uint8Array, query: TransferQuery): TransferLookup {
-  let document: unknown;
-  try {
-    document = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
-  } catch {
-    return MALFORMED;
-  }
+function interpretAnswer(document: unknown, query: TransferQuery): TransferLookup {
   const parsed = answerSchema.safeParse(document);
   if (!parsed.success) return MALFORMED;
   const answer = parsed.data;
@@ -300,134 +137,35 @@ function interpretAnswer(body: Uint8Array, query: TransferQuery): TransferLookup
 // ---------------------------------------------------------------------------------------------------
 // The verifier.
 
-function positiveInteger(value: number | undefined, fallback: number, name: string): number {
-  const chosen = value ?? fallback;
-  if (!Number.isSafeInteger(chosen) || chosen < 1) throw new Error(`invalid slip verifier configuration: ${name} must be a positive integer`);
-  return chosen;
-}
-
-/** Checks the URL and key once, so that a configuration mistake fails at start rather than on every slip. */
-function endpointOf(url: string): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new Error('invalid slip verifier configuration: url is not a URL');
-  }
-  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error('invalid slip verifier configuration: url must be http or https');
-  if (parsed.username !== '' || parsed.password !== '') throw new Error('invalid slip verifier configuration: url must not carry credentials');
-  if (parsed.search !== '' || parsed.hash !== '') throw new Error('invalid slip verifier configuration: url must not have a query or fragment');
-  return `${url.replace(/\/+$/, '')}${VERIFY_PATH}`;
-}
-
-function isControlCharacter(character: string): boolean {
-  const code = character.codePointAt(0) ?? 0;
-  return code < 0x20 || code === 0x7f;
+/**
+ * Turns an answer that is not a 429 or 5xx into the outcome: a 200 is read against the schema; a 404 is
+ * `not_found` only with the provider's own `not_found` body; any other status is `http_error`.
+ */
+function readAnswer(answer: ProviderAnswer, query: TransferQuery): TransferLookup {
+  if (answer.status === 200) return answer.document === undefined ? MALFORMED : interpretAnswer(answer.document, query);
+  if (answer.status === 404 && answer.document !== undefined && interpretAnswer(answer.document, query).outcome === 'not_found') return { outcome: 'not_found' };
+  return HTTP_ERROR;
 }
 
 export class HttpBankVerifier implements BankVerifier {
   private readonly endpoint: string;
   private readonly key: string;
-  private readonly max_response_bytes: number;
-  private readonly breaker: CircuitBreakerPolicy;
-  private readonly policy: IPolicy;
+  private readonly transport: ProviderTransport;
 
   constructor(options: HttpBankVerifierOptions) {
-    this.endpoint = endpointOf(options.url);
-    // A key with control characters would make fetch throw on every attempt, which would look like a
-    // network failure; it is refused here instead, without repeating the key.
-    if (options.key.length === 0 || [...options.key].some(isControlCharacter)) throw new Error('invalid slip verifier configuration: key must be non-empty printable text');
-    this.key = options.key;
-    const timeout_ms = positiveInteger(options.timeout_ms, 0, 'timeout_ms');
-    const max_attempts = Math.min(positiveInteger(options.max_attempts, DEFAULT_MAX_ATTEMPTS, 'max_attempts'), MAX_ATTEMPTS_LIMIT);
-    const retry_base_ms = positiveInteger(options.retry_base_ms, DEFAULT_RETRY_BASE_MS, 'retry_base_ms');
-    const breaker_threshold = positiveInteger(options.breaker_threshold, DEFAULT_BREAKER_THRESHOLD, 'breaker_threshold');
-    const half_open_after_ms = positiveInteger(options.breaker_half_open_after_ms, DEFAULT_BREAKER_HALF_OPEN_AFTER_MS, 'breaker_half_open_after_ms');
-    this.max_response_bytes = positiveInteger(options.max_response_bytes, DEFAULT_MAX_RESPONSE_BYTES, 'max_response_bytes');
-
-    // instanceof rather than cockatiel's isTaskCancelledError: in 3.2.1 that helper tests for the
-    // bulkhead's marker property and so never recognises a timeout.
-    const isTransportFailure = (error: Error) => error instanceof RetryableFailure || error instanceof TaskCancelledError;
-    // The breaker is outermost, so that it counts calls rather than attempts: one call that needed
-    // three attempts is one failure, and an open breaker stops a call before any attempt or backoff.
-    // Malformed answers count towards it too, though they are not retried.
-    this.breaker = circuitBreaker(handleWhen(isTransportFailure).orWhenResult(isMalformed), {
-      breaker: new ConsecutiveBreaker(breaker_threshold),
-      halfOpenAfter: half_open_after_ms,
-    });
-    // Retry sits between: it sees each attempt's timeout as a failure to retry, and its backoff waits
-    // are outside the per-attempt timeout. cockatiel's maxAttempts counts retries, not attempts.
-    const retries = retry(handleWhen(isTransportFailure), {
-      maxAttempts: max_attempts - 1,
-      backoff: new ExponentialBackoff({ initialDelay: retry_base_ms, maxDelay: retry_base_ms * MAX_BACKOFF_FACTOR }),
-    });
-    // The timeout is innermost, bounding one attempt. Aggressive, so that the attempt is given up at
-    // the deadline even if something ignores the signal; the signal goes to fetch as well, so that the
-    // socket is really closed rather than left reading in the background.
-    const per_attempt = timeout(timeout_ms, TimeoutStrategy.Aggressive);
-    this.policy = wrap(this.breaker, retries, per_attempt);
+    this.endpoint = `${baseUrlOf(options.url)}${VERIFY_PATH}`;
+    this.key = credentialOf(options.key, 'key');
+    this.transport = new ProviderTransport(options);
   }
 
-  async verifyTransfer(query: TransferQuery): Promise<TransferLookup> {
-    // While a trial call runs, cockatiel would make other calls wait for its verdict (up to all of its
-    // attempts); they are answered at once instead, the same as while the breaker is open.
-    if (this.breaker.state === CircuitState.HalfOpen) return { outcome: 'unavailable', reason: 'circuit_open' };
-    try {
-      return await this.policy.execute(({ signal }) => this.attempt(query, signal));
-    } catch (error) {
-      // An isolated breaker's error is a BrokenCircuitError too.
-      if (error instanceof BrokenCircuitError) return { outcome: 'unavailable', reason: 'circuit_open' };
-      if (error instanceof TaskCancelledError) return { outcome: 'unavailable', reason: 'timeout' };
-      if (error instanceof RetryableFailure) return HTTP_ERROR;
-      throw error;
-    }
-  }
-
-  /**
-   * One exchange with the provider. Returns the outcomes that are final (found, not found, malformed,
-   * a status not worth retrying) and throws RetryableFailure for those that are worth another attempt.
-   */
-  private async attempt(query: TransferQuery, signal: AbortSignal): Promise<TransferLookup> {
-    let response: Response;
-    try {
-      response = await fetch(this.endpoint, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${this.key}`, 'content-type': 'application/json', accept: 'application/json' },
-        body: JSON.stringify({ sending_bank_code: query.sending_bank_code, trans_ref: query.trans_ref }),
-        redirect: 'manual',
-        signal,
-      });
-    } catch {
-      // fetch's errors may quote the request; only the fact of the failure is kept.
-      throw new RetryableFailure();
-    }
-    try {
-      if (response.status === 404) {
-        // Only the provider's own answer about the transfer is a verdict (see the contract above).
-        const body = isJsonContentType(response.headers.get('content-type')) ? await readBounded(response, this.max_response_bytes) : null;
-        if (body === null) await discardBody(response);
-        return body !== null && interpretAnswer(body, query).outcome === 'not_found' ? { outcome: 'not_found' } : HTTP_ERROR;
-      }
-      if (response.status === 429 || response.status >= 500) {
-        await discardBody(response);
-        throw new RetryableFailure();
-      }
-      if (response.status !== 200) {
-        await discardBody(response);
-        return HTTP_ERROR;
-      }
-      if (!isJsonContentType(response.headers.get('content-type'))) {
-        await discardBody(response);
-        return MALFORMED;
-      }
-      const body = await readBounded(response, this.max_response_bytes);
-      if (body === null) return MALFORMED;
-      return interpretAnswer(body, query);
-    } catch (error) {
-      if (error instanceof RetryableFailure) throw error;
-      // The connection broke while the body was read.
-      throw new RetryableFailure();
-    }
+  verifyTransfer(query: TransferQuery): Promise<TransferLookup> {
+    const request = {
+      method: 'POST' as const,
+      url: this.endpoint,
+      headers: { authorization: `Bearer ${this.key}`, 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify({ sending_bank_code: query.sending_bank_code, trans_ref: query.trans_ref }),
+    };
+    return this.transport.lookup(request, (answer) => readAnswer(answer, query));
   }
 }
 

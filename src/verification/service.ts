@@ -316,7 +316,10 @@ export class VerificationService {
       trans_ref: reading.reference.trans_ref,
     });
     if (lookup.outcome === 'bank_disabled') {
-      reading.lookup = { outcome: 'bank_disabled', bank_code: reading.reference.sending_bank_code, cause: 'bank_unavailable' };
+      // A provider whose account needs an operator (quota used up, credentials refused) is no answer about
+      // the bank: the slip goes to a person at once, as verification_unavailable, since waiting cannot help.
+      const cause = lookup.operator_alert === undefined ? 'bank_unavailable' : 'verification_unavailable';
+      reading.lookup = { outcome: 'bank_disabled', bank_code: reading.reference.sending_bank_code, cause };
       return reading;
     }
     if (lookup.outcome === 'unavailable') {

@@ -3,12 +3,11 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
 import { accountOf, depositServiceWithoutSandboxLiquidity, fundAvailable, inTransaction, SOMCHAI, SOMYING, verifiedBeneficiary } from '../support/withdrawals.ts';
-import { depositPolicyBody, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadMultipart, type CreatedDeposit } from '../support/slips.ts';
+import { depositPolicyBody, getDeposit, LIVE_GATEWAY, liveOrderWithSlip, runJobs, sandboxTransfer, slipBytes, uploadMultipart, type CreatedDeposit } from '../support/slips.ts';
 import { startFakeSlipProvider, foundAnswer, sendJson, type FakeSlipProvider } from '../support/fake-slip-provider.ts';
 import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 import type { CreateDepositInput, DepositService, DepositView } from '../../src/deposits/service.ts';
 import type { WithdrawalView } from '../../src/withdrawals/service.ts';
-import { renderSlipImage } from '../../src/sandbox/slip-image.ts';
 import { BANK_CHECK_WAIT_MS } from '../../src/verification/service.ts';
 
 /**
@@ -187,7 +186,6 @@ describe('multi-leg orders', () => {
 });
 
 describe('live mode through the verification provider', () => {
-  const GATEWAY = { bank_code: '014', account_number: '3692581470', account_name_th: 'บริษัท สยามซอฟต์ จำกัด' };
   let live: MerchantCredentials;
 
   beforeAll(async () => {
@@ -195,34 +193,12 @@ describe('live mode through the verification provider', () => {
     const policy = await app.backoffice({
       method: 'POST',
       url: '/v1/bo/deposit-policy',
-      body: depositPolicyBody({ white_label_id: app.sandbox.white_label_id, mode: 'live', gateway: GATEWAY }),
+      body: depositPolicyBody({ white_label_id: app.sandbox.white_label_id, mode: 'live', gateway: LIVE_GATEWAY }),
     });
     expect(policy.statusCode, policy.body).toBe(200);
   });
 
-  async function liveOrder(): Promise<{ order: CreatedDeposit; slip: Buffer; trans_ref: string }> {
-    const reference = crypto.randomUUID().slice(0, 20);
-    const response = await app.signed({
-      method: 'POST',
-      url: '/v1/pay/deposits',
-      idempotency_key: crypto.randomUUID(),
-      credentials: live,
-      body: { amount_minor: 25_000, currency: 'THB', merchant_reference: reference, end_user_ref: `u-${reference}`, sender: { bank_code: '004', account_number: '7400000001', account_name_th: 'สมชาย ใจดี' } },
-    });
-    expect(response.statusCode, response.body).toBe(201);
-    const order = response.json<CreatedDeposit>();
-    expect(order).toMatchObject({ livemode: true, liquidity_source: 'external_gateway' });
-    const trans_ref = `20260801004LIVE${crypto.randomBytes(3).toString('hex').toUpperCase()}`;
-    const slip = await renderSlipImage({
-      sending_bank_code: '004',
-      trans_ref,
-      amount_minor: 25_000,
-      occurred_at: app.clock.now(),
-      sender: { bank_code: '004', account_number: '7400000001', name_th: 'สมชาย ใจดี' },
-      receiver: { bank_code: GATEWAY.bank_code, account_number: GATEWAY.account_number, name_th: GATEWAY.account_name_th },
-    });
-    return { order, slip: slip.bytes, trans_ref };
-  }
+  const liveOrder = () => liveOrderWithSlip(app, live, '20260801004LIVE');
 
   it('a transfer the provider confirms settles the live order from the slip pixels', async () => {
     const { order, slip, trans_ref } = await liveOrder();

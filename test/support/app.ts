@@ -6,6 +6,7 @@ import { TestClock } from '../../src/platform/clock.ts';
 import { loadConfig, type Config } from '../../src/platform/config.ts';
 import { createLogger, type Logger } from '../../src/platform/logger.ts';
 import type { JobHandler } from '../../src/jobs/index.ts';
+import type { BankVerifier } from '../../src/verification/bank-port.ts';
 import { signedHeaders } from '../../src/http/canonical.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { attachContractCheck, createContractRecorder, type ContractRecorder } from './contract.ts';
@@ -64,6 +65,8 @@ export interface TestAppOptions {
   job_handlers?: Record<string, JobHandler>;
   testDatabase?: TestDatabase;
   logger?: Logger;
+  /** The live bank verifier, instead of the one SLIP_VERIFIER_URL configures (a provider adapter at a fake). */
+  live_bank_verifier?: BankVerifier;
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -80,6 +83,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     webhooks: options.webhooks,
     job_handlers: options.job_handlers,
     owns_database: false,
+    live_bank_verifier: options.live_bank_verifier,
   });
   const contract = createContractRecorder();
   attachContractCheck(instance.app, contract);

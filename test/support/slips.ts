@@ -5,6 +5,7 @@ import type { DepositView } from '../../src/deposits/service.ts';
 import type { SlipUpload } from '../../src/slip-capability/capability.ts';
 import type { SandboxTransferView } from '../../src/sandbox/bank.ts';
 import type { MerchantCredentials, TestApp } from './app.ts';
+import { renderSlipImage } from '../../src/sandbox/slip-image.ts';
 
 /**
  * Helpers for slip tests, each going through the door a user uses: a merchant creates a sandbox
@@ -193,4 +194,37 @@ export async function withdrawalOf(app: TestApp, order: { id: string }) {
   const row = rows[0];
   if (!row) throw new Error('no withdrawal leg');
   return { withdrawal_id: row.withdrawal_id, filled_minor: Number(row.filled_minor), remaining_minor: Number(row.remaining_minor), reserved_minor: Number(row.reserved_minor), leg_status: row.leg_status };
+}
+
+/** The brand's external gateway account in the live-mode tests, and the live sender paying into it. */
+export const LIVE_GATEWAY = { bank_code: '014', account_number: '3692581470', account_name_th: 'บริษัท สยามซอฟต์ จำกัด' } as const;
+export const LIVE_SENDER = { bank_code: '004', account_number: '7400000001', account_name_th: 'สมชาย ใจดี' } as const;
+
+/**
+ * A live order of 250.00 baht from LIVE_SENDER, paid through the brand's gateway (the brand's deposit
+ * policy must be live with LIVE_GATEWAY), and the slip image of its transfer: a fresh reference of
+ * `trans_ref_prefix` followed by six hexadecimal digits, at the clock's time.
+ */
+export async function liveOrderWithSlip(app: TestApp, credentials: MerchantCredentials, trans_ref_prefix: string): Promise<{ order: CreatedDeposit; slip: Buffer; trans_ref: string }> {
+  const reference = crypto.randomUUID().slice(0, 20);
+  const response = await app.signed({
+    method: 'POST',
+    url: '/v1/pay/deposits',
+    idempotency_key: crypto.randomUUID(),
+    credentials,
+    body: { amount_minor: 25_000, currency: 'THB', merchant_reference: reference, end_user_ref: `u-${reference}`, sender: LIVE_SENDER },
+  });
+  expect(response.statusCode, response.body).toBe(201);
+  const order = response.json<CreatedDeposit>();
+  expect(order).toMatchObject({ livemode: true, liquidity_source: 'external_gateway' });
+  const trans_ref = `${trans_ref_prefix}${crypto.randomBytes(3).toString('hex').toUpperCase()}`;
+  const slip = await renderSlipImage({
+    sending_bank_code: LIVE_SENDER.bank_code,
+    trans_ref,
+    amount_minor: 25_000,
+    occurred_at: app.clock.now(),
+    sender: { bank_code: LIVE_SENDER.bank_code, account_number: LIVE_SENDER.account_number, name_th: LIVE_SENDER.account_name_th },
+    receiver: { bank_code: LIVE_GATEWAY.bank_code, account_number: LIVE_GATEWAY.account_number, name_th: LIVE_GATEWAY.account_name_th },
+  });
+  return { order, slip: slip.bytes, trans_ref };
 }
