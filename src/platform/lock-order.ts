@@ -49,11 +49,6 @@ export const LOCK_ORDER = [
    */
   'withdrawal orders',
   /**
-   * `withdrawal_refund_allowances` rows: what the refunds of one deposit may still take. Taken after the deposit order
-   * (a refund's creation, a reversal) or after the refund's own order (its close, a reversed fill), before any feed.
-   */
-  'refund allowance',
-  /**
    * `event_sequences` rows, the per-merchant event feeds: all of a transaction's feeds in one statement,
    * in merchant-id order (`EventsService.lockFeeds`); writing an event locks its feed too.
    */
@@ -71,4 +66,10 @@ export const LOCK_ORDER = [
   'wallets',
   /** `clearings` rows, after their wallet. */
   'clearings',
+  /**
+   * `withdrawal_refund_allowances` rows: what the refunds of one deposit may still take, last of all. A refund's money
+   * moves first (its creation's reservation, its close's release, a fill or a reversal of one, taken inside a settlement
+   * that locked its feeds and wallets up front), and the refunds' claim on the deposit after it.
+   */
+  'refund allowance',
 ] as const;

@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { ApiError, fail, ok, unwrap, type Result } from '../platform/errors.ts';
+import { ApiError, fail, unwrap, type Result } from '../platform/errors.ts';
 import { planCommand, type PlannedCommand, type ReadPart } from '../platform/read-part.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, SECOND_MS } from '../platform/time.ts';
@@ -199,17 +199,11 @@ export class WithdrawalCreation {
       const scenario = await this.sandboxScenarioRefusal(tx, account, input.amount_minor);
       if (scenario) return scenario;
     }
-    // A refund's claim on its deposit is taken before the wallet (the lock order: the allowance hangs off the
-    // deposit, which the refunds layer locked); a refusal here has written nothing.
+    // A refund that its deposit cannot take is refused before anything is written (the refunds layer holds the
+    // deposit's lock, so no other refund of it moves the allowance until this transaction ends).
     if (input.refund) {
-      const committed = await this.commitRefund(tx, account, input.refund, input.amount_minor, now);
-      if (!committed.ok) return committed;
-    }
-    const replaced = options.refund_replaced;
-    if (replaced?.refund_of_deposit_id) {
-      // The reversal just gave this chunk's claim back; the replacement pays it to the same payer again.
-      invariant(replacement, 'only a replacement continues a refund');
-      await repository.adjustRefundCommitment(tx, account.white_label_id, replaced.refund_of_deposit_id, input.amount_minor, now);
+      const refusal = refundRefusal(await repository.findRefundAllowance(tx, account.white_label_id, input.refund.deposit_id), input.refund, input.amount_minor);
+      if (refusal) return refusal;
     }
     const reserved = await this.deps.ledger.post(tx, {
       account,
@@ -222,6 +216,14 @@ export class WithdrawalCreation {
       cause,
     });
     if (!reserved.ok) return reserved;
+    // The allowance is the last lock of the lock order, after the wallet (src/platform/lock-order.ts).
+    if (input.refund) await this.commitRefund(tx, account, input.refund, input.amount_minor, now);
+    const replaced = options.refund_replaced;
+    if (replaced?.refund_of_deposit_id) {
+      // The reversal just gave this chunk's claim back; the replacement pays it to the same payer again.
+      invariant(replacement, 'only a replacement continues a refund');
+      await repository.adjustRefundCommitment(tx, account.white_label_id, replaced.refund_of_deposit_id, input.amount_minor, now);
+    }
 
     const needsApproval = !internal && policy.approval_threshold_minor !== null && input.amount_minor >= policy.approval_threshold_minor;
     const approvalExpiresAt = needsApproval ? new Date(now.getTime() + policy.approval_ttl_seconds * SECOND_MS) : null;
@@ -280,23 +282,33 @@ export class WithdrawalCreation {
   }
 
   /**
-   * Takes a refund's amount from what its deposit may still refund (`withdrawal_refund_allowances`, one statement that
-   * queues concurrent refunds of the deposit). A refusal says what is left: 422 `refund_exceeds_refundable` with
-   * `details.refundable_minor`, or 409 `refund_limit_reached` once the deposit has its most refunds.
+   * Takes a refund's amount from what its deposit may still refund (`withdrawal_refund_allowances`, one statement whose
+   * conflict path locks the row). `refundRefusal` has already answered every refusal the allowance could give; one found
+   * here lost a race that the deposit's lock should have made impossible, and throws, rolling back the reservation.
    */
-  private async commitRefund(tx: Queryable, account: WithdrawalAccount, refund: RefundTerms, amount_minor: number, now: Date): Promise<Result<void>> {
+  private async commitRefund(tx: Queryable, account: WithdrawalAccount, refund: RefundTerms, amount_minor: number, now: Date): Promise<void> {
     invariant(refund.refundable_cap_minor > 0, 'a refunded deposit brought money');
     const terms = { ...account, deposit_id: refund.deposit_id, refundable_cap_minor: refund.refundable_cap_minor, amount_minor, max_refunds: MAX_REFUNDS_PER_DEPOSIT, now };
     const committed = await repository.commitRefund(tx, terms);
     if (committed) {
       invariant(committed.committed_minor <= committed.refundable_cap_minor, `${refund.deposit_id}: refunds stay within the deposit's credit`);
-      return ok(undefined);
+      return;
     }
-    const allowance = await repository.findRefundAllowance(tx, account.white_label_id, refund.deposit_id);
-    if (allowance && allowance.refund_count >= MAX_REFUNDS_PER_DEPOSIT) {
-      return fail('refund_limit_reached', { details: { deposit_id: refund.deposit_id, max_refunds: MAX_REFUNDS_PER_DEPOSIT } });
-    }
-    const refundable_minor = allowance ? allowance.refundable_cap_minor - allowance.committed_minor : refund.refundable_cap_minor;
-    return fail('refund_exceeds_refundable', { details: { deposit_id: refund.deposit_id, amount_minor, refundable_minor } });
+    const refusal = refundRefusal(await repository.findRefundAllowance(tx, account.white_label_id, refund.deposit_id), refund, amount_minor);
+    invariant(refusal !== null && !refusal.ok, 'an allowance that refused a refund says why');
+    throw refusal.error;
   }
+}
+
+/**
+ * Why a deposit's allowance cannot take a refund, or null when it can: 409 `refund_limit_reached` once the deposit has
+ * its most refunds, 422 `refund_exceeds_refundable` with `details.refundable_minor` (what is left) when the amount is more.
+ */
+function refundRefusal(allowance: repository.RefundAllowanceRow | null, refund: RefundTerms, amount_minor: number): Result<never> | null {
+  if (allowance && allowance.refund_count >= MAX_REFUNDS_PER_DEPOSIT) {
+    return fail('refund_limit_reached', { details: { deposit_id: refund.deposit_id, max_refunds: MAX_REFUNDS_PER_DEPOSIT } });
+  }
+  const refundable_minor = allowance ? allowance.refundable_cap_minor - allowance.committed_minor : refund.refundable_cap_minor;
+  if (amount_minor <= refundable_minor) return null;
+  return fail('refund_exceeds_refundable', { details: { deposit_id: refund.deposit_id, amount_minor, refundable_minor } });
 }

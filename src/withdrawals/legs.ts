@@ -345,11 +345,6 @@ export class WithdrawalLegs {
         cause: input.cause,
       });
     }
-    // A closed refund's reversed chunk never reached the payer: its claim on the deposit goes back (a replacement
-    // below takes it again). Before the wallets: the lock order.
-    if (!live && row.refund_of_deposit_id !== null) {
-      await repository.adjustRefundCommitment(tx, row.white_label_id, row.refund_of_deposit_id, -leg.amount_minor, now);
-    }
     const [principal, fee] = await this.deps.ledger.postAll(tx, movements);
     invariant(principal?.ok, 'a credit cannot be refused');
     if (fee) invariant(fee.ok, 'a credit cannot be refused');
@@ -373,6 +368,11 @@ export class WithdrawalLegs {
       after = { ...after, refunded_minor: row.refunded_minor + credited };
     }
 
+    // A closed refund's reversed chunk never reached the payer: its claim on the deposit goes back (a replacement
+    // below takes it again). After the wallets: the lock order.
+    if (!live && row.refund_of_deposit_id !== null) {
+      await repository.adjustRefundCommitment(tx, row.white_label_id, row.refund_of_deposit_id, -leg.amount_minor, now);
+    }
     let replacementId: string | null = null;
     if (row.status === 'settled') {
       const replacement = await this.creation.create(

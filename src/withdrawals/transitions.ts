@@ -195,11 +195,6 @@ export class OrderTransitions {
   ): Promise<Result<WithdrawalView>> {
     invariant(after.reserved_minor === 0, 'an order closes with nothing in transfer');
     const now = this.deps.clock.now();
-    // A refund closed with principal unpaid gives that part of its claim on the deposit back (before the wallet:
-    // the lock order), so the merchant may refund it again.
-    if (after.refund_of_deposit_id !== null && after.remaining_minor > 0) {
-      await repository.adjustRefundCommitment(tx, after.white_label_id, after.refund_of_deposit_id, -after.remaining_minor, now);
-    }
     const release = closingRefund(after);
     let releaseId: string | null = null;
     if (release > 0) {
@@ -217,6 +212,11 @@ export class OrderTransitions {
       // The credit and refunded_minor are one number: a movement posted before under this key must agree too.
       invariant(released.value.amount_minor === release, `${after.withdrawal_id}: the release credit is what refunded_minor says`);
       releaseId = released.value.id;
+    }
+    // A refund closed with principal unpaid gives that part of its claim on the deposit back, so the merchant may
+    // refund it again (after the wallet: the allowance is the last lock of the lock order).
+    if (after.refund_of_deposit_id !== null && after.remaining_minor > 0) {
+      await repository.adjustRefundCommitment(tx, after.white_label_id, after.refund_of_deposit_id, -after.remaining_minor, now);
     }
     await cancelJobsByKey(tx, `${EXPIRE_WITHDRAWAL_TASK}:${after.withdrawal_id}`);
     await cancelJobsByKey(tx, `${APPROVAL_TTL_TASK}:${after.withdrawal_id}`);

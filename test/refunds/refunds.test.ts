@@ -5,7 +5,8 @@ import { createDeposit, eventsOfMerchant, getDeposit, runJobs, sandboxTransfer, 
 import { HOUR_MS } from '../../src/platform/time.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
 import type { WithdrawalView } from '../../src/withdrawals/service.ts';
-import { accountOf, fundAvailable } from '../support/withdrawals.ts';
+import { accountOf, fundAvailable, inTransaction, verifiedBeneficiary } from '../support/withdrawals.ts';
+import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 
 /**
  * Refunds to the payer (issue 32) through the doors a merchant and an operator use: sandbox deposits settle from a
@@ -221,6 +222,40 @@ describe('refunds racing for the same deposit', () => {
       [deposit.id],
     );
     expect(rows).toEqual([{ committed_minor: 100_000, refundable_cap_minor: 100_000 }]);
+  });
+
+  it('without the deposit’s lock, two creations racing for the same remainder still end with one refund: the allowance decides', async () => {
+    // The refunds layer locks the deposit first; the withdrawal creation alone, run twice at once, must not rely on it.
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    await clearCredits(owner);
+    const account = accountOf(owner);
+    const beneficiary_id = await verifiedBeneficiary(app, account);
+    // Enough in the wallet for both: only the deposit's allowance may refuse one.
+    await fundAvailable(app, account, 100_000);
+    const before = await balanceOf(owner);
+    const attempt = (reference: string) =>
+      inTransaction(app, async (tx) => {
+        const result = await app.instance.services.withdrawals.create(
+          tx,
+          account,
+          { amount_minor: 60_000, merchant_reference: reference, end_user_ref: 'race', beneficiary_id, refund: { deposit_id: deposit.id, reason_code: 'other', note: null, refundable_cap_minor: 100_000 } },
+          SYSTEM_CAUSE,
+        );
+        if (!result.ok) throw result.error;
+        return result.value;
+      }).then(
+        (view) => ({ ok: true as const, view }),
+        (error: unknown) => ({ ok: false as const, code: (error as { code?: string }).code }),
+      );
+    const outcomes = await Promise.all([attempt(`race-a-${deposit.id}`), attempt(`race-b-${deposit.id}`)]);
+    expect(outcomes.filter((outcome) => outcome.ok).length).toBe(1);
+    expect(outcomes.find((outcome) => !outcome.ok)).toMatchObject({ code: 'refund_exceeds_refundable' });
+    const winner = outcomes.find((outcome) => outcome.ok)!;
+    const after = await balanceOf(owner);
+    expect(before.available_minor - after.available_minor).toBe(winner.ok ? winner.view.total_locked_minor : NaN);
+    const { rows } = await app.testDatabase.database.query<{ committed_minor: number }>('SELECT committed_minor FROM withdrawal_refund_allowances WHERE deposit_id = $1', [deposit.id]);
+    expect(rows).toEqual([{ committed_minor: 60_000 }]);
   });
 
   it('the database refuses a claim beyond the deposit’s credit even when the statement’s condition is bypassed', async () => {
