@@ -192,6 +192,31 @@ describe('refusing refunds', () => {
     expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 100_000, amount_refunded_minor: 0, refund_ids: [] });
   });
 
+  it('a deposit paid from another account than the one declared, approved by a reviewer, has no proven payer: 409', async () => {
+    const owner = await merchant();
+    const order = await createDeposit(app, { amount_minor: 100_000, credentials: owner });
+    // The bank's transfer came from another account of the same bank and name: the checks send it to review.
+    const declared = await getDeposit(app, order.id, owner);
+    const transfer = await sandboxTransfer(app, order, { sender: { bank_code: declared.sender.bank_code, account_number: '7199999999', account_name_th: 'สมชาย ใจดี', account_name_en: 'Somchai Jaidee' } }, owner);
+    expect((await uploadMultipart(app, order.slip_upload, slipBytes(transfer))).statusCode).toBe(202);
+    await runJobs(app);
+    expect((await getDeposit(app, order.id, owner)).review?.reasons.map((reason) => reason.code)).toContain('SENDER_ACCOUNT_MISMATCH');
+    const reviewer = (await app.instance.services.tenancy.createBackofficeCredential(system, { white_label_id: app.sandbox.white_label_id, role: 'reviewer', name: 'Refund reviewer' })).token;
+    const approved = await app.instance.app.inject({
+      method: 'POST',
+      url: `/v1/bo/reviews/${order.id}/approve`,
+      headers: { authorization: `Bearer ${reviewer}`, 'content-type': 'application/json' },
+      payload: JSON.stringify({ note: 'ผู้โอนยืนยันว่าโอนจากบัญชีอื่นของตนเอง ตรวจสอบแล้ว' }),
+    });
+    expect(approved.statusCode, approved.body).toBe(200);
+    expect((await getDeposit(app, order.id, owner)).status).toBe('settled');
+    await clearCredits(owner);
+    const refused = await refund(owner, order.id, { amount_minor: 10_000, reason_code: 'customer_request' });
+    expect(refused.statusCode).toBe(409);
+    expect(errorOf(refused)).toMatchObject({ code: 'refund_payee_unverified', details: { reason: 'sender_not_verified' } });
+    expect(await refundsOf(owner, order.id)).toEqual([]);
+  });
+
   it('pending clearing cannot fund a refund: 402 insufficient_balance with the spec’s details, and nothing is claimed', async () => {
     const owner = await merchant();
     const deposit = await settledDeposit(owner, 100_000);
