@@ -52,6 +52,21 @@ function fillUpAmounts(total_minor: number): number[] {
   return [5_000, total_minor - 5_000];
 }
 
+interface RefundRequest {
+  idempotency_key: string;
+  body: string;
+}
+
+/** A refund request with its key and bytes fixed: a random reason, a note half of the time. */
+function refundRequest(step: RefundStep, amount_minor: number): RefundRequest {
+  const body = JSON.stringify({
+    amount_minor,
+    reason_code: REASONS[Math.floor(Math.random() * REASONS.length)],
+    ...(Math.random() < 0.5 ? { note: `chaos ${step}` } : {}),
+  });
+  return { idempotency_key: newIdempotencyKey('rfd'), body };
+}
+
 export class RefundStorm {
   constructor(
     private readonly client: ChaosClient,
@@ -64,15 +79,16 @@ export class RefundStorm {
     const received_minor = await this.settled(merchant, deposit_id);
     if (received_minor === null) return [];
     const created: Operation[] = [];
-    const send = (step: RefundStep, amount_minor: number, idempotency_key?: string) =>
-      this.send(merchant, { deposit_id, step, amount_minor, received_minor }, idempotency_key).then((operation) => {
+    const send = (step: RefundStep, amount_minor: number, request: RefundRequest = refundRequest(step, amount_minor)) =>
+      this.send(merchant, { deposit_id, step, amount_minor, received_minor }, request).then((operation) => {
         created.push(operation);
         return operation;
       });
     await send('over_refund', received_minor + ONE_BAHT_MINOR);
     const share = refundAmount(received_minor * 0.4);
-    const key = newIdempotencyKey('rfd');
-    await Promise.all([send('duplicate_key', share, key), send('duplicate_key', share, key), send('concurrent', share), send('concurrent', refundAmount(received_minor * 0.45))]);
+    // One request sent twice at once: the same key with the same bytes, as a client's retry of a lost answer.
+    const twice = refundRequest('duplicate_key', share);
+    await Promise.all([send('duplicate_key', share, twice), send('duplicate_key', share, twice), send('concurrent', share), send('concurrent', refundAmount(received_minor * 0.45))]);
     const refundable = await this.refundable(merchant, deposit_id);
     if (refundable !== null && refundable >= ONE_BAHT_MINOR) {
       for (const amount of fillUpAmounts(refundable - ONE_BAHT_MINOR)) {
@@ -85,12 +101,7 @@ export class RefundStorm {
     return [...new Set(created.filter((operation) => operation.object_id !== null).map((operation) => operation.object_id!))];
   }
 
-  private async send(merchant: ChaosMerchant, attempt: RefundAttempt, idempotency_key = newIdempotencyKey('rfd')): Promise<Operation> {
-    const body = JSON.stringify({
-      amount_minor: attempt.amount_minor,
-      reason_code: REASONS[Math.floor(Math.random() * REASONS.length)],
-      ...(Math.random() < 0.5 ? { note: `chaos ${attempt.step}` } : {}),
-    });
+  private async send(merchant: ChaosMerchant, attempt: RefundAttempt, { idempotency_key, body }: RefundRequest): Promise<Operation> {
     const outcome = await this.client.perform(
       'refund.create',
       { kind: 'merchant', method: 'POST', target: `/v1/pay/deposits/${attempt.deposit_id}/refunds`, body, idempotency_key, credentials: merchant.credentials },
