@@ -76,7 +76,7 @@ function acked(operations: readonly Operation[], kind: Operation['kind']): Opera
 }
 
 export function loadRows(facts: RunFacts): CheckRow[] {
-  const kinds: Operation['kind'][] = ['deposit.create', 'bank.transfer', 'slip.upload', 'deposit.cancel', 'withdrawal.create', 'withdrawal.cancel'];
+  const kinds: Operation['kind'][] = ['deposit.create', 'bank.transfer', 'slip.upload', 'deposit.cancel', 'withdrawal.create', 'withdrawal.cancel', 'refund.create'];
   const parts = kinds.map((kind) => {
     const all = facts.operations.filter((operation) => operation.kind === kind);
     const refused = all.filter((operation) => operation.outcome.result === 'refused');
@@ -223,6 +223,10 @@ export async function acknowledgedRows(facts: RunFacts): Promise<CheckRow[]> {
         if (!transferRefs.has(body.trans_ref ?? '')) problems.push(`sandbox transfer ${body.trans_ref} missing`);
         break;
       case 'slip.upload':
+        break;
+      case 'refund.create':
+        // A refund is a withdrawal order; refund-checks.ts checks it against its deposit.
+        if (!withdrawalById.has(body.id ?? '')) problems.push(`refund ${body.id} missing`);
         break;
       default:
         problems.push(`unknown operation ${String(operation.kind)}`);

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { newIdempotencyKey, type ChaosClient, type MerchantCredentials, type Outcome, type RequestSpec, type RetryPolicy } from './client.ts';
+import { RefundStorm, type RefundAttempt } from './refunds.ts';
 
 /**
  * The chaos run's tenants and its mixed load, all through the doors a user uses: the back office (the
@@ -9,7 +10,8 @@ import { newIdempotencyKey, type ChaosClient, type MerchantCredentials, type Out
  * endpoints; the merchants create deposits, pay them through the sandbox bank (POST
  * /v1/test/bank/transfers gives a real slip image) and upload the slip to `slip_upload.upload_url` with
  * the order's capability, cancel deposits, leave some to expire, and create and cancel withdrawals that
- * the other merchants' deposits fill.
+ * the other merchants' deposits fill. Some paid deposits are refunded once settled (refunds.ts): concurrent
+ * refunds, a retry of one key sent twice at once, an over-refund and a race for the last baht.
  */
 
 export interface ChaosMerchant {
@@ -19,7 +21,7 @@ export interface ChaosMerchant {
   endpoint_id: string;
   /** Set by the funding step (a verified payee of the sandbox bank). */
   beneficiary_id: string;
-  /** Withdrawals acknowledged and not yet canceled by the load. */
+  /** Withdrawals (refunds among them) acknowledged and not yet canceled by the load. */
   open_withdrawals: string[];
 }
 
@@ -28,16 +30,20 @@ export interface Tenants {
   operator_token: string;
   merchants: ChaosMerchant[];
   sender_banks: string[];
+  /** Sender banks that also receive: a refund is paid back to the sending account, which a send-only bank cannot take. */
+  refund_banks: string[];
 }
 
 /** One operation of the load and its final outcome. */
 export interface Operation {
-  kind: 'deposit.create' | 'bank.transfer' | 'slip.upload' | 'deposit.cancel' | 'withdrawal.create' | 'withdrawal.cancel';
+  kind: 'deposit.create' | 'bank.transfer' | 'slip.upload' | 'deposit.cancel' | 'withdrawal.create' | 'withdrawal.cancel' | 'refund.create';
   merchant: number;
   /** The order the operation created or acted on (from the answer, or the request). */
   object_id: string | null;
   /** What the deposit was created for. */
-  purpose?: 'pay' | 'cancel' | 'expire';
+  purpose?: 'pay' | 'cancel' | 'expire' | 'refund';
+  /** A refund's deposit, and which step of the refund storm sent it (refunds.ts). */
+  refund?: RefundAttempt;
   outcome: Outcome;
 }
 
@@ -52,13 +58,14 @@ export interface LoadSettings {
 }
 
 const WEIGHTS: readonly [Flow, number][] = [
-  ['pay', 0.45],
+  ['pay', 0.37],
+  ['refund', 0.08],
   ['cancel', 0.12],
   ['expire', 0.08],
   ['withdraw', 0.23],
   ['withdraw_cancel', 0.12],
 ];
-type Flow = 'pay' | 'cancel' | 'expire' | 'withdraw' | 'withdraw_cancel';
+type Flow = 'pay' | 'refund' | 'cancel' | 'expire' | 'withdraw' | 'withdraw_cancel';
 
 /** The sandbox scenario amounts (100.00 to 116.00 THB) are avoided: they run scripted sandbox steps. */
 const DEPOSIT_MIN_BAHT = 200;
@@ -163,18 +170,23 @@ export async function setUpTenants(input: {
   const list = parse<{ data: { bank_code: string; available: boolean; side: string[] }[] }>(banks.body_text).data;
   const sender_banks = list.filter((bank) => bank.available && bank.side.includes('sender')).map((bank) => bank.bank_code).slice(0, 6);
   if (sender_banks.length === 0) throw new Error('no bank is available on the sender side');
-  return { white_label_id, operator_token: operator.token, merchants, sender_banks };
+  const refund_banks = list.filter((bank) => bank.available && bank.side.includes('sender') && bank.side.includes('receiver')).map((bank) => bank.bank_code).slice(0, 6);
+  if (refund_banks.length === 0) throw new Error('no bank is available on both sides');
+  return { white_label_id, operator_token: operator.token, merchants, sender_banks, refund_banks };
 }
 
 export class Load {
   readonly operations: Operation[] = [];
   private counter = 0;
+  private readonly refunds: RefundStorm;
 
   constructor(
     private readonly client: ChaosClient,
     private readonly tenants: Tenants,
     private readonly settings: LoadSettings,
-  ) {}
+  ) {
+    this.refunds = new RefundStorm(client, settings.op_deadline_ms, (operation) => this.record(operation));
+  }
 
   private policy(extra: Partial<RetryPolicy> = {}): RetryPolicy {
     return { deadline_ms: this.settings.op_deadline_ms, ...extra };
@@ -199,6 +211,7 @@ export class Load {
       const merchant = pick(this.tenants.merchants);
       const flow = pickFlow();
       if (flow === 'pay') await this.pay(merchant);
+      else if (flow === 'refund') await this.payThenRefund(merchant);
       else if (flow === 'cancel') await this.createThenCancel(merchant);
       else if (flow === 'expire') await this.createDeposit(merchant, 'expire');
       else if (flow === 'withdraw') await this.withdraw(merchant);
@@ -206,7 +219,7 @@ export class Load {
     }
   }
 
-  private async createDeposit(merchant: ChaosMerchant, purpose: 'pay' | 'cancel' | 'expire'): Promise<{ id: string; slip_upload?: { token: string; upload_url: string } } | null> {
+  private async createDeposit(merchant: ChaosMerchant, purpose: 'pay' | 'cancel' | 'expire' | 'refund'): Promise<{ id: string; slip_upload?: { token: string; upload_url: string } } | null> {
     const reference = this.reference('dep');
     const accountNumber = `9${String(randomInt(0, 999_999_999)).padStart(9, '0')}`;
     const body = JSON.stringify({
@@ -214,7 +227,7 @@ export class Load {
       currency: 'THB',
       merchant_reference: reference,
       end_user_ref: `user-${reference}`,
-      sender: { bank_code: pick(this.tenants.sender_banks), account_number: accountNumber, account_name_th: 'สมชาย ใจดี', account_name_en: 'Somchai Jaidee' },
+      sender: { bank_code: pick(purpose === 'refund' ? this.tenants.refund_banks : this.tenants.sender_banks), account_number: accountNumber, account_name_th: 'สมชาย ใจดี', account_name_en: 'Somchai Jaidee' },
       client: { device_fingerprint: `device-${reference}`, ip: '203.0.113.7', user_agent: 'chaos-driver' },
       ...(purpose === 'expire' ? { expires_in_seconds: SHORT_EXPIRY_SECONDS } : {}),
     });
@@ -228,10 +241,20 @@ export class Load {
     return created;
   }
 
-  private async pay(merchant: ChaosMerchant): Promise<void> {
-    const deposit = await this.createDeposit(merchant, 'pay');
+  /** Pays a deposit, waits for it to settle, then refunds it in a storm of concurrent and conflicting refunds. */
+  private async payThenRefund(merchant: ChaosMerchant): Promise<void> {
+    const deposit_id = await this.pay(merchant, 'refund');
+    if (deposit_id === null) return;
+    const refunds = await this.refunds.refund(merchant, deposit_id);
+    // Only now may the cancel flow pick the refunds: a cancel during the storm would free room and blur its race.
+    merchant.open_withdrawals.push(...refunds);
+  }
+
+  /** Creates a deposit and pays it; the deposit's id once its slip upload is acknowledged, else null. */
+  private async pay(merchant: ChaosMerchant, purpose: 'pay' | 'refund' = 'pay'): Promise<string | null> {
+    const deposit = await this.createDeposit(merchant, purpose);
     // A 202 (awaiting liquidity) has no slip capability yet; such an order is left to its liquidity wait.
-    if (!deposit?.slip_upload) return;
+    if (!deposit?.slip_upload) return null;
     const transferBody = JSON.stringify({ deposit_id: deposit.id });
     const transfer = await this.client.perform(
       'bank.transfer',
@@ -239,7 +262,7 @@ export class Load {
       this.policy(),
     );
     this.record({ kind: 'bank.transfer', merchant: merchant.index, object_id: deposit.id, outcome: transfer });
-    if (transfer.result !== 'acked') return;
+    if (transfer.result !== 'acked') return null;
     const slip = parse<{ slip: { media_type: string; image_base64: string; payload: string } }>(transfer.body_text).slip;
     const parts: { name: string; data: Buffer | string; filename?: string; content_type?: string }[] = [
       { name: 'file', data: Buffer.from(slip.image_base64, 'base64'), filename: slip.media_type === 'image/png' ? 'slip.png' : 'slip.jpg', content_type: slip.media_type },
@@ -252,6 +275,7 @@ export class Load {
       this.policy(),
     );
     this.record({ kind: 'slip.upload', merchant: merchant.index, object_id: deposit.id, outcome: upload });
+    return upload.result === 'acked' ? deposit.id : null;
   }
 
   private async createThenCancel(merchant: ChaosMerchant): Promise<void> {

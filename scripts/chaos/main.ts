@@ -30,6 +30,7 @@ import {
   type RunFacts,
 } from './checks.ts';
 import { Load, setUpTenants, type Tenants } from './load.ts';
+import { refundRows } from './refund-checks.ts';
 import { HostileBodies } from './hostile.ts';
 import { deadlockPairs, readLogs } from './logs.ts';
 import type { ReceiverReport } from './receiver.ts';
@@ -40,7 +41,8 @@ import { ROOT, Slot, type Generation } from './supervisor.ts';
  * processes of the service over one PostgreSQL database, each started with the production start command
  * (package.json `start`: `node --import tsx src/main.ts`); a mixed load from this driver (deposits paid
  * through the sandbox bank with real slip images, cancels, short-lived deposits left to expire,
- * withdrawals and their cancels; webhooks to a local receiver that sometimes answers 500 or hangs); bodies cut,
+ * withdrawals and their cancels, refunds of settled deposits with over-refunds and races for the last
+ * baht; webhooks to a local receiver that sometimes answers 500 or hangs); bodies cut,
  * stopped and trickled over raw sockets beside it (hostile.ts); and a `kill -9` of a random service process
  * every few seconds, restarted at once. With `--pg-restart`,
  * PostgreSQL itself is stopped with a fast shutdown in the middle of the load and started again. Every
@@ -452,6 +454,7 @@ async function main(): Promise<number> {
     const feeds = await readFeeds(facts);
     rows.push(...(await ledgerRows(facts, feeds)));
     rows.push(...(await withdrawalRows(facts)));
+    rows.push(...(await refundRows(facts)));
     rows.push(...(await eventRows(facts, feeds)));
     rows.push(...(await jobRows(facts)));
     rows.push(...(await replayRows(facts)));

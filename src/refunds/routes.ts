@@ -14,9 +14,11 @@ import type { RefundService } from './service.ts';
 
 export const createRefundSchema = z
   .object({
-    amount_minor: amountMinorSchema,
-    reason_code: z.enum(REFUND_REASON_CODES),
-    note: z.string().trim().min(1).max(500).optional(),
+    amount_minor: amountMinorSchema.meta({
+      description: "Whole baht in satang, at most what the deposit may still refund (its `refunds.amount_refundable_minor`); the payer receives it whole, the withdrawal fee is charged on top to the merchant.",
+    }),
+    reason_code: z.enum(REFUND_REASON_CODES).meta({ description: 'Why the deposit is refunded (a closed list; `note` carries the rest).' }),
+    note: z.string().trim().min(1).max(500).optional().meta({ description: 'Free text kept on the refund as `refund_note`, shown as text.' }),
     metadata: metadataSchema.optional(),
   })
   .strict();

@@ -61,7 +61,7 @@ const withdrawalOrderFields = {
   approval_expires_at: timestampSchema.optional(),
   dispute: withdrawalDisputeSnapshotSchema.optional(),
   funds_on_hold: z.boolean(),
-  refund_of_deposit_id: z.string().optional(),
+  refund_of_deposit_id: z.string().optional().meta({ description: 'Present when the order is a refund of a deposit (POST /v1/pay/deposits/{id}/refunds): the deposit it pays back.' }),
   refund_reason_code: z.enum(REFUND_REASON_CODES).optional().meta({ description: 'Present on a refund: why the deposit is refunded.' }),
   refund_note: z.string().optional().meta({ description: 'Present on a refund with a note: the note given with it.' }),
   replacement_of_withdrawal_id: z.string().optional(),

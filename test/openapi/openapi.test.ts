@@ -118,6 +118,50 @@ describe('GET /openapi.json', () => {
   });
 });
 
+describe('the refund routes (issue 32)', () => {
+  type Schema = { $ref?: string; type?: string; enum?: string[]; properties?: Record<string, Schema>; required?: string[]; additionalProperties?: unknown; description?: string; items?: Schema };
+  const schemaOf = (name: string) => document.components.schemas[name] as Schema;
+  const codesUnder = (operation: { responses: Record<string, unknown> } | undefined, status: string) =>
+    (operation?.responses[status] as { content: { 'application/json': { schema: { allOf: { properties?: { error: { properties: { code: { enum: string[] } } } } }[] } } } } | undefined)?.content[
+      'application/json'
+    ].schema.allOf[1]?.properties?.error.properties.code.enum ?? [];
+
+  it('POST /v1/pay/deposits/{id}/refunds: its strict body, the withdrawal order it answers 201, and every refusal under its status', () => {
+    const create = document.paths['/v1/pay/deposits/{id}/refunds']?.post;
+    expect(create?.security).toEqual([{ merchant_key: [], merchant_signature: [] }]);
+    expect(create?.parameters).toEqual(expect.arrayContaining([{ $ref: '#/components/parameters/idempotency_key' }]));
+    const body = (create?.requestBody as { required: boolean; content: { 'application/json': { schema: Schema } } }).content['application/json'].schema;
+    expect(body).toMatchObject({ type: 'object', required: ['amount_minor', 'reason_code'], additionalProperties: false });
+    expect(Object.keys(body.properties ?? {}).sort()).toEqual(['amount_minor', 'metadata', 'note', 'reason_code']);
+    expect(body.properties?.reason_code?.enum).toEqual(['customer_request', 'canceled_purchase', 'duplicate_payment', 'overpayment', 'dispute_lost', 'claim_resolution', 'other']);
+    expect(body.properties?.note).toMatchObject({ type: 'string', minLength: 1, maxLength: 500 });
+    expect(body.properties?.amount_minor?.description).toContain('amount_refundable_minor');
+    expect(create?.responses['201']?.content?.['application/json']?.schema).toEqual({ $ref: '#/components/schemas/withdrawal_order' });
+    expect(codesUnder(create, '404')).toContain('resource_not_found');
+    expect(codesUnder(create, '402')).toContain('insufficient_balance');
+    expect(codesUnder(create, '409')).toEqual(expect.arrayContaining(['deposit_not_refundable', 'refund_limit_reached', 'refund_payee_unverified', 'beneficiary_not_verified']));
+    expect(codesUnder(create, '422')).toEqual(expect.arrayContaining(['refund_exceeds_refundable', 'amount_not_supported', 'validation_error']));
+  });
+
+  it("GET /v1/pay/deposits/{id}/refunds lists withdrawal orders; the withdrawal order's refund fields, the deposit's summary and the withdrawals' filter", () => {
+    const list = document.paths['/v1/pay/deposits/{id}/refunds']?.get;
+    expect(list?.responses['200']?.content?.['application/json']?.schema).toEqual({ $ref: '#/components/schemas/refund_list' });
+    expect(schemaOf('refund_list').properties?.data?.items).toEqual({ $ref: '#/components/schemas/withdrawal_order' });
+    expect(codesUnder(list, '404')).toContain('resource_not_found');
+    const withdrawal = schemaOf('withdrawal_order');
+    expect(withdrawal.properties?.refund_of_deposit_id).toMatchObject({ type: 'string' });
+    expect(withdrawal.properties?.refund_of_deposit_id?.description).toBeDefined();
+    expect(withdrawal.properties?.refund_reason_code?.enum).toContain('claim_resolution');
+    expect(withdrawal.properties?.refund_note).toMatchObject({ type: 'string' });
+    expect(withdrawal.required ?? []).not.toEqual(expect.arrayContaining(['refund_of_deposit_id']));
+    const refunds = schemaOf('deposit_order').properties?.refunds;
+    expect(refunds).toMatchObject({ type: 'object', required: ['amount_refundable_minor', 'amount_refunded_minor', 'refund_ids'], additionalProperties: false });
+    expect(schemaOf('deposit_order').required ?? []).not.toContain('refunds');
+    const filter = (document.paths['/v1/pay/withdrawals']?.get?.parameters as { name?: string; in?: string }[]).find((parameter) => parameter.name === 'refund_of_deposit_id');
+    expect(filter).toMatchObject({ in: 'query', required: false });
+  });
+});
+
 describe('the contract check of the test harness', () => {
   it('refuses a body that does not match its schema and an error status the route does not declare, and passes a true answer', async () => {
     const before = app.contract.violations.length;
@@ -158,7 +202,7 @@ describe('the contract check of the test harness', () => {
     expect(validator.check({ method: 'GET', route: '/docs', status: 200, headers: { 'content-type': 'text/html' }, body: '<!doctype html>' })).toBeNull();
   });
 
-  it('passes the answers of a deposit\'s life and its refusals', async () => {
+  it('passes the answers of a deposit\'s life and its refusals (its refunds among them)', async () => {
     const before = app.contract.violations.length;
     const created = await app.signed({
       method: 'POST',
@@ -179,7 +223,10 @@ describe('the contract check of the test harness', () => {
       await app.signed({ method: 'POST', url: `/v1/pay/deposits/${id}/cancel`, idempotency_key: 'contract-cancel-again' }),
       await app.signed({ method: 'POST', url: '/v1/pay/deposits', body: {} }),
       await app.backoffice({ url: '/v1/bo/brands', token: app.sandbox.api_key }),
+      await app.signed({ method: 'POST', url: `/v1/pay/deposits/${id}/refunds`, idempotency_key: 'contract-refund', body: { amount_minor: 10000, reason_code: 'customer_request' } }),
+      await app.signed({ url: '/v1/pay/deposits/dep_01K0NOSUCHDEPOSIT00000000/refunds' }),
     ];
+    expect((await app.signed({ url: `/v1/pay/deposits/${id}/refunds` })).json()).toEqual({ object: 'list', data: [] });
     expect(refusals.map((answer) => errorOf(answer).code)).toEqual([
       'api_key_invalid',
       'resource_not_found',
@@ -187,6 +234,8 @@ describe('the contract check of the test harness', () => {
       'deposit_not_cancelable',
       'idempotency_key_required',
       'scope_denied',
+      'deposit_not_refundable',
+      'resource_not_found',
     ]);
     expect(app.contract.violations.slice(before)).toEqual([]);
   });

@@ -7,6 +7,7 @@ import type {
   Beneficiary,
   CreateBeneficiaryParams,
   CreateDepositParams,
+  CreateRefundParams,
   CreateWithdrawalParams,
   CursorPage,
   DepositOrder,
@@ -331,6 +332,19 @@ export class PaymentClient {
     list: (params: ListWithdrawalsParams = {}, options: CallOptions = {}) =>
       this.call<CursorPage<WithdrawalOrder>>({ method: 'GET', path: '/v1/pay/withdrawals', query: { ...params }, ...options }),
     cancel: (id: string, options: CallOptions = {}) => this.call<WithdrawalOrder>({ method: 'POST', path: `/v1/pay/withdrawals/${segment(id)}/cancel`, ...options }),
+  };
+
+  /**
+   * Refunds to a deposit's payer (POST and GET /v1/pay/deposits/{id}/refunds). A refund is a withdrawal order with
+   * `refund_of_deposit_id`: read, list and cancel it with `withdrawals`, follow it by its `withdrawal.*` events.
+   */
+  readonly refunds = {
+    /** 201 with the refund's withdrawal order; its amount and fee are reserved from `available_minor`. */
+    create: (deposit_id: string, params: CreateRefundParams, options: CallOptions = {}) =>
+      this.call<WithdrawalOrder>({ method: 'POST', path: `/v1/pay/deposits/${segment(deposit_id)}/refunds`, body: params, ...options }),
+    /** The deposit's refunds, oldest first; the whole list (a deposit has at most 20 refunds and their replacements). */
+    list: (deposit_id: string, options: CallOptions = {}) =>
+      this.call<{ object: 'list'; data: WithdrawalOrder[] }>({ method: 'GET', path: `/v1/pay/deposits/${segment(deposit_id)}/refunds`, ...options }),
   };
 
   readonly beneficiaries = {

@@ -36,6 +36,10 @@ export type ErrorCode = OpenEnum<
   | 'deposit_not_reviewable'
   | 'withdrawal_has_pending_fill'
   | 'withdrawal_not_cancelable'
+  | 'deposit_not_refundable'
+  | 'refund_exceeds_refundable'
+  | 'refund_limit_reached'
+  | 'refund_payee_unverified'
   | 'beneficiary_not_verified'
   | 'alloc_state_conflict'
   | 'withdrawal_state_conflict'
@@ -64,6 +68,13 @@ export interface ErrorDetailsByCode {
   too_many_open_deposits: { open_deposit_ids: string[] };
   late_slip_window_closed: { deposit_id: string; late_slip_accepted_until: string; claim_url: string };
   rate_limited: { bucket: string; scope: string };
+  /** The deposit is not `settled` (`status` says what it is; `reversed` once reversed). */
+  deposit_not_refundable: { deposit_id: string; status: string };
+  /** `refundable_minor` is what is left to refund of the deposit, after every live refund and what closed ones paid. */
+  refund_exceeds_refundable: { deposit_id: string; amount_minor: number; refundable_minor: number };
+  refund_limit_reached: { deposit_id: string; max_refunds: number };
+  /** `sender_not_verified`: no account the bank verified; `bank_not_receiving`: the sender's bank only sends. */
+  refund_payee_unverified: { deposit_id: string; reason: OpenEnum<'sender_not_verified' | 'bank_not_receiving'> };
 }
 
 export type DetailsOf<Code extends string> = Code extends keyof ErrorDetailsByCode ? ErrorDetailsByCode[Code] & Record<string, unknown> : Record<string, unknown>;

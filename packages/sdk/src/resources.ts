@@ -162,6 +162,8 @@ export interface DepositOrder {
   balance_transaction_id?: string | null;
   settled_at?: Timestamp;
   clearing_available_at?: Timestamp | null;
+  /** On GET of a settled or reversed order only, never in events: its refunds (`refunds.create`). */
+  refunds?: DepositRefunds;
   reversal?: {
     reason_code: OpenEnum<'BANK_RECALL' | 'ACCOUNT_FROZEN' | 'SLIP_INVALIDATED_AFTER_SETTLEMENT' | 'DUPLICATE_CREDIT' | 'OPS_ERROR' | 'MERCHANT_DISPUTE_LOST'>;
     reverses_balance_transaction_id: string | null;
@@ -169,6 +171,16 @@ export interface DepositOrder {
     reversed_at?: Timestamp;
   };
   livemode: boolean;
+}
+
+/** What a deposit's refunds took of it; derived on read, so the deposit's `version` does not move with them. */
+export interface DepositRefunds {
+  /** What may still be refunded: the amount received, less every live refund and what closed refunds paid; 0 once reversed. */
+  amount_refundable_minor: number;
+  /** What the refunds have paid out to the payer so far. */
+  amount_refunded_minor: number;
+  /** The refunds (withdrawal ids), oldest first. */
+  refund_ids: string[];
 }
 
 export interface DepositSender {
@@ -280,7 +292,12 @@ export interface WithdrawalOrder {
     resolution?: { outcome: 'withdrawer' | 'depositor'; resolved_at: Timestamp };
   };
   funds_on_hold: boolean;
+  /** Present on a refund: the deposit it pays back (`refunds.create`). */
   refund_of_deposit_id?: string;
+  /** Present on a refund: why the deposit is refunded. */
+  refund_reason_code?: OpenEnum<RefundReasonCode>;
+  /** Present on a refund created with a note. */
+  refund_note?: string;
   replacement_of_withdrawal_id?: string;
   cancel_reason_code?: string;
   canceled_by?: 'merchant' | 'operator' | 'system';
@@ -330,6 +347,26 @@ export interface ListWithdrawalsParams {
   /** 1 to 100; 20 by default. */
   limit?: number;
   cursor?: string;
+}
+
+// Refunds (a refund is a withdrawal order with `refund_of_deposit_id`)
+
+/** Why a deposit is refunded: a closed list on requests (a later version may add values to answers). */
+export type RefundReasonCode = 'customer_request' | 'canceled_purchase' | 'duplicate_payment' | 'overpayment' | 'dispute_lost' | 'claim_resolution' | 'other';
+
+export const REFUND_REASON_CODES: readonly RefundReasonCode[] = ['customer_request', 'canceled_purchase', 'duplicate_payment', 'overpayment', 'dispute_lost', 'claim_resolution', 'other'];
+
+/**
+ * The body of POST /v1/pay/deposits/{id}/refunds. There is no payee: a refund pays the account the bank verified as
+ * the deposit's sender. Several refunds of one deposit may add up to its `amount_received_minor`.
+ */
+export interface CreateRefundParams {
+  /** Whole baht in satang (a multiple of 100), greater than 0; the withdrawal fee is charged on top, to the merchant. */
+  amount_minor: number;
+  reason_code: RefundReasonCode;
+  /** 1 to 500 characters. */
+  note?: string;
+  metadata?: Record<string, string>;
 }
 
 export interface Beneficiary {
