@@ -226,6 +226,9 @@ export class SettlementService {
     if (row.status === 'reversed') return ok(await this.deps.deposits.viewOf(tx, row));
     if (row.status !== 'settled') return fail('deposit_state_conflict', { details: { status: row.status } });
     const account = accountOf(row);
+    // The deposit's live refunds stop (below); their orders are locked now, before the fill reversals take other
+    // withdrawals and wallets (src/platform/lock-order.ts).
+    const refunds = await this.deps.withdrawals.lockLiveRefundsOf(tx, row.white_label_id, row.deposit_id);
     for (const leg of await this.deps.deposits.legsOf(tx, row)) {
       if (leg.status !== 'filled' || leg.destination !== 'withdrawal' || !leg.withdrawal_leg_ref) continue;
       const coverTarget = { white_label_id: row.white_label_id, deposit_id: row.deposit_id, deposit_leg_ref: leg.leg_ref };
@@ -239,7 +242,7 @@ export class SettlementService {
     }
     // The deposit's live refunds stop: the money they would pay back did not stay with the merchant (a refund with
     // a chunk in transfer is left to that chunk; docs/decisions/refunds.md).
-    await this.deps.withdrawals.cancelRefundsOfReversedDeposit(tx, row.white_label_id, row.deposit_id, input.cause);
+    await this.deps.withdrawals.cancelRefundsOfReversedDeposit(tx, refunds, input.cause);
     // The depositor's wallet is debited after the fill reversals above: wallets come last in the lock
     // order (order row, withdrawal rows, feeds, wallets; src/platform/lock-order.ts).
     let debitId: string | null = null;

@@ -174,14 +174,23 @@ export class WithdrawalService {
   }
 
   /**
-   * The deposit a refund was made for was reversed (its money did not stay with the merchant): its live refunds with
-   * nothing in transfer are canceled by the system (`deposit_reversed`), returning their remainder and fee. A refund
-   * with a chunk in transfer is left to that chunk (docs/decisions/refunds.md). The caller holds the deposit's lock.
+   * The live refunds of a deposit being reversed, locked in id order. The settlement layer takes them right after the
+   * deposit, before the fill reversals lock other withdrawals and wallets, and cancels them at the end
+   * (`cancelRefundsOfReversedDeposit`): withdrawal orders come before wallets in the lock order.
    */
-  async cancelRefundsOfReversedDeposit(tx: Queryable, white_label_id: string, deposit_id: string, cause: EventCause): Promise<WithdrawalView[]> {
-    const rows = await repository.lockLiveRefundsOfDeposit(tx, white_label_id, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
+  lockLiveRefundsOf(tx: Queryable, white_label_id: string, deposit_id: string): Promise<WithdrawalRow[]> {
+    return repository.lockLiveRefundsOfDeposit(tx, white_label_id, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
+  }
+
+  /**
+   * The deposit a refund was made for was reversed (its money did not stay with the merchant): each of its live refunds
+   * locked by `lockLiveRefundsOf` with nothing in transfer is canceled by the system (`deposit_reversed`), returning its
+   * remainder and fee. A refund with a chunk in transfer is left to that chunk (docs/decisions/refunds.md).
+   */
+  async cancelRefundsOfReversedDeposit(tx: Queryable, refunds: readonly WithdrawalRow[], cause: EventCause): Promise<WithdrawalView[]> {
     const canceled: WithdrawalView[] = [];
-    for (const row of rows) {
+    for (const row of refunds) {
+      invariant(row.refund_of_deposit_id !== null && !FINAL_WITHDRAWAL_STATUSES.has(row.status), 'a live refund, locked');
       if (row.reserved_minor > 0) continue;
       const closed = await this.transitions.close(tx, row, { ...row, version: row.version + 1 }, { status: 'canceled', trigger: 'cancel', reason_code: 'deposit_reversed', closed_by: 'system' }, cause);
       invariant(closed.ok, 'a locked live refund closes');
