@@ -286,6 +286,15 @@ export async function listRefundsOfDeposit(db: Queryable, account: WithdrawalAcc
   return rows;
 }
 
+/**
+ * Takes a locked order out of the matching queue for good (migration 0031's column): no deposit reserves it again. Not
+ * part of the order's object, so its version does not move; the order still closes by its leg, its cancel or its expiry.
+ */
+export async function leaveMatchingQueue(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<void> {
+  const { rowCount } = await db.query('UPDATE withdrawal_orders SET in_matching_queue = false WHERE white_label_id = $1 AND withdrawal_id = $2', [white_label_id, withdrawal_id]);
+  invariant(rowCount === 1, `${withdrawal_id} exists`);
+}
+
 /** The live refunds of a deposit, locked in id order (the lock order of orders of one kind), for closing them. */
 export async function lockLiveRefundsOfDeposit(db: Queryable, white_label_id: string, deposit_id: string, limit: number): Promise<WithdrawalRow[]> {
   const { rows } = await db.query<WithdrawalRow>(

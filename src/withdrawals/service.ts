@@ -185,13 +185,18 @@ export class WithdrawalService {
   /**
    * The deposit a refund was made for was reversed (its money did not stay with the merchant): each of its live refunds
    * locked by `lockLiveRefundsOf` with nothing in transfer is canceled by the system (`deposit_reversed`), returning its
-   * remainder and fee. A refund with a chunk in transfer is left to that chunk (docs/decisions/refunds.md).
+   * remainder and fee. A refund with a chunk in transfer cannot be canceled while that chunk may still be paid: it leaves
+   * the matching queue instead, so nothing more is reserved for it, and ends by that chunk and its own expiry or cancel
+   * (docs/decisions/refunds.md).
    */
   async cancelRefundsOfReversedDeposit(tx: Queryable, refunds: readonly WithdrawalRow[], cause: EventCause): Promise<WithdrawalView[]> {
     const canceled: WithdrawalView[] = [];
     for (const row of refunds) {
       invariant(row.refund_of_deposit_id !== null && !FINAL_WITHDRAWAL_STATUSES.has(row.status), 'a live refund, locked');
-      if (row.reserved_minor > 0) continue;
+      if (row.reserved_minor > 0) {
+        await repository.leaveMatchingQueue(tx, row.white_label_id, row.withdrawal_id);
+        continue;
+      }
       const closed = await this.transitions.close(tx, row, { ...row, version: row.version + 1 }, { status: 'canceled', trigger: 'cancel', reason_code: 'deposit_reversed', closed_by: 'system' }, cause);
       invariant(closed.ok, 'a locked live refund closes');
       canceled.push(closed.value);

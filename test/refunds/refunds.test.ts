@@ -354,4 +354,30 @@ describe('a refund’s life as a withdrawal', () => {
     expect(refused.statusCode).toBe(409);
     expect(errorOf(refused)).toMatchObject({ code: 'deposit_not_refundable', details: { status: 'reversed' } });
   });
+
+  it('a refund with a chunk in transfer when its deposit is reversed takes no new chunk, finishes that one, and expires', async () => {
+    const owner = await merchant();
+    const deposit = await settledDeposit(owner, 100_000);
+    await clearCredits(owner);
+    const order = await created(owner, deposit.id, 50_000);
+    // Another merchant's payer is matched to the refund and has not paid yet: 20,000 in transfer.
+    const payer = await merchant();
+    const inFlight = await createDeposit(app, { amount_minor: 20_000, credentials: payer });
+    expect((await withdrawalOf(owner, order.id)).reserved_minor).toBe(20_000);
+    const reversed = await app.backoffice({ method: 'POST', url: `/v1/bo/deposits/${deposit.id}/reverse`, token: operator, body: { reason_code: 'BANK_RECALL', note: 'ธนาคารเรียกคืนเงินรายการนี้ ตรวจสอบแล้ว' } });
+    expect(reversed.statusCode, reversed.body).toBe(200);
+    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'open', reserved_minor: 20_000 });
+    // The chunk in transfer is paid and counts; a later payer is not matched to the refund any more.
+    expect((await uploadMultipart(app, inFlight.slip_upload, slipBytes(await sandboxTransfer(app, inFlight, {}, payer)))).statusCode).toBe(202);
+    await runJobs(app);
+    await depositorPays(10_000);
+    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'partially_filled', filled_minor: 20_000, reserved_minor: 0, settled_splits: 1 });
+    // At its own deadline it expires and returns the rest with its unused fee.
+    app.clock.set(new Date(Date.parse(order.expires_at) + 1));
+    await runJobs(app);
+    const expired = await withdrawalOf(owner, order.id);
+    expect(expired).toMatchObject({ status: 'expired', filled_minor: 20_000 });
+    expect(expired.refunded_minor).toBe(30_000 + order.fee_total_minor - expired.fee_recognized_minor);
+    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 0, amount_refunded_minor: 20_000, refund_ids: [order.id] });
+  });
 });
