@@ -192,6 +192,9 @@ describe('refusing refunds', () => {
     expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 100_000, amount_refunded_minor: 0, refund_ids: [] });
   });
 
+});
+
+describe('refunds without a proven payer or cleared money', () => {
   it('a deposit paid from another account than the one declared, approved by a reviewer, has no proven payer: 409', async () => {
     const owner = await merchant();
     const order = await createDeposit(app, { amount_minor: 100_000, credentials: owner });
@@ -339,6 +342,9 @@ describe('a refund’s life as a withdrawal', () => {
     expect(again.refund_of_deposit_id).toBe(deposit.id);
   });
 
+});
+
+describe('refunds of a reversed deposit', () => {
   it('a reversal of the deposit after a partial refund cancels what is not paid yet; the paid part stays paid', async () => {
     const owner = await merchant();
     const deposit = await settledDeposit(owner, 100_000);
