@@ -39,6 +39,7 @@ function registerSlipProviderRoutes(registrar: RouteRegistrar, slipProviders: Sl
     url: '/v1/bo/brands/:brand_id/slip-providers',
     summary: "Read a brand's live slip providers",
     responses: { 200: { description: 'The providers, each with a hint of its credentials, never the credentials.', schema: providerSettingsSchema } },
+    errors: ['resource_not_found'],
     roles: ROLES,
     async handler({ context, params }) {
       requireOwnBrand(context, params.brand_id ?? '');
@@ -51,6 +52,7 @@ function registerSlipProviderRoutes(registrar: RouteRegistrar, slipProviders: Sl
     url: '/v1/bo/brands/:brand_id/slip-providers/:slot',
     summary: "Set or rotate a brand's primary or fallback slip provider",
     responses: { 200: { description: 'The providers after the change; the credentials are sealed and never shown again.', schema: providerSettingsSchema } },
+    errors: ['resource_not_found'],
     roles: ROLES,
     body: providerSettingBodySchema,
     async handler({ context, params, body }) {
@@ -64,6 +66,7 @@ function registerSlipProviderRoutes(registrar: RouteRegistrar, slipProviders: Sl
     url: '/v1/bo/brands/:brand_id/slip-providers/:slot/test',
     summary: "Test a brand's slip provider connection and read its remaining quota",
     responses: { 200: { description: 'Whether the provider accepted the credentials, and the verifications left.', schema: connectionTestSchema } },
+    errors: ['resource_not_found'],
     roles: ROLES,
     async handler({ context, params }) {
       const { brand_id, slot } = target(context, params);
@@ -76,6 +79,7 @@ function registerSlipProviderRoutes(registrar: RouteRegistrar, slipProviders: Sl
     url: '/v1/bo/brands/:brand_id/slip-providers/:slot/remove',
     summary: "Remove a brand's primary or fallback slip provider",
     responses: { 200: { description: 'The providers after the change.', schema: providerSettingsSchema } },
+    errors: ['resource_not_found'],
     roles: ROLES,
     async handler({ context, params }) {
       const { brand_id, slot } = target(context, params);

@@ -11,6 +11,7 @@ import {
   startFakeProviders,
   type FakeProviders,
 } from './support.ts';
+import { watchTransactionsAtFetch } from './support-transactions.ts';
 
 /**
  * A brand's slip providers through the back office (issue 34): set, read (masked), test the connection against
@@ -90,6 +91,17 @@ describe('a brand operator sets, reads, tests, rotates and removes its providers
     });
     const metrics = await app.instance.services.metrics.registry.metrics();
     expect(metrics).toContain(`slip_provider_remaining_quota{provider="slipok",white_label_id="${brand}",slot="primary"} 942`);
+  });
+
+  it('asks the provider with no transaction open', async () => {
+    const watch = watchTransactionsAtFetch(app.instance.services.database);
+    try {
+      const response = await bo({ method: 'POST', url: providersUrl(brand, '/primary/test'), token: operator });
+      expect(response.json()).toMatchObject({ ok: true });
+    } finally {
+      watch.restore();
+    }
+    expect(watch.openAtFetch).toEqual([0]);
   });
 
   it('tests the connection: the refusal reason, the alert metric and a warning without the key', async () => {

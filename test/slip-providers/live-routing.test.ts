@@ -6,6 +6,7 @@ import { createSlipOkVerifier } from '../../src/verification/slipok-adapter.ts';
 import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
 import type { FakeParty, StatefulFakeProvider } from '../support/fake-provider-bank.ts';
 import { createDeposit, depositPolicyBody, getDeposit, LIVE_GATEWAY, liveOrderWithSlip, runJobs, sandboxTransfer, slipBytes, uploadMultipart } from '../support/slips.ts';
+import { watchTransactionsAtFetch } from './support-transactions.ts';
 import { EASYSLIP_CREDENTIALS, RDCW_CREDENTIALS, SLIPOK_CREDENTIALS, startFakeProviders, type FakeProviders } from './support.ts';
 
 /**
@@ -87,7 +88,15 @@ describe('a live slip goes to the brand’s provider', () => {
     await setProvider(merchant.white_label_id, 'primary', { provider: 'easyslip', credentials: EASYSLIP_CREDENTIALS });
     await setProvider(merchant.white_label_id, 'fallback', { provider: 'rdcw', credentials: RDCW_CREDENTIALS });
     fakes.easyslip.bank.mode = 'bank_down';
-    const id = await liveOrderUploaded(merchant, [fakes.easyslip, fakes.rdcw]);
+    const watch = watchTransactionsAtFetch(app.instance.services.database);
+    let id: string;
+    try {
+      id = await liveOrderUploaded(merchant, [fakes.easyslip, fakes.rdcw]);
+    } finally {
+      watch.restore();
+    }
+    // Both providers were asked, each with no transaction open.
+    expect(watch.openAtFetch).toEqual([0, 0]);
     expect(await getDeposit(app, id, merchant)).toMatchObject({ status: 'settled', livemode: true, amount_received_minor: 25_000 });
     expect(fakes.easyslip.requests).toHaveLength(1);
     expect(fakes.rdcw.requests).toHaveLength(1);
@@ -96,6 +105,9 @@ describe('a live slip goes to the brand’s provider', () => {
     expect(metrics).toContain(`slip_provider_lookups_total{provider="rdcw",white_label_id="${merchant.white_label_id}",slot="fallback",outcome="found",reason=""} 1`);
   });
 
+});
+
+describe('the fallback is asked only when the primary cannot answer', () => {
   it('a primary out of quota: the fallback answers, and the alert is counted', async () => {
     fakes.resetAll();
     const merchant = await liveBrand();
@@ -125,7 +137,10 @@ describe('a live slip goes to the brand’s provider', () => {
     expect(await metricsText()).toContain(`slip_provider_lookups_total{provider="slipok",white_label_id="${merchant.white_label_id}",slot="primary",outcome="not_found",reason=""} 1`);
   });
 
-  it('a brand with no provider keeps the deployment’s generic verifier', async () => {
+});
+
+describe('a brand without a provider', () => {
+  it('keeps the deployment’s generic verifier', async () => {
     fakes.resetAll();
     const merchant = await liveBrand();
     const before = genericCalls;
