@@ -55,6 +55,10 @@ import { VerificationService } from './verification/service.ts';
 import { SlipReader } from './verification/slip-reader.ts';
 import { createBankVerifierFromConfig } from './verification/http-adapter.ts';
 import type { BankVerifier } from './verification/bank-port.ts';
+import { ProviderAdapterCache } from './slip-providers/adapters.ts';
+import { BrandSlipVerifier } from './slip-providers/live-verifier.ts';
+import { SlipProviderService } from './slip-providers/service.ts';
+import { slipProviderRoutes } from './slip-providers/routes.ts';
 import { SandboxBank } from './sandbox/bank.ts';
 import { SandboxScenarios } from './sandbox/scenarios.ts';
 import { depositScenariosFor, withdrawalScenariosFor } from './sandbox/hooks.ts';
@@ -112,6 +116,8 @@ export interface Services {
   slips: SlipsService;
   /** Reading, bank verification and the outcome of each slip. */
   verification: VerificationService;
+  /** Each brand's live slip providers and their sealed credentials (back office and CLI). */
+  slipProviders: SlipProviderService;
   /** The review desk: queue, decisions, merchant evidence and force-complete, reversals. */
   review: ReviewService;
   /** Withdrawal disputes: opened by the withdrawer or by an allocation conflict, resolved by operators. */
@@ -165,7 +171,7 @@ export interface CreateInstanceOptions {
   job_handlers?: Record<string, JobHandler>;
   /** Closes the database on stop (false when a test owns it). */
   owns_database?: boolean;
-  /** The live bank verifier, instead of the one SLIP_VERIFIER_URL configures (tests). */
+  /** The generic live bank verifier for brands without a provider, instead of the one SLIP_VERIFIER_URL configures (tests). */
   live_bank_verifier?: BankVerifier;
   /** Smaller bounds of a test clock's advance than production's (tests of the bound). */
   test_clock_limits?: Partial<TestClockLimits>;
@@ -371,8 +377,9 @@ function createDecisionServices(base: Foundation, money: MoneyServices, orders: 
   const { clock, database, logger, metrics } = base;
   const { deposits, settlement, slips } = orders;
   const sandboxBank = new SandboxBank({ clock, deposits, database });
-  // Test-mode slips are verified by the sandbox bank, live ones by the configured provider; never the other.
-  const liveVerifier = options.live_bank_verifier ?? createBankVerifierFromConfig(base.config.slip_verifier);
+  // Test-mode slips are verified by the sandbox bank, live ones by the brand's provider (or the deployment's
+  // generic one); never the other.
+  const slipProviders = createSlipProviders(base, money, options);
   // Disputes call the deposit and withdrawal services; verification opens the dispute of an allocation conflict.
   const disputes = new DisputeService({
     database,
@@ -393,12 +400,32 @@ function createDecisionServices(base: Foundation, money: MoneyServices, orders: 
     deposits,
     settlement,
     reader: new SlipReader(),
-    verifierFor: (livemode) => (livemode ? liveVerifier : sandboxBank),
+    verifierFor: (scope) => (scope.livemode ? slipProviders.liveVerifier : sandboxBank),
     allocation_conflicts: (tx, input) => disputes.openForAllocationConflict(tx, input),
   });
   const review = new ReviewService({ database, clock, deposits, settlement, slips, verification, tenancy: money.tenancy });
   const claims = new ClaimService({ database, clock, deposits, tenancy: money.tenancy, events: money.events, registry: orders.claimRegistry });
-  return { sandboxBank, verification, review, claims, disputes };
+  return { sandboxBank, verification, review, claims, disputes, slipProviders: slipProviders.service };
+}
+
+/**
+ * Each brand's live slip providers (src/slip-providers/): the settings service of the back office, and the live
+ * verifier that asks the brand's providers, or the deployment's generic verifier for a brand without any.
+ */
+function createSlipProviders(base: Foundation, money: MoneyServices, options: CreateInstanceOptions): { service: SlipProviderService; liveVerifier: BankVerifier } {
+  const { database, clock, logger, metrics, secretBox, config } = base;
+  const adapters = new ProviderAdapterCache({ secretBox, logger, metrics, providers: config.slip_providers });
+  const generic = options.live_bank_verifier ?? createBankVerifierFromConfig(config.slip_verifier);
+  const service = new SlipProviderService({
+    database,
+    clock,
+    secretBox,
+    metrics,
+    audit: money.tenancy,
+    adapters,
+    brandExists: async (db, white_label_id) => (await money.tenancy.brandCheckoutBaseUrl(db, white_label_id)) !== null,
+  });
+  return { service, liveVerifier: new BrandSlipVerifier({ database, metrics, adapters, generic }) };
 }
 
 /** Load shedding reads the event loop's delay and this database's connection waits (src/ops/load-shedding.ts). */
@@ -532,6 +559,7 @@ function routeModules(services: Services): RouteModule[] {
     claimRoutes({ database, claims: services.claims }),
     testClockRoutes({ database, testClocks: services.testClocks }),
     checkoutAdminRoutes({ checkoutAddresses: services.checkoutAddresses, tenancy }),
+    slipProviderRoutes({ slipProviders: services.slipProviders }),
   ];
 }
 

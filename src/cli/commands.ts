@@ -14,6 +14,7 @@ import { runWebhookCli, type WebhookCliIo } from './webhooks.ts';
 import { runSandboxCli } from './sandbox.ts';
 import { runClockCli, type ClockCliIo } from './clocks.ts';
 import { runReviewCli, type ReviewCliIo } from './reviews.ts';
+import { runProviderCli, type ProviderCliIo } from './providers.ts';
 import { runListenCli, type ListenCliIo } from './listen.ts';
 
 /**
@@ -340,6 +341,7 @@ function globalHelp(): string {
     `A sandbox payer's transfer and its slip image: '${PROGRAM} sandbox pay --help'.`,
     `The sandbox's test clocks (create, list, show, attach, detach, advance): '${PROGRAM} clock --help'.`,
     `The review desk for reviewers (list, show, approve, reject, escalate): '${PROGRAM} reviews --help'.`,
+    `A brand's live slip providers (show, set, test, remove): '${PROGRAM} providers --help'.`,
     `Sandbox webhooks on this machine, signed like real deliveries: '${PROGRAM} listen --forward-to http://localhost:3000/hooks'.`,
     '',
   ].join('\n');
@@ -480,6 +482,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   if (groupWord === 'sandbox') return runSandboxCli(argv, io);
   if (groupWord === 'clock') return runClockCli(argv, io as CliIo & ClockCliIo);
   if (groupWord === 'reviews') return runReviewCli(argv, io as CliIo & ReviewCliIo);
+  if (groupWord === 'providers') return runProviderCli(argv, io as CliIo & ProviderCliIo);
   if (groupWord === 'listen') return runListenCli(argv, io as CliIo & ListenCliIo);
   if (groupWord === undefined) {
     if (askedForHelp) {

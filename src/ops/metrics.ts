@@ -22,6 +22,45 @@ export interface Metrics {
   slip_uploads_in_progress: client.Gauge;
   slip_uploads_waiting: client.Gauge;
   slip_uploads_refused_total: client.Counter<'reason'>;
+  slip_provider_request_duration_seconds: client.Histogram<'provider' | 'white_label_id'>;
+  slip_provider_lookups_total: client.Counter<'provider' | 'white_label_id' | 'slot' | 'outcome' | 'reason'>;
+  slip_provider_remaining_quota: client.Gauge<'provider' | 'white_label_id' | 'slot'>;
+  slip_provider_alerts_total: client.Counter<'provider' | 'white_label_id' | 'reason'>;
+}
+
+/**
+ * The slip-verification providers' metrics (src/slip-providers/). `white_label_id` is a label: its values
+ * are bounded by the number of brands with a provider configured (a few dozen, set by platform and brand
+ * administrators, never by merchants or payers), times three providers and two slots.
+ */
+function slipProviderMetrics(registry: client.Registry) {
+  return {
+    slip_provider_request_duration_seconds: new client.Histogram({
+      name: 'slip_provider_request_duration_seconds',
+      help: 'One verification asked of a slip provider, retries included, by provider and brand',
+      labelNames: ['provider', 'white_label_id'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+      registers: [registry],
+    }),
+    slip_provider_lookups_total: new client.Counter({
+      name: 'slip_provider_lookups_total',
+      help: 'Slip provider answers by provider, brand, slot (primary, fallback) and outcome (found, not_found, unavailable, bank_disabled) with its reason',
+      labelNames: ['provider', 'white_label_id', 'slot', 'outcome', 'reason'],
+      registers: [registry],
+    }),
+    slip_provider_remaining_quota: new client.Gauge({
+      name: 'slip_provider_remaining_quota',
+      help: 'Verifications left on a brand provider account, as its last connection test said (0 after a quota-exhausted answer; absent when unlimited)',
+      labelNames: ['provider', 'white_label_id', 'slot'],
+      registers: [registry],
+    }),
+    slip_provider_alerts_total: new client.Counter({
+      name: 'slip_provider_alerts_total',
+      help: 'Operator alerts of slip providers (quota_exhausted, credentials_refused, circuit_open), by provider and brand',
+      labelNames: ['provider', 'white_label_id', 'reason'],
+      registers: [registry],
+    }),
+  };
 }
 
 export function createMetrics(): Metrics {
@@ -121,5 +160,6 @@ export function createMetrics(): Metrics {
       labelNames: ['reason'],
       registers: [registry],
     }),
+    ...slipProviderMetrics(registry),
   };
 }

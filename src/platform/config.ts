@@ -61,6 +61,13 @@ const environmentSchema = z.object({
   SLIP_VERIFIER_KEY: z.string().min(1).optional(),
   SLIP_VERIFIER_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5_000),
   /**
+   * The slip-verification providers a brand may choose (src/slip-providers/): each one's base URL (its public
+   * one by default) and resilience settings. The credentials are the brand's, set in the back office.
+   */
+  ...providerEnvironment('SLIPOK'),
+  ...providerEnvironment('EASYSLIP'),
+  ...providerEnvironment('RDCW'),
+  /**
    * The bearer credential a Prometheus scraper sends to `/metrics` (at least 32 characters). Unset, the
    * metrics are not served: they show every tenant's traffic by route.
    */
@@ -85,6 +92,27 @@ const environmentSchema = z.object({
   SLIP_UPLOAD_MAX_WAIT_MS: z.coerce.number().int().min(10).max(600_000).default(30_000),
   SLIP_BODY_DEADLINE_MS: z.coerce.number().int().min(100).max(3_600_000).default(120_000),
 });
+
+/** The environment variables of one provider: SLIP_PROVIDER_<NAME>_URL, _TIMEOUT_MS, _MAX_ATTEMPTS, _BREAKER_THRESHOLD, _BREAKER_HALF_OPEN_MS. */
+function providerEnvironment<Name extends string>(name: Name) {
+  return {
+    [`SLIP_PROVIDER_${name}_URL`]: z.url().optional(),
+    [`SLIP_PROVIDER_${name}_TIMEOUT_MS`]: z.coerce.number().int().min(100).max(60_000).default(5_000),
+    [`SLIP_PROVIDER_${name}_MAX_ATTEMPTS`]: z.coerce.number().int().min(1).max(10).default(3),
+    [`SLIP_PROVIDER_${name}_BREAKER_THRESHOLD`]: z.coerce.number().int().min(1).max(1_000).default(5),
+    [`SLIP_PROVIDER_${name}_BREAKER_HALF_OPEN_MS`]: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
+  } as Record<`SLIP_PROVIDER_${Name}_${'URL'}`, z.ZodOptional<z.ZodURL>> &
+    Record<`SLIP_PROVIDER_${Name}_${'TIMEOUT_MS' | 'MAX_ATTEMPTS' | 'BREAKER_THRESHOLD' | 'BREAKER_HALF_OPEN_MS'}`, z.ZodDefault<z.ZodCoercedNumber>>;
+}
+
+/** One slip-verification provider's deployment settings; `url` null means its public base URL. */
+export interface SlipProviderSettings {
+  url: string | null;
+  timeout_ms: number;
+  max_attempts: number;
+  breaker_threshold: number;
+  breaker_half_open_after_ms: number;
+}
 
 export interface Config {
   port: number;
@@ -121,6 +149,8 @@ export interface Config {
   slip_evidence_dir: string;
   /** The live verification provider; null when live bank checking is off. No trailing slash. */
   slip_verifier: { url: string; key: string; timeout_ms: number } | null;
+  /** Each provider's base URL and resilience settings (the brands' credentials are in the database). */
+  slip_providers: Record<'slipok' | 'easyslip' | 'rdcw', SlipProviderSettings>;
   /** Connections, timeouts and request bodies (docs/reliability.md, "Connections and request bodies"). */
   http: HttpLimits;
   /** How many slip uploads are read and stored at once, and how long one may queue or take. */
@@ -187,6 +217,17 @@ function slipVerifierOf(values: z.infer<typeof environmentSchema>): Config['slip
   return { url: values.SLIP_VERIFIER_URL.replace(/\/+$/, ''), key: values.SLIP_VERIFIER_KEY, timeout_ms: values.SLIP_VERIFIER_TIMEOUT_MS };
 }
 
+function providerSettingsOf(values: z.infer<typeof environmentSchema>, name: 'SLIPOK' | 'EASYSLIP' | 'RDCW'): SlipProviderSettings {
+  const url = values[`SLIP_PROVIDER_${name}_URL`];
+  return {
+    url: url === undefined ? null : url.replace(/\/+$/, ''),
+    timeout_ms: values[`SLIP_PROVIDER_${name}_TIMEOUT_MS`],
+    max_attempts: values[`SLIP_PROVIDER_${name}_MAX_ATTEMPTS`],
+    breaker_threshold: values[`SLIP_PROVIDER_${name}_BREAKER_THRESHOLD`],
+    breaker_half_open_after_ms: values[`SLIP_PROVIDER_${name}_BREAKER_HALF_OPEN_MS`],
+  };
+}
+
 /**
  * The checkout pages are served at the root of their origin (`/checkout/…`), so CHECKOUT_BASE_URL names
  * an origin: a path, query or credentials in it would give addresses the service does not serve.
@@ -240,6 +281,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     slip_evidence_store: values.SLIP_EVIDENCE_STORE,
     slip_evidence_dir: values.SLIP_EVIDENCE_DIR ?? `${values.DATA_DIR.replace(/\/+$/, '')}/slips`,
     slip_verifier: slipVerifierOf(values),
+    slip_providers: { slipok: providerSettingsOf(values, 'SLIPOK'), easyslip: providerSettingsOf(values, 'EASYSLIP'), rdcw: providerSettingsOf(values, 'RDCW') },
     http: httpLimitsOf(values),
     slip_intake: {
       concurrency: values.SLIP_UPLOAD_CONCURRENCY,

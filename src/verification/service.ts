@@ -76,8 +76,8 @@ export interface VerificationDependencies {
   /** Settles, reverses and records the payments of an order: the layer above deposits, withdrawals and the ledger. */
   settlement: SettlementService;
   reader: SlipReader;
-  /** The bank-verification adapter of an environment: the sandbox bank for test mode, the provider for live. */
-  verifierFor: (livemode: boolean) => BankVerifier;
+  /** The bank-verification adapter of a brand and environment: the sandbox bank for test mode, the brand's provider(s) for live. */
+  verifierFor: (scope: { white_label_id: string; livemode: boolean }) => BankVerifier;
   /** Opens the dispute of an allocation conflict (the disputes module, built before this service). */
   allocation_conflicts: AllocationConflictHandler;
 }
@@ -309,7 +309,7 @@ export class VerificationService {
       reading.lookup = { outcome: 'bank_disabled', bank_code: reading.reference.sending_bank_code, cause: 'bank_unavailable' };
       return reading;
     }
-    const lookup = await this.deps.verifierFor(receipt.livemode).verifyTransfer({
+    const lookup = await this.deps.verifierFor({ white_label_id: receipt.white_label_id, livemode: receipt.livemode }).verifyTransfer({
       white_label_id: receipt.white_label_id,
       livemode: receipt.livemode,
       sending_bank_code: reading.reference.sending_bank_code,

@@ -1528,6 +1528,12 @@ const BACKOFFICE_ROUTES: readonly BackofficeRoute[] = [
   { method: 'GET', segments: ['merchants', ':id', 'api-keys'], roles: MANAGERS },
   { method: 'POST', segments: ['credentials'], roles: MANAGERS, body: 'credential', creates: 'backoffice_credentials' },
   { method: 'POST', segments: ['credentials', ':id', 'revoke'], roles: MANAGERS, targets: true },
+  // A brand's slip providers (issue 34). The one parameter fills both the brand and the slot, so a change never
+  // names a real slot: the handler answers 404 (or 422 for its body) and writes nothing.
+  { method: 'GET', segments: ['brands', ':id', 'slip-providers'], roles: MANAGERS },
+  { method: 'POST', segments: ['brands', ':id', 'slip-providers', ':slot'], roles: MANAGERS, targets: true },
+  { method: 'POST', segments: ['brands', ':id', 'slip-providers', ':slot', 'test'], roles: MANAGERS, targets: true },
+  { method: 'POST', segments: ['brands', ':id', 'slip-providers', ':slot', 'remove'], roles: MANAGERS, targets: true },
 ];
 
 interface RouteEntry {
@@ -1624,6 +1630,7 @@ const LITERAL_SEGMENTS = [
   'pay', 'events', 'banks', 'bo', 'brands', 'merchants', 'api-keys', 'credentials', 'suspend', 'resume', 'revoke', 'webhooks', 'test-vectors',
   'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup', 'beneficiaries',
   'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy', 'deposits', 'slip-token', 'senders', 'deposit-policy', 'legs', 'qr.png', 'signing-keys', 'replay-out-of-order', 'deliveries', 'resend', 'replay', 'webhook-signing-keys', 'rotate',
+  'slip-providers', 'primary', 'fallback', 'remove',
 ];
 
 const pathSegment = fc.oneof(

@@ -752,6 +752,9 @@ function backofficePool(url: string): (param: string) => readonly string[] {
         return depositIds();
       case 'receipt_id':
         return [o.review_receipt_id, o.overpaid_receipt_id];
+      case 'slot':
+        // A brand's slip-provider slots, and one that is none.
+        return ['primary', 'fallback', 'secondary'];
       case 'id':
         if (url.startsWith('/v1/bo/withdrawals/')) return withdrawalIds();
         if (url.startsWith('/v1/bo/deposits/')) return depositIds();
@@ -799,6 +802,7 @@ function backofficeBodies(): Record<string, () => Record<string, Json>> {
     'POST /v1/bo/claims/:id/reject': () => ({ white_label_id: V, note: STAFF_NOTE }),
     'POST /v1/bo/test-clocks/:id/advance': () => ({ white_label_id: V, frozen_time: '2026-08-01T04:00:00.000Z' }),
     'POST /v1/bo/brands/:brand_id/checkout-base-url': () => ({ checkout_base_url: null }),
+    'POST /v1/bo/brands/:brand_id/slip-providers/:slot': () => ({ provider: 'easyslip', credentials: { key: `fuzz-easyslip-key-${unique()}` } }),
   };
 }
 

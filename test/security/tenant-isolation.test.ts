@@ -444,6 +444,33 @@ const BACKOFFICE_RULES: Record<string, BackofficeRule> = {
     other_brand: 'not_found',
     request: () => ({ method: 'POST', url: `/v1/bo/brands/${w.brand.spare_brand_id}/checkout-base-url`, body: { checkout_base_url: null } }),
   },
+  // A brand's slip providers (issue 34). The routes run in this order: the operator sets the primary and the
+  // administrator the fallback; each tests its own; the operator removes the fallback, then the administrator the
+  // primary. The world points every provider at a closed local port, so a test is answered `unreachable` at once.
+  'GET /v1/bo/brands/:brand_id/slip-providers': {
+    allowed: { admin: 200, operator: 200 },
+    other_brand: 'not_found',
+    request: () => ({ method: 'GET', url: `/v1/bo/brands/${V()}/slip-providers` }),
+  },
+  'POST /v1/bo/brands/:brand_id/slip-providers/:slot': {
+    allowed: { admin: 200, operator: 200 },
+    other_brand: 'not_found',
+    request: (actor) => ({
+      method: 'POST',
+      url: `/v1/bo/brands/${V()}/slip-providers/${pick(actor, 'primary', 'fallback')}`,
+      body: pick(actor, { provider: 'slipok', credentials: { branch_id: '4242', key: 'matrix-slipok-key-0000' } }, { provider: 'rdcw', credentials: { client_id: 'matrix', client_secret: 'matrix-rdcw-secret-0000' } }),
+    }),
+  },
+  'POST /v1/bo/brands/:brand_id/slip-providers/:slot/test': {
+    allowed: { admin: 200, operator: 200 },
+    other_brand: 'not_found',
+    request: (actor) => ({ method: 'POST', url: `/v1/bo/brands/${V()}/slip-providers/${pick(actor, 'primary', 'fallback')}/test` }),
+  },
+  'POST /v1/bo/brands/:brand_id/slip-providers/:slot/remove': {
+    allowed: { admin: 200, operator: 200 },
+    other_brand: 'not_found',
+    request: (actor) => ({ method: 'POST', url: `/v1/bo/brands/${V()}/slip-providers/${pick(actor, 'fallback', 'primary')}/remove` }),
+  },
   'POST /v1/bo/merchants/:merchant_id/suspend': {
     allowed: { admin: 200, operator: 200 },
     other_brand: 'not_found',

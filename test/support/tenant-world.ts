@@ -146,13 +146,17 @@ export interface TenantWorldOptions {
   on_exchange?: (exchange: Exchange) => void;
 }
 
+/** The discard port on this machine, where nothing listens: a request to it is refused at once. */
+const CLOSED_PORT_URL = 'http://127.0.0.1:9';
+
 export async function buildTenantWorld(options: TenantWorldOptions = {}): Promise<TenantWorld> {
   const certs = createTestCertificates();
   const app = await createTestApp({
     ...(options.logger ? { logger: options.logger } : {}),
     // These tests check each answer exactly; load shedding (its own test) would turn a slow CI machine's
     // requests into 503s that say nothing about isolation, input handling or secrets.
-    config: { LOAD_SHEDDING: 'false' },
+    // Slip providers point at a closed local port: a connection test is answered at once, and nothing leaves the machine.
+    config: { LOAD_SHEDDING: 'false', SLIP_PROVIDER_SLIPOK_URL: CLOSED_PORT_URL, SLIP_PROVIDER_EASYSLIP_URL: CLOSED_PORT_URL, SLIP_PROVIDER_RDCW_URL: CLOSED_PORT_URL },
     webhooks: {
         settings: { timeout_ms: 5_000, poll_interval_ms: 20, endpoint_concurrency: 4, max_in_flight: 32, sandbox_loopback: true, extra_ca_pem: [certs.ca_pem] },
         policy: TEST_POLICY_WITH_LIVE_LOOPBACK,
