@@ -15,6 +15,7 @@ import { runSandboxCli } from './sandbox.ts';
 import { runClockCli, type ClockCliIo } from './clocks.ts';
 import { runReviewCli, type ReviewCliIo } from './reviews.ts';
 import { runListenCli, type ListenCliIo } from './listen.ts';
+import { runRefundCli, type RefundCliIo } from './refunds.ts';
 
 /**
  * The admin CLI's command table, argument parsing and output. `runCli` never throws and never prints a
@@ -340,6 +341,7 @@ function globalHelp(): string {
     `A sandbox payer's transfer and its slip image: '${PROGRAM} sandbox pay --help'.`,
     `The sandbox's test clocks (create, list, show, attach, detach, advance): '${PROGRAM} clock --help'.`,
     `The review desk for reviewers (list, show, approve, reject, escalate): '${PROGRAM} reviews --help'.`,
+    `Refunds to the payer for operators (list, create, resolve-claim): '${PROGRAM} refunds --help'.`,
     `Sandbox webhooks on this machine, signed like real deliveries: '${PROGRAM} listen --forward-to http://localhost:3000/hooks'.`,
     '',
   ].join('\n');
@@ -481,6 +483,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   if (groupWord === 'clock') return runClockCli(argv, io as CliIo & ClockCliIo);
   if (groupWord === 'reviews') return runReviewCli(argv, io as CliIo & ReviewCliIo);
   if (groupWord === 'listen') return runListenCli(argv, io as CliIo & ListenCliIo);
+  if (groupWord === 'refunds') return runRefundCli(argv, io as CliIo & RefundCliIo);
   if (groupWord === undefined) {
     if (askedForHelp) {
       io.stdout.write(globalHelp());
