@@ -168,6 +168,21 @@ describe('a claim resolved refunded_in_service', () => {
   });
 });
 
+describe('a claim resolved refunded_in_service by two operators at once', () => {
+  it('exactly one resolves it and makes one refund; the other gets claim_state_conflict and makes none', async () => {
+    const owner = await merchant();
+    const { deposit, claim_id } = await overpaidDeposit(owner);
+    await clearCredits(owner);
+    const body = { resolution_code: 'refunded_in_service', note: NOTE, refund: { amount_minor: 10_000 } };
+    const answers = await Promise.all([resolve(claim_id, body, operator), resolve(claim_id, body, secondOperator)]);
+    expect(answers.map((answer) => answer.statusCode).sort()).toEqual([200, 409]);
+    const winner = answers.find((answer) => answer.statusCode === 200)!.json<BackofficeClaimView>();
+    expect(errorOf(answers.find((answer) => answer.statusCode === 409)!).code).toBe('claim_state_conflict');
+    expect((await refundsOf(owner, deposit.id)).map((refund) => refund.id)).toEqual([winner.refund_id]);
+    expect((await auditRows('claim', claim_id)).map((row) => row.action)).toEqual(['claim.resolved']);
+  });
+});
+
 describe('a claim resolved refunded_in_service by an existing refund', () => {
   it('linking a refund the merchant made: the claim names it; one refund resolves one claim; another deposit’s refund is refused', async () => {
     const owner = await merchant();
