@@ -37,6 +37,7 @@ import { depositRoutes } from './deposits/routes.ts';
 import { createDepositJobHandlers, DepositService } from './deposits/service.ts';
 import { createSettlementJobHandlers, SettlementService } from './settlement/service.ts';
 import { RefundService } from './refunds/service.ts';
+import { BackofficeRefunds } from './refunds/backoffice.ts';
 import { refundRoutes } from './refunds/routes.ts';
 import { SandboxLiquidity } from './sandbox/liquidity.ts';
 import { MatchingService } from './matching/service.ts';
@@ -109,6 +110,8 @@ export interface Services {
   settlement: SettlementService;
   /** Refunds to the payer: withdrawals to the account the bank verified as a settled deposit's sender. */
   refunds: RefundService;
+  /** Refunds an operator opens for a merchant, with their audit rows. */
+  backofficeRefunds: BackofficeRefunds;
   depositPolicies: DepositPolicyService;
   /** Signs and verifies the per-order slip upload capability. */
   slipTokens: SlipTokenSigner;
@@ -404,8 +407,11 @@ function createDecisionServices(base: Foundation, money: MoneyServices, orders: 
     allocation_conflicts: (tx, input) => disputes.openForAllocationConflict(tx, input),
   });
   const review = new ReviewService({ database, clock, deposits, settlement, slips, verification, tenancy: money.tenancy });
-  const claims = new ClaimService({ database, clock, deposits, tenancy: money.tenancy, events: money.events, registry: orders.claimRegistry });
-  return { sandboxBank, verification, review, claims, disputes, slipProviders: slipProviders.service };
+  // Refunds are built here, before the claim desk, which makes a claim's refund in its decision's transaction.
+  const refunds = new RefundService({ deposits, withdrawals: money.withdrawals, beneficiaries: money.beneficiaries, slips });
+  const backofficeRefunds = new BackofficeRefunds({ database, deposits, refunds, audit: money.tenancy });
+  const claims = new ClaimService({ database, clock, deposits, tenancy: money.tenancy, events: money.events, registry: orders.claimRegistry, refunds });
+  return { sandboxBank, verification, review, claims, disputes, refunds, backofficeRefunds, slipProviders: slipProviders.service };
 }
 
 /**
@@ -474,7 +480,6 @@ function createServices(base: Foundation, options: CreateInstanceOptions): { ser
     withdrawalPolicies: money.withdrawalPolicies,
     deposits: orders.deposits,
     settlement: orders.settlement,
-    refunds: new RefundService({ deposits: orders.deposits, withdrawals: money.withdrawals, beneficiaries: money.beneficiaries, slips: orders.slips }),
     depositPolicies: orders.depositPolicies,
     slipTokens: orders.slipTokens,
     slips: orders.slips,
@@ -548,7 +553,7 @@ function routeModules(services: Services): RouteModule[] {
     beneficiaryRoutes({ beneficiaries: services.beneficiaries }),
     withdrawalRoutes({ database, tenancy, withdrawals: services.withdrawals, withdrawalPolicies: services.withdrawalPolicies }),
     depositRoutes({ database, deposits: services.deposits, depositPolicies: services.depositPolicies, tenancy }),
-    refundRoutes({ refunds: services.refunds }),
+    refundRoutes({ database, refunds: services.refunds, backoffice: services.backofficeRefunds }),
     services.webhooks.registerRoutes,
     replayOutOfOrderRoutes({ clock, events }),
     localForwardingRoutes({ clock, events, signingKeys: services.webhooks.signingKeys }),

@@ -16,6 +16,7 @@ import { runClockCli, type ClockCliIo } from './clocks.ts';
 import { runReviewCli, type ReviewCliIo } from './reviews.ts';
 import { runProviderCli, type ProviderCliIo } from './providers.ts';
 import { runListenCli, type ListenCliIo } from './listen.ts';
+import { runRefundCli, type RefundCliIo } from './refunds.ts';
 
 /**
  * The admin CLI's command table, argument parsing and output. `runCli` never throws and never prints a
@@ -342,6 +343,7 @@ function globalHelp(): string {
     `The sandbox's test clocks (create, list, show, attach, detach, advance): '${PROGRAM} clock --help'.`,
     `The review desk for reviewers (list, show, approve, reject, escalate): '${PROGRAM} reviews --help'.`,
     `A brand's live slip providers (show, set, test, remove): '${PROGRAM} providers --help'.`,
+    `Refunds to the payer for operators (list, create, resolve-claim): '${PROGRAM} refunds --help'.`,
     `Sandbox webhooks on this machine, signed like real deliveries: '${PROGRAM} listen --forward-to http://localhost:3000/hooks'.`,
     '',
   ].join('\n');
@@ -484,6 +486,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   if (groupWord === 'reviews') return runReviewCli(argv, io as CliIo & ReviewCliIo);
   if (groupWord === 'providers') return runProviderCli(argv, io as CliIo & ProviderCliIo);
   if (groupWord === 'listen') return runListenCli(argv, io as CliIo & ListenCliIo);
+  if (groupWord === 'refunds') return runRefundCli(argv, io as CliIo & RefundCliIo);
   if (groupWord === undefined) {
     if (askedForHelp) {
       io.stdout.write(globalHelp());

@@ -114,6 +114,32 @@ export function connectionFor(env: CliEnvironment, tokenFile: string | undefined
   } else {
     throw new CliError('reviewer_token_missing', 'decisions need your reviewer credential: set PG_REVIEWER_TOKEN or pass --token-file <path>');
   }
+  return checkedConnection(connection);
+}
+
+/**
+ * The service address and an operator's token, for commands operators run (`refunds`): the token file, else the
+ * operator credential (PG_OPERATOR_TOKEN, or DATA_DIR/operator-credentials.json), with PG_BASE_URL over the file's
+ * address. The audit log names the credential, so a person with their own operator credential should use its file.
+ */
+export function operatorConnectionFor(env: CliEnvironment, tokenFile: string | undefined, stderr: TextSink): Connection {
+  let connection: Connection;
+  if (tokenFile !== undefined) {
+    const baseUrl = env.PG_BASE_URL || baseUrlFromOperatorFile(env);
+    if (!baseUrl) {
+      throw new CliError('service_address_missing', 'no service address: set PG_BASE_URL, or start the service once to write DATA_DIR/operator-credentials.json');
+    }
+    connection = { base_url: baseUrl, token: readTokenFile(tokenFile, stderr) };
+    if (!TOKEN_PATTERN.test(connection.token)) throw new CliError('token_invalid', `${tokenFile} does not hold a back-office token (bo_…)`);
+  } else {
+    connection = readOperatorCredentials(loadCliConfig(env), env);
+    if (!TOKEN_PATTERN.test(connection.token)) throw new CliError('token_invalid', 'the operator credential is not a back-office token (bo_…)');
+  }
+  return checkedConnection(connection);
+}
+
+/** The address must be http(s); a trailing slash is dropped so that paths join cleanly. */
+function checkedConnection(connection: Connection): Connection {
   let parsed: URL;
   try {
     parsed = new URL(connection.base_url);
@@ -200,26 +226,37 @@ export class ReviewClient {
    * retry either decides (the first never arrived) or gets the first decision back, replayed.
    */
   async decide(deposit_id: string, action: DecisionAction, body: Record<string, unknown>, stderr: TextSink): Promise<{ answer: DecisionAnswer; retried: boolean }> {
+    return this.postOnce<DecisionAnswer>(`/v1/bo/reviews/${encodeURIComponent(deposit_id)}/${action}`, body, stderr, {
+      what: 'decision',
+      check: `check with '${PROGRAM} show ${deposit_id}' before deciding again`,
+    });
+  }
+
+  /**
+   * A POST that must happen once, with one Idempotency-Key for all its attempts: when the first answer is lost, the
+   * retry either acts (the first never arrived) or gets the first outcome back, replayed. `label` names the action
+   * in the warning and says how to check it when no answer came at all.
+   */
+  async postOnce<Body>(pathname: string, body: Record<string, unknown>, stderr: TextSink, label: { what: string; check: string }): Promise<{ answer: Body; retried: boolean }> {
     const idempotencyKey = crypto.randomUUID();
-    const url = `${this.base_url}/v1/bo/reviews/${encodeURIComponent(deposit_id)}/${action}`;
+    const url = `${this.base_url}${pathname}`;
     let lastFailure: NetworkFailure | null = null;
     for (let attempt = 1; attempt <= DECISION_ATTEMPTS; attempt += 1) {
       try {
-        const answer = await this.answerOf<DecisionAnswer>(await this.exchange(url, { method: 'POST', accept: 'application/json', body, idempotency_key: idempotencyKey }));
+        const answer = await this.answerOf<Body>(await this.exchange(url, { method: 'POST', accept: 'application/json', body, idempotency_key: idempotencyKey }));
         return { answer, retried: attempt > 1 };
       } catch (error) {
         if (!(error instanceof NetworkFailure)) throw error;
         lastFailure = error;
         if (attempt < DECISION_ATTEMPTS) {
-          stderr.write(`warning: no answer from the service (${error.reason}); sending the same decision again with the same Idempotency-Key\n`);
+          stderr.write(`warning: no answer from the service (${error.reason}); sending the same ${label.what} again with the same Idempotency-Key\n`);
           await new Promise((resolve) => setTimeout(resolve, RETRY_DELAY_MS));
         }
       }
     }
     throw new CliError(
       'service_unreachable',
-      `could not reach the service at ${this.base_url} (${lastFailure?.reason ?? 'no answer'}); the decision may or may not have been recorded: ` +
-        `check with '${PROGRAM} show ${deposit_id}' before deciding again`,
+      `could not reach the service at ${this.base_url} (${lastFailure?.reason ?? 'no answer'}); the ${label.what} may or may not have been recorded: ${label.check}`,
     );
   }
 

@@ -141,6 +141,12 @@ export class DepositService {
     return this.locks.lockForChange(tx, white_label_id, deposit_id);
   }
 
+  /** Whose a brand's deposit is (merchant and environment), for the back office acting for that merchant; null when unknown. */
+  async ownerInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<DepositAccount | null> {
+    const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
+    return row ? { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode } : null;
+  }
+
   /**
    * A deposit of the caller's, locked, as a refund needs it (src/refunds/): its status and what it brought, and the
    * account its payer declared (bank, full number, names), for the payout. Null for an unknown id or another

@@ -193,6 +193,11 @@ const catalogue = {
     message: 'The claim is not in a status that allows this decision (someone may have decided it); re-read the claim.',
     message_th: 'สถานะของคำร้องไม่อนุญาตให้ดำเนินการนี้ (อาจมีผู้อื่นดำเนินการแล้ว) กรุณาอ่านข้อมูลคำร้องใหม่',
   },
+  claim_refund_unusable: {
+    status: 409, type: 'invalid_request_error', retryable: false,
+    message: "The refund named cannot resolve this claim: it is not a refund of the claim's deposit, it closed without paying anything, or it resolves another claim (details.reason).",
+    message_th: 'ไม่สามารถใช้รายการคืนเงินที่ระบุปิดคำร้องนี้ได้ เนื่องจากไม่ใช่การคืนเงินของรายการฝากของคำร้อง ปิดไปโดยไม่ได้จ่ายเงิน หรือใช้ปิดคำร้องอื่นแล้ว (ดู details.reason)',
+  },
   four_eyes_same_reviewer: {
     status: 409, type: 'invalid_request_error', retryable: false,
     message: 'This review needs two different people to approve it; you already approved it, with this or another of your credentials.',

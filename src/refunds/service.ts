@@ -26,6 +26,11 @@ export interface RefundRequest {
   reason_code: RefundReasonCode;
   note?: string | undefined;
   metadata?: Record<string, string> | undefined;
+  /**
+   * The refund's own reference, when the caller derives it (the back office, from its request's Idempotency-Key,
+   * so that a retried request meets the first refund); a fresh `rfd_` reference otherwise. Never the merchant's.
+   */
+  merchant_reference?: string | undefined;
 }
 
 export interface RefundDependencies {
@@ -60,7 +65,7 @@ export class RefundService {
       {
         amount_minor: request.amount_minor,
         // The merchant names the deposit, not the payout; the refund's own reference is ours and unique.
-        merchant_reference: `rfd_${newId('withdrawal').slice('wdr_'.length)}`,
+        merchant_reference: request.merchant_reference ?? `rfd_${newId('withdrawal').slice('wdr_'.length)}`,
         end_user_ref: deposit.end_user_ref,
         beneficiary_id: payee.value.id,
         metadata: request.metadata,

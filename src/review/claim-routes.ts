@@ -5,8 +5,9 @@ import { accountOfContext, type BackofficeContext, type RouteRegistrar, type Rou
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { amountMinorSchema } from '../http/order-fields.ts';
 import { idText } from '../tenancy/schemas.ts';
-import { CLAIM_RESOLUTION_CODES } from './claims-repository.ts';
-import type { ClaimDecision, ClaimStaff, ClaimService } from './claims.ts';
+import { CLAIM_RESOLUTION_CODES, REFUNDED_IN_SERVICE } from './claims-repository.ts';
+import type { ClaimDecision, ClaimRefund, ClaimStaff, ClaimService } from './claims.ts';
+import { REFUND_REASON_CODES } from '../withdrawals/service.ts';
 import { decodeCursor, encodeCursor, limitParameter } from '../http/paging.ts';
 import { transferReportFields } from '../slips/routes.ts';
 import { requireStaffNote, staffNoteSchema } from '../http/staff-note.ts';
@@ -23,9 +24,9 @@ import type { Queryable } from '../platform/db.ts';
 /** Everyone in the back office reads claims and opens them for a payer (a reviewer meets late slips too). */
 const READ_ROLES = ['platform_admin', 'operator', 'reviewer'] as const;
 /**
- * Deciding a claim is the operators' (and the platform administrator's): its outcome is money handled
- * outside the service (a refund to the payer, a credit by the merchant), which is brand administration,
- * while reviewers decide payments inside it.
+ * Deciding a claim is the operators' (and the platform administrator's): its outcome is money handed back
+ * (a refund to the payer, outside the service or through it, a credit by the merchant), which is brand
+ * administration, while reviewers decide payments inside it.
  */
 const DECIDE_ROLES = ['platform_admin', 'operator'] as const;
 const LIST_MAX_LIMIT = 100;
@@ -91,7 +92,41 @@ function decodeClaimCursor(text: string): ClaimCursor & { after: Date } {
 
 const brandQuerySchema = z.object({ white_label_id: idText.optional() }).strict();
 const investigateSchema = z.object({ white_label_id: idText.optional() }).strict();
-const resolveSchema = z.object({ white_label_id: idText.optional(), resolution_code: z.enum(CLAIM_RESOLUTION_CODES), note: staffNoteSchema }).strict();
+/** The refund a resolution `refunded_in_service` makes: `note` is the refund's own, which its merchant reads. */
+const claimRefundSchema = z
+  .object({
+    amount_minor: amountMinorSchema,
+    reason_code: z.enum(REFUND_REASON_CODES).optional(),
+    note: z.string().trim().min(1).max(500).optional(),
+  })
+  .strict();
+
+const resolveSchema = z
+  .object({
+    white_label_id: idText.optional(),
+    resolution_code: z.enum(CLAIM_RESOLUTION_CODES),
+    note: staffNoteSchema,
+    refund: claimRefundSchema.optional(),
+    refund_id: idText.optional(),
+  })
+  .strict()
+  .superRefine((body, context) => {
+    const given = [body.refund === undefined ? null : 'refund', body.refund_id === undefined ? null : 'refund_id'].filter((name) => name !== null);
+    // A refund of the service is made or named exactly when the outcome says the money went back through the service.
+    if (body.resolution_code === REFUNDED_IN_SERVICE && given.length !== 1) {
+      const path = given.length === 0 ? 'refund' : 'refund_id';
+      context.addIssue({ code: 'custom', path: [path], params: { reason: given.length === 0 ? 'required' : 'not_allowed', hint: 'refund or refund_id, one of them' }, message: 'refund or refund_id' });
+    }
+    if (body.resolution_code !== REFUNDED_IN_SERVICE) {
+      for (const name of given) context.addIssue({ code: 'custom', path: [name], params: { reason: 'not_allowed', hint: `only with ${REFUNDED_IN_SERVICE}` }, message: 'not allowed' });
+    }
+  });
+
+function claimRefundOf(body: z.infer<typeof resolveSchema>): ClaimRefund | null {
+  if (body.refund_id !== undefined) return { action: 'link', refund_id: body.refund_id };
+  if (body.refund === undefined) return null;
+  return { action: 'create', amount_minor: body.refund.amount_minor, reason_code: body.refund.reason_code ?? 'claim_resolution', note: body.refund.note ?? null };
+}
 const rejectSchema = z.object({ white_label_id: idText.optional(), note: staffNoteSchema }).strict();
 
 function staffOf(context: BackofficeContext): ClaimStaff {
@@ -193,7 +228,22 @@ function registerClaimRoutes(registrar: RouteRegistrar, services: ClaimRouteDepe
       url: `/v1/bo/claims/:id/${action}`,
       summary: 'Investigate, resolve or reject a claim',
       responses: { 200: { description: 'The claim after the decision.', schema: backofficeClaimSchema } },
-      errors: ['claim_state_conflict', 'review_note_required'],
+      errors: [
+        'claim_state_conflict',
+        'review_note_required',
+        ...(action === 'resolve'
+          ? ([
+              'claim_refund_unusable',
+              'deposit_not_refundable',
+              'refund_exceeds_refundable',
+              'refund_limit_reached',
+              'refund_payee_unverified',
+              'insufficient_balance',
+              'amount_not_supported',
+              'beneficiary_not_verified',
+            ] as const)
+          : []),
+      ],
       roles: DECIDE_ROLES,
       body: schema,
       async handler({ context, body, params }) {
@@ -207,7 +257,7 @@ function registerClaimRoutes(registrar: RouteRegistrar, services: ClaimRouteDepe
     });
 
   decisionRoute('investigate', investigateSchema, () => ({ action: 'investigate' }));
-  decisionRoute('resolve', resolveSchema, (body) => ({ action: 'resolve', resolution_code: body.resolution_code, note: requireStaffNote(body.note) }));
+  decisionRoute('resolve', resolveSchema, (body) => ({ action: 'resolve', resolution_code: body.resolution_code, note: requireStaffNote(body.note), refund: claimRefundOf(body) }));
   decisionRoute('reject', rejectSchema, (body) => ({ action: 'reject', note: requireStaffNote(body.note) }));
 
   registrar.merchant({

@@ -9,8 +9,10 @@ import type { ClaimCause, ClaimStatus, DepositAccount, LateSlipClaimEvidence } f
  */
 
 /** The closed list of outcomes of a resolved claim (a rejected claim has none). */
-export const CLAIM_RESOLUTION_CODES = ['refunded_to_payer', 'credited_to_merchant_outside_service', 'no_transfer_found', 'duplicate_of_other_claim'] as const;
+export const CLAIM_RESOLUTION_CODES = ['refunded_to_payer', 'credited_to_merchant_outside_service', 'no_transfer_found', 'duplicate_of_other_claim', 'refunded_in_service'] as const;
 export type ClaimResolutionCode = (typeof CLAIM_RESOLUTION_CODES)[number];
+/** The outcome of a claim resolved by a refund of the service (migration 0036): the claim names the refund. */
+export const REFUNDED_IN_SERVICE = 'refunded_in_service' satisfies ClaimResolutionCode;
 
 export type ClaimOpenerType = 'end_user' | 'backoffice' | 'system';
 
@@ -55,6 +57,8 @@ export interface ClaimRow {
   resolved_by: string | null;
   /** When it was resolved or rejected. */
   resolved_at: Date | null;
+  /** The refund (a withdrawal order) that resolved it, exactly when it was resolved `refunded_in_service`. */
+  refund_id: string | null;
   /** When the claim was opened. */
   created_at: Date;
   /** The last change (equal to created_at until the first decision). */
@@ -63,20 +67,20 @@ export interface ClaimRow {
 
 const CLAIM_COLUMNS = `white_label_id, merchant_id, livemode, claim_id, deposit_id, cause, amount_minor, slip_received_at, status, dedupe_key,
   evidence, opened_by, opened_by_id, version, investigated_by, investigated_at, resolution_code, resolution_note, resolved_by, resolved_at,
-  created_at, updated_at`;
+  created_at, updated_at, refund_id`;
 
 /** Inserts a claim unless one with its `dedupe_key` exists in the brand; null when it does (nothing written). */
 export async function insertClaim(db: Queryable, row: ClaimRow): Promise<ClaimRow | null> {
   const { rows } = await db.query<ClaimRow>(
     `INSERT INTO claims (${CLAIM_COLUMNS})
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
      ON CONFLICT (white_label_id, dedupe_key) DO NOTHING
      RETURNING ${CLAIM_COLUMNS}`,
     [
       row.white_label_id, row.merchant_id, row.livemode, row.claim_id, row.deposit_id, row.cause, row.amount_minor, row.slip_received_at,
       row.status, row.dedupe_key, row.evidence === null ? null : JSON.stringify(row.evidence), row.opened_by, row.opened_by_id, row.version,
       row.investigated_by, row.investigated_at, row.resolution_code, row.resolution_note, row.resolved_by, row.resolved_at, row.created_at,
-      row.updated_at,
+      row.updated_at, row.refund_id,
     ],
   );
   return rows[0] ?? null;
@@ -89,6 +93,12 @@ export async function findByDedupeKey(db: Queryable, white_label_id: string, ded
 
 export async function findClaim(db: Queryable, white_label_id: string, claim_id: string): Promise<ClaimRow | null> {
   const { rows } = await db.query<ClaimRow>(`SELECT ${CLAIM_COLUMNS} FROM claims WHERE white_label_id = $1 AND claim_id = $2`, [white_label_id, claim_id]);
+  return rows[0] ?? null;
+}
+
+/** The claim a refund resolved, if any (index claims_refund: one at most). */
+export async function findClaimByRefund(db: Queryable, white_label_id: string, refund_id: string): Promise<ClaimRow | null> {
+  const { rows } = await db.query<ClaimRow>(`SELECT ${CLAIM_COLUMNS} FROM claims WHERE white_label_id = $1 AND refund_id = $2`, [white_label_id, refund_id]);
   return rows[0] ?? null;
 }
 
@@ -140,12 +150,12 @@ export async function listClaims(db: Queryable, white_label_id: string, filters:
 export async function updateClaimDecision(tx: Queryable, row: ClaimRow, expected_version: number): Promise<boolean> {
   const { rows } = await tx.query(
     `UPDATE claims SET status = $3, version = $4, investigated_by = $5, investigated_at = $6, resolution_code = $7, resolution_note = $8,
-            resolved_by = $9, resolved_at = $10, updated_at = $11
+            resolved_by = $9, resolved_at = $10, updated_at = $11, refund_id = $13
       WHERE white_label_id = $1 AND claim_id = $2 AND version = $12
       RETURNING claim_id`,
     [
       row.white_label_id, row.claim_id, row.status, row.version, row.investigated_by, row.investigated_at, row.resolution_code, row.resolution_note,
-      row.resolved_by, row.resolved_at, row.updated_at, expected_version,
+      row.resolved_by, row.resolved_at, row.updated_at, expected_version, row.refund_id,
     ],
   );
   return rows.length === 1;

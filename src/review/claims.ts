@@ -1,5 +1,5 @@
 import type { Clock } from '../platform/clock.ts';
-import type { Database, Queryable } from '../platform/db.ts';
+import { Rollback, type Database, type Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
@@ -10,6 +10,8 @@ import type { EventsService } from '../events/service.ts';
 import type { EventCause } from '../platform/cause.ts';
 import type { Actor } from '../platform/access.ts';
 import type { TenancyService } from '../tenancy/service.ts';
+import type { RefundService } from '../refunds/service.ts';
+import type { RefundReasonCode, WithdrawalView } from '../withdrawals/service.ts';
 import { additionalTransferClaimKey, type DepositService } from '../deposits/service.ts';
 import type {
   ClaimCause,
@@ -21,7 +23,7 @@ import type {
   OpenClaimInput,
 } from '../deposits/types.ts';
 import * as repository from './claims-repository.ts';
-import type { ClaimResolutionCode, ClaimRow } from './claims-repository.ts';
+import { REFUNDED_IN_SERVICE, type ClaimResolutionCode, type ClaimRow } from './claims-repository.ts';
 
 /**
  * Claims (issue 11, item 5): money that arrived beyond what an order accepted, or a transfer whose slip
@@ -67,6 +69,8 @@ export interface BackofficeClaimView {
   resolution_note: string | null;
   resolved_by: string | null;
   resolved_at: string | null;
+  /** The refund of the service that resolved the claim (`resolution_code` `refunded_in_service`), else null. */
+  refund_id: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -87,6 +91,8 @@ export interface MerchantClaimView {
   opened_by: ClaimOpenedBy['type'];
   resolution_code: ClaimResolutionCode | null;
   resolved_at: string | null;
+  /** The refund (a withdrawal order the merchant reads) that resolved the claim, else null. */
+  refund_id: string | null;
   created_at: string;
   updated_at: string;
   livemode: boolean;
@@ -110,7 +116,18 @@ export interface ClaimOpening {
   evidence: Omit<LateSlipClaimEvidence, 'amount_minor'>;
 }
 
-export type ClaimDecision = { action: 'investigate' } | { action: 'resolve'; resolution_code: ClaimResolutionCode; note: string } | { action: 'reject'; note: string };
+/**
+ * How a claim resolved `refunded_in_service` gets its refund: a new refund of the claim's deposit, made in the
+ * decision's transaction, or one that already exists (made by the merchant or an operator), linked.
+ */
+export type ClaimRefund =
+  | { action: 'create'; amount_minor: number; reason_code: RefundReasonCode; note: string | null }
+  | { action: 'link'; refund_id: string };
+
+export type ClaimDecision =
+  | { action: 'investigate' }
+  | { action: 'resolve'; resolution_code: ClaimResolutionCode; note: string; refund: ClaimRefund | null }
+  | { action: 'reject'; note: string };
 
 /** From which statuses each decision may be taken (the claim's life cycle). */
 const DECIDABLE_FROM: Record<ClaimDecision['action'], readonly ClaimStatus[]> = {
@@ -154,6 +171,7 @@ export function backofficeClaimView(row: ClaimRow): BackofficeClaimView {
     resolution_note: row.resolution_note,
     resolved_by: row.resolved_by,
     resolved_at: formatNullableTimestamp(row.resolved_at),
+    refund_id: row.refund_id,
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
   };
@@ -172,6 +190,7 @@ export function merchantClaimView(row: ClaimRow): MerchantClaimView {
     opened_by: row.opened_by,
     resolution_code: row.resolution_code,
     resolved_at: formatNullableTimestamp(row.resolved_at),
+    refund_id: row.refund_id,
     created_at: formatTimestamp(row.created_at),
     updated_at: formatTimestamp(row.updated_at),
     livemode: row.livemode,
@@ -230,6 +249,7 @@ export class ClaimRegistry implements ClaimsPort {
       resolution_note: null,
       resolved_by: null,
       resolved_at: null,
+      refund_id: null,
       created_at: now,
       updated_at: now,
     });
@@ -258,6 +278,8 @@ export interface ClaimDependencies {
   tenancy: TenancyService;
   events: EventsService;
   registry: ClaimRegistry;
+  /** Makes the refund of a claim resolved `refunded_in_service`, in the decision's transaction. */
+  refunds: RefundService;
 }
 
 /** The claim desk: the back office's claims, and a merchant's read of its own. */
@@ -354,48 +376,94 @@ export class ClaimService {
    * One decision on a claim, in one transaction with its event and audit row. The claim row is locked
    * first, so two deciders queue and the second reads the first one's outcome: it gets
    * `claim_state_conflict`, unless it is the same staff member repeating the same decision, who gets the
-   * claim back unchanged (`replayed`).
+   * claim back unchanged (`replayed`). A resolution `refunded_in_service` makes (or links) its refund in the
+   * same transaction; a refusal of the refund rolls everything back and is the answer, the claim unchanged.
    */
-  decide(white_label_id: string, claim_id: string, staff: ClaimStaff, decision: ClaimDecision): Promise<Result<{ claim: BackofficeClaimView; replayed: boolean }>> {
-    return this.deps.database.transaction(async (tx) => {
-      const row = await repository.lockClaim(tx, white_label_id, claim_id);
-      if (!row) return fail('resource_not_found');
-      if (sameDecisionRepeated(row, staff, decision)) return ok({ claim: backofficeClaimView(row), replayed: true });
-      if (!DECIDABLE_FROM[decision.action].includes(row.status)) {
-        return fail('claim_state_conflict', { details: { claim_id: row.claim_id, status: row.status } });
-      }
-      const after = decidedRow(row, staff, decision, this.deps.clock.now());
-      invariant(await repository.updateClaimDecision(tx, after, row.version), 'a locked claim changes from the version it was read at');
-      const before = merchantClaimView(row);
-      const changed = merchantClaimView(after);
-      await this.deps.events.emitEvent(tx, {
-        white_label_id: after.white_label_id,
-        merchant_id: after.merchant_id,
-        livemode: after.livemode,
-        type: 'claim.updated',
-        object: { ...changed },
-        previous_attributes: computePreviousAttributes({ ...before }, { ...changed }),
-        cause: causeOf(staff),
-      });
-      await this.deps.tenancy.audit(tx, staff.actor, white_label_id, AUDIT_ACTION_OF[decision.action], 'claim', row.claim_id, {
-        deposit_id: row.deposit_id,
-        from_status: row.status,
-        to_status: after.status,
-        ...(after.resolution_code === null ? {} : { resolution_code: after.resolution_code }),
-      });
-      return ok({ claim: backofficeClaimView(after), replayed: false });
+  async decide(white_label_id: string, claim_id: string, staff: ClaimStaff, decision: ClaimDecision): Promise<Result<{ claim: BackofficeClaimView; replayed: boolean }>> {
+    invariant(decision.action !== 'resolve' || (decision.resolution_code === REFUNDED_IN_SERVICE) === (decision.refund !== null), 'a refund comes exactly with refunded_in_service');
+    try {
+      return await this.deps.database.transaction((tx) => this.decideIn(tx, white_label_id, claim_id, staff, decision));
+    } catch (error) {
+      // The refund's refusal, after the refund's first writes (its payee, perhaps): nothing of the decision stays.
+      if (error instanceof Rollback) return error.value as Result<never>;
+      throw error;
+    }
+  }
+
+  private async decideIn(tx: Queryable, white_label_id: string, claim_id: string, staff: ClaimStaff, decision: ClaimDecision): Promise<Result<{ claim: BackofficeClaimView; replayed: boolean }>> {
+    const row = await repository.lockClaim(tx, white_label_id, claim_id);
+    if (!row) return fail('resource_not_found');
+    if (sameDecisionRepeated(row, staff, decision)) return ok({ claim: backofficeClaimView(row), replayed: true });
+    if (!DECIDABLE_FROM[decision.action].includes(row.status)) {
+      return fail('claim_state_conflict', { details: { claim_id: row.claim_id, status: row.status } });
+    }
+    let refund_id: string | null = null;
+    if (decision.action === 'resolve' && decision.refund !== null) {
+      const refund = await this.refundOf(tx, row, decision.refund, staff);
+      if (!refund.ok) throw new Rollback(refund);
+      refund_id = refund.value.id;
+    }
+    const after = decidedRow(row, staff, decision, this.deps.clock.now(), refund_id);
+    invariant(await repository.updateClaimDecision(tx, after, row.version), 'a locked claim changes from the version it was read at');
+    const before = merchantClaimView(row);
+    const changed = merchantClaimView(after);
+    await this.deps.events.emitEvent(tx, {
+      white_label_id: after.white_label_id,
+      merchant_id: after.merchant_id,
+      livemode: after.livemode,
+      type: 'claim.updated',
+      object: { ...changed },
+      previous_attributes: computePreviousAttributes({ ...before }, { ...changed }),
+      cause: causeOf(staff),
     });
+    await this.deps.tenancy.audit(tx, staff.actor, white_label_id, AUDIT_ACTION_OF[decision.action], 'claim', row.claim_id, {
+      deposit_id: row.deposit_id,
+      from_status: row.status,
+      to_status: after.status,
+      ...(after.resolution_code === null ? {} : { resolution_code: after.resolution_code }),
+      ...(refund_id === null ? {} : { refund_id, refund: decision.action === 'resolve' && decision.refund?.action === 'link' ? 'linked' : 'created' }),
+    });
+    return ok({ claim: backofficeClaimView(after), replayed: false });
+  }
+
+  /**
+   * The refund that resolves a claim `refunded_in_service`. A new one is a refund of the claim's deposit to the
+   * account the bank verified as its sender, from the merchant's wallet, with every rule and refusal of a merchant's
+   * own refund (docs/decisions/refunds.md). A linked one must be a refund of the claim's deposit that still pays or
+   * has paid something, and no other claim's.
+   *
+   * Locks: the claim row is taken first, as every decision takes it, and then the refund's (the deposit order, its
+   * allowance, the feed, the wallet). Nothing waits for a claim row while it holds any of those: the only statement
+   * that locks a claim row is a decision's first one.
+   */
+  private async refundOf(tx: Queryable, row: ClaimRow, refund: ClaimRefund, staff: ClaimStaff): Promise<Result<WithdrawalView>> {
+    const account = { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode };
+    if (refund.action === 'create') {
+      return this.deps.refunds.create(tx, account, row.deposit_id, { amount_minor: refund.amount_minor, reason_code: refund.reason_code, note: refund.note ?? undefined }, causeOf(staff));
+    }
+    const unusable = (reason: string) => fail<WithdrawalView>('claim_refund_unusable', { details: { refund_id: refund.refund_id, deposit_id: row.deposit_id, reason } });
+    const refunds = (await this.deps.refunds.list(tx, account, row.deposit_id)) ?? [];
+    const found = refunds.find((candidate) => candidate.id === refund.refund_id);
+    // An unknown id, another brand's or merchant's order, and a refund of another deposit read alike.
+    if (!found) return unusable('not_a_refund_of_the_deposit');
+    if (CLOSED_STATUSES.has(found.status) && found.filled_minor === 0) return unusable('closed_without_payment');
+    const holder = await repository.findClaimByRefund(tx, row.white_label_id, found.id);
+    if (holder) return unusable('resolves_another_claim');
+    return ok(found);
   }
 }
 
+/** A refund in one of these statuses pays nothing more; with nothing filled it paid nothing at all. */
+const CLOSED_STATUSES: ReadonlySet<string> = new Set(['canceled', 'rejected', 'expired']);
+
 /** The claim after a decision: the next version, with who decided, when and (for an ending) why. */
-function decidedRow(row: ClaimRow, staff: ClaimStaff, decision: ClaimDecision, now: Date): ClaimRow {
+function decidedRow(row: ClaimRow, staff: ClaimStaff, decision: ClaimDecision, now: Date, refund_id: string | null): ClaimRow {
   const next = { ...row, version: row.version + 1, updated_at: now };
   switch (decision.action) {
     case 'investigate':
       return { ...next, status: 'investigating', investigated_by: staff.credential_id, investigated_at: now };
     case 'resolve':
-      return { ...next, status: 'resolved', resolution_code: decision.resolution_code, resolution_note: decision.note, resolved_by: staff.credential_id, resolved_at: now };
+      return { ...next, status: 'resolved', resolution_code: decision.resolution_code, resolution_note: decision.note, resolved_by: staff.credential_id, resolved_at: now, refund_id };
     case 'reject':
       return { ...next, status: 'rejected', resolution_note: decision.note, resolved_by: staff.credential_id, resolved_at: now };
     default: {
@@ -411,7 +479,13 @@ function sameDecisionRepeated(row: ClaimRow, staff: ClaimStaff, decision: ClaimD
     case 'investigate':
       return row.status === 'investigating' && row.investigated_by === staff.credential_id;
     case 'resolve':
-      return row.status === 'resolved' && row.resolved_by === staff.credential_id && row.resolution_code === decision.resolution_code;
+      // A retried refund resolution gets the refund it made; naming another refund to link is a second decision.
+      return (
+        row.status === 'resolved' &&
+        row.resolved_by === staff.credential_id &&
+        row.resolution_code === decision.resolution_code &&
+        (decision.refund?.action !== 'link' || decision.refund.refund_id === row.refund_id)
+      );
     case 'reject':
       return row.status === 'rejected' && row.resolved_by === staff.credential_id;
     default:

@@ -134,6 +134,7 @@ export const backofficeClaimSchema = z
     resolution_note: z.string().nullable(),
     resolved_by: z.string().nullable(),
     resolved_at: timestampSchema.nullable(),
+    refund_id: z.string().nullable().meta({ description: 'The refund of the service (a withdrawal order) that resolved the claim `refunded_in_service`; null otherwise.' }),
     created_at: timestampSchema,
     updated_at: timestampSchema,
   })
@@ -155,6 +156,7 @@ export const claimSchema = z
     opened_by: z.enum(['end_user', 'backoffice', 'system']),
     resolution_code: z.enum(CLAIM_RESOLUTION_CODES).nullable(),
     resolved_at: timestampSchema.nullable(),
+    refund_id: z.string().nullable().meta({ description: 'The refund (a withdrawal order) that resolved the claim `refunded_in_service`; null otherwise.' }),
     created_at: timestampSchema,
     updated_at: timestampSchema,
     livemode: z.boolean(),

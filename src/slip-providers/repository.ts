@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 
-/** All SQL of the slip-providers module: one table, `slip_provider_settings` (migration 0036). */
+/** All SQL of the slip-providers module: one table, `slip_provider_settings` (migration 0037). */
 
 export type ProviderName = 'slipok' | 'easyslip' | 'rdcw';
 export type ProviderSlot = 'primary' | 'fallback';

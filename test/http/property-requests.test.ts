@@ -1580,6 +1580,8 @@ const ROUTE_TABLE: readonly RouteEntry[] = [
   { method: 'POST', segments: ['', 'v1', 'pay', 'deposits', ':id', 'slip-token'], kind: 'merchant' },
   { method: 'POST', segments: ['', 'v1', 'pay', 'deposits', ':id', 'refunds'], kind: 'merchant' },
   { method: 'GET', segments: ['', 'v1', 'pay', 'deposits', ':id', 'refunds'], kind: 'merchant' },
+  { method: 'POST', segments: ['', 'v1', 'bo', 'deposits', ':id', 'refunds'], kind: 'backoffice' },
+  { method: 'GET', segments: ['', 'v1', 'bo', 'deposits', ':id', 'refunds'], kind: 'backoffice' },
   { method: 'GET', segments: ['', 'v1', 'bo', 'withdrawal-approvals'], kind: 'backoffice' },
   { method: 'GET', segments: ['', 'v1', 'bo', 'withdrawals', ':id'], kind: 'backoffice' },
   { method: 'POST', segments: ['', 'v1', 'bo', 'withdrawals', ':id', 'approve'], kind: 'backoffice' },

@@ -130,6 +130,7 @@ describe('the claim of a same-slip overpayment', () => {
       opened_by: 'system',
       resolution_code: null,
       resolved_at: null,
+      refund_id: null,
       created_at: expect.any(String),
       updated_at: view.created_at,
       livemode: false,

@@ -789,6 +789,7 @@ function backofficeBodies(): Record<string, () => Record<string, Json>> {
     'POST /v1/bo/reviews/:deposit_id/reject': () => ({ rejection_code: 'TRANSFER_NOT_RECEIVED', note: STAFF_NOTE }),
     'POST /v1/bo/reviews/:deposit_id/escalate': () => ({ note: STAFF_NOTE }),
     'POST /v1/bo/deposits/:id/reverse': () => ({ white_label_id: V, reason_code: 'OPS_ERROR', note: STAFF_NOTE }),
+    'POST /v1/bo/deposits/:id/refunds': () => ({ white_label_id: V, amount_minor: 1_000, reason_code: 'customer_request', note: STAFF_NOTE }),
     'POST /v1/bo/disputes/:id/resolve': () => ({ white_label_id: V, outcome: 'withdrawer', note: STAFF_NOTE }),
     'POST /v1/bo/claims': () => ({
       white_label_id: V,
@@ -823,6 +824,7 @@ function backofficeQueries(): Record<string, Record<string, string>> {
     'GET /v1/bo/disputes/:id': { white_label_id: V },
     'GET /v1/bo/claims': { white_label_id: V, mode: 'test', limit: '5' },
     'GET /v1/bo/claims/:id': { white_label_id: V },
+    'GET /v1/bo/deposits/:id/refunds': { white_label_id: V },
     'GET /v1/bo/test-clocks': { white_label_id: V, limit: '5' },
     'GET /v1/bo/test-clocks/:id': { white_label_id: V },
   };

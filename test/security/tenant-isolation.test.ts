@@ -656,6 +656,21 @@ const BACKOFFICE_RULES: Record<string, BackofficeRule> = {
     other_brand: 'not_found',
     request: () => ({ method: 'POST', url: `/v1/bo/reviews/${w.objects.review_deposit_ids[2]}/escalate`, body: { note: STAFF_NOTE } }),
   },
+  'POST /v1/bo/deposits/:id/refunds': {
+    // Each staff member refunds 10.00 THB of the victim's settled deposit (12,000 satang) from its funded wallet.
+    allowed: { admin: 201, operator: 201 },
+    other_brand: 'not_found',
+    request: () => ({
+      method: 'POST',
+      url: `/v1/bo/deposits/${w.objects.settled_deposit_id}/refunds`,
+      body: { white_label_id: V(), amount_minor: 1_000, reason_code: 'customer_request', note: STAFF_NOTE },
+    }),
+  },
+  'GET /v1/bo/deposits/:id/refunds': {
+    allowed: { admin: 200, operator: 200, reviewer: 200 },
+    other_brand: 'not_found',
+    request: () => ({ method: 'GET', url: `/v1/bo/deposits/${w.objects.settled_deposit_id}/refunds?white_label_id=${V()}` }),
+  },
   'POST /v1/bo/deposits/:id/reverse': {
     allowed: { admin: 200, operator: 200 },
     other_brand: 'not_found',

@@ -48,7 +48,7 @@ export interface TestApp {
   /** Sends a signed merchant request through the in-process server. */
   signed(options: SignedRequestOptions): Promise<LightMyRequestResponse>;
   /** Sends a back-office request with a bearer token (the platform administrator's by default). */
-  backoffice(options: { method?: 'GET' | 'POST'; url: string; body?: unknown; token?: string }): Promise<LightMyRequestResponse>;
+  backoffice(options: { method?: 'GET' | 'POST'; url: string; body?: unknown; token?: string; idempotency_key?: string }): Promise<LightMyRequestResponse>;
   /** Creates another merchant (optionally in a new brand) with a key of the given mode. */
   createMerchant(options?: { white_label_id?: string; livemode?: boolean; scopes?: string[] }): Promise<MerchantCredentials>;
   /** Every answer of this app (and of its second instances) checked against the OpenAPI document (contract.ts). */
@@ -119,9 +119,10 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     return instance.app.inject({ method, url: request.url, headers, payload: payload || undefined });
   }
 
-  async function backoffice(request: { method?: 'GET' | 'POST'; url: string; body?: unknown; token?: string }) {
+  async function backoffice(request: { method?: 'GET' | 'POST'; url: string; body?: unknown; token?: string; idempotency_key?: string }) {
     const headers: Record<string, string> = { authorization: `Bearer ${request.token ?? bootstrap!.operator_token}` };
     if (request.body !== undefined) headers['content-type'] = 'application/json';
+    if (request.idempotency_key !== undefined) headers['idempotency-key'] = request.idempotency_key;
     return instance.app.inject({
       method: request.method ?? 'GET',
       url: request.url,

@@ -110,6 +110,8 @@ export interface Claim {
   opened_by: string;
   resolution_code: string | null;
   resolved_at: Timestamp | null;
+  /** The refund (a withdrawal order) that resolved the claim `refunded_in_service`; null otherwise. */
+  refund_id: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
   livemode: boolean;
