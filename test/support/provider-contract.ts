@@ -44,7 +44,13 @@ export interface ProviderContract {
   masking: MaskingForm[];
 }
 
+/** The deadline of the tests that make the fake hang: short, so that the file runs in seconds. */
 export const CONTRACT_TIMEOUT_MS = 150;
+/**
+ * The deadline of every other test: long enough that a loaded machine (CI runs the suite on two cores) never turns an
+ * answer into a timeout and a retry, which would change the requests a test counts.
+ */
+export const ANSWER_TIMEOUT_MS = 5_000;
 export const TRANS_REF = '016327070500AQR04523';
 export const QUERY: TransferQuery = { white_label_id: 'wl_01', livemode: true, sending_bank_code: '004', trans_ref: TRANS_REF };
 
@@ -72,7 +78,7 @@ export function describeProviderContract(contract: ProviderContract, extra: (fak
   beforeEach(() => {
     fake.reset();
   });
-  const subject = (options: VerifierOptions = {}) => contract.verifier(fake.url, { timeout_ms: CONTRACT_TIMEOUT_MS, retry_base_ms: 10, ...options });
+  const subject = (options: VerifierOptions = {}) => contract.verifier(fake.url, { timeout_ms: ANSWER_TIMEOUT_MS, retry_base_ms: 10, ...options });
   const hold = (fields: Partial<FakeTransfer> = {}) => fake.hold(sampleTransfer({ trans_ref: TRANS_REF, ...fields }));
 
   describeAmounts(() => fake, subject, hold);
@@ -162,7 +168,7 @@ function describeAccountTrouble(contract: ProviderContract, fake: () => Stateful
     it('credentials refused', async () => {
       hold();
       const alerts: ProviderAlert[] = [];
-      const verifier = contract.wrongCredentials(fake().url, { timeout_ms: CONTRACT_TIMEOUT_MS, on_alert: (alert) => alerts.push(alert) });
+      const verifier = contract.wrongCredentials(fake().url, { timeout_ms: ANSWER_TIMEOUT_MS, on_alert: (alert) => alerts.push(alert) });
       expect(await verifier.verifyTransfer(QUERY)).toEqual(CREDENTIALS_ALERT);
       expect(alerts).toEqual([{ provider: contract.provider, reason: 'credentials_refused' }]);
       fake().bank.mode = 'credentials_refused';
@@ -176,7 +182,7 @@ function describeAccountTrouble(contract: ProviderContract, fake: () => Stateful
         const seen: unknown[] = [alerts];
         for (const mode of ['quota_exhausted', 'credentials_refused', 'bank_down', 'malformed', 'hang'] as const) {
           fake().bank.mode = mode;
-          seen.push(await subject({ max_attempts: 1, on_alert: (alert) => alerts.push(alert) }).verifyTransfer(QUERY));
+          seen.push(await subject({ max_attempts: 1, timeout_ms: CONTRACT_TIMEOUT_MS, on_alert: (alert) => alerts.push(alert) }).verifyTransfer(QUERY));
         }
         const text = JSON.stringify(seen);
         expect(text).not.toContain(TRANS_REF);
@@ -208,7 +214,7 @@ function describeTransportTrouble(fake: () => StatefulFakeProvider, subject: Sub
     it('timeout: every attempt is given up at the deadline and its connection closed', async () => {
       hold();
       fake().bank.mode = 'hang';
-      expect(await subject({ max_attempts: 2 }).verifyTransfer(QUERY)).toEqual({ outcome: 'unavailable', reason: 'timeout' });
+      expect(await subject({ max_attempts: 2, timeout_ms: CONTRACT_TIMEOUT_MS }).verifyTransfer(QUERY)).toEqual({ outcome: 'unavailable', reason: 'timeout' });
       expect(fake().requests).toHaveLength(2);
       await vi.waitFor(() => expect(fake().requests.every((request) => request.closed_early)).toBe(true));
     });
@@ -223,7 +229,7 @@ function describeTransportTrouble(fake: () => StatefulFakeProvider, subject: Sub
     it('the circuit breaker opens per adapter instance, answers without the network and raises an alert', async () => {
       fake().bank.mode = 'hang';
       const alerts: ProviderAlert[] = [];
-      const verifier = subject({ max_attempts: 1, breaker_threshold: 2, on_alert: (alert) => alerts.push(alert) });
+      const verifier = subject({ max_attempts: 1, timeout_ms: CONTRACT_TIMEOUT_MS, breaker_threshold: 2, on_alert: (alert) => alerts.push(alert) });
       await verifier.verifyTransfer(QUERY);
       await verifier.verifyTransfer(QUERY);
       expect(await verifier.verifyTransfer(QUERY)).toEqual({ outcome: 'unavailable', reason: 'circuit_open' });
@@ -260,7 +266,7 @@ function describeConnectionTest(contract: ProviderContract, fake: () => Stateful
 
     it('names refused credentials and raises the alert', async () => {
       const alerts: ProviderAlert[] = [];
-      expect(await contract.wrongCredentials(fake().url, { timeout_ms: CONTRACT_TIMEOUT_MS, on_alert: (alert) => alerts.push(alert) }).testConnection()).toEqual({
+      expect(await contract.wrongCredentials(fake().url, { timeout_ms: ANSWER_TIMEOUT_MS, on_alert: (alert) => alerts.push(alert) }).testConnection()).toEqual({
         ok: false,
         reason: 'credentials_refused',
       });
@@ -269,7 +275,7 @@ function describeConnectionTest(contract: ProviderContract, fake: () => Stateful
 
     it('says unreachable when nothing answers in time', async () => {
       fake().bank.mode = 'hang';
-      expect(await subject().testConnection()).toEqual({ ok: false, reason: 'unreachable' });
+      expect(await subject({ timeout_ms: CONTRACT_TIMEOUT_MS }).testConnection()).toEqual({ ok: false, reason: 'unreachable' });
       expect(fake().requests).toHaveLength(1);
     });
   });

@@ -14,7 +14,7 @@ import { QUERY, SAMPLE_VERIFIED, TRANS_REF, describeProviderContract, describeSc
 const KEY = 'a1b2c3d4-e5f6-7890-abcd-ef1234567890';
 
 function verifierAt(url: string, options: VerifierOptions = {}, key = KEY) {
-  return createEasySlipVerifier({ url, timeout_ms: 150, retry_base_ms: 10, key, ...options });
+  return createEasySlipVerifier({ url, timeout_ms: 5_000, retry_base_ms: 10, key, ...options });
 }
 
 const payload = buildSlipPayload({ sending_bank_code: '004', trans_ref: TRANS_REF });

@@ -14,7 +14,7 @@ import { QUERY, SAMPLE_VERIFIED, TRANS_REF, describeProviderContract, describeSc
 const CLIENT = { client_id: 'rdcw-client-0001', client_secret: 'rdcw-secret-0123456789' };
 
 function verifierAt(url: string, options: VerifierOptions = {}, credentials = CLIENT) {
-  return createRdcwVerifier({ url, timeout_ms: 150, retry_base_ms: 10, ...credentials, ...options });
+  return createRdcwVerifier({ url, timeout_ms: 5_000, retry_base_ms: 10, ...credentials, ...options });
 }
 
 const data = rdcwSlipData(sampleTransfer({ trans_ref: TRANS_REF }));

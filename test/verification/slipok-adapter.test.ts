@@ -15,7 +15,7 @@ const BRANCH_ID = '12345';
 const KEY = 'SLIPOKTESTKEY0123456789';
 
 function verifierAt(url: string, options: VerifierOptions = {}, credentials = { branch_id: BRANCH_ID, key: KEY }) {
-  return createSlipOkVerifier({ url, timeout_ms: 150, retry_base_ms: 10, ...credentials, ...options });
+  return createSlipOkVerifier({ url, timeout_ms: 5_000, retry_base_ms: 10, ...credentials, ...options });
 }
 
 const slip = slipOkSlipData(sampleTransfer({ trans_ref: TRANS_REF }));
