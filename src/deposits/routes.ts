@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
 import { accountOfContext, type RouteOutcome, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { creationBuckets } from '../http/rate-limit.ts';
+import { decodeCursor, encodeCursor, limitParameter, timestampParameter } from '../http/paging.ts';
 import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merchantReferenceSchema, metadataSchema } from '../http/order-fields.ts';
 import { beneficiaryAccountFields } from '../beneficiaries/routes.ts';
 import { parseTimestamp } from '../platform/time.ts';
@@ -55,16 +56,15 @@ export const createDepositSchema = z
 
 const LIST_MAX_LIMIT = 100;
 const LIST_DEFAULT_LIMIT = 20;
-const timestampText = z.string().max(40).refine((text) => parseTimestamp(text) !== null, { params: { reason: 'invalid_timestamp' } });
 
 const listQuerySchema = z
   .object({
     status: z.enum(DEPOSIT_STATUSES).optional(),
     end_user_ref: z.string().min(1).max(64).optional(),
-    from: timestampText.optional(),
-    to: timestampText.optional(),
+    from: timestampParameter.optional(),
+    to: timestampParameter.optional(),
     order: z.enum(['asc', 'desc']).optional(),
-    limit: z.string().refine((text) => /^[0-9]{1,3}$/.test(text) && Number(text) >= 1 && Number(text) <= LIST_MAX_LIMIT, { params: { reason: 'out_of_range', hint: `1 to ${LIST_MAX_LIMIT}` } }).optional(),
+    limit: limitParameter(LIST_MAX_LIMIT).optional(),
     cursor: z.string().min(1).max(1000).optional(),
   })
   .strict();
@@ -81,13 +81,7 @@ const cursorSchema = z
 type ListCursor = z.infer<typeof cursorSchema>;
 
 function decodeListCursor(text: string): ListCursor {
-  try {
-    const parsed = cursorSchema.safeParse(JSON.parse(Buffer.from(text, 'base64url').toString('utf8')));
-    if (parsed.success) return parsed.data;
-  } catch {
-    // Falls through to the validation error below: a cursor is opaque, and a damaged one is just invalid.
-  }
-  throw new ApiError('validation_error', { details: { fields: [{ path: 'cursor', reason: 'invalid_cursor' }] } });
+  return decodeCursor(cursorSchema, text);
 }
 
 const modeSchema = z.enum(['test', 'live']);
@@ -230,7 +224,7 @@ function registerDepositRoutes(registrar: RouteRegistrar, services: DepositRoute
       const last = page.at(-1);
       const nextCursor =
         views.length > limit && last
-          ? Buffer.from(JSON.stringify({ v: 1, created_at: Date.parse(last.created_at), id: last.id, filters } satisfies ListCursor), 'utf8').toString('base64url')
+          ? encodeCursor({ v: 1, created_at: Date.parse(last.created_at), id: last.id, filters } satisfies ListCursor)
           : null;
       return { status: 200, body: { object: 'list', data: page, has_more: nextCursor !== null, next_cursor: nextCursor } };
     },

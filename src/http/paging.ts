@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from '../platform/errors.ts';
+import { parseTimestamp } from '../platform/time.ts';
 
 /**
  * The paging parts every list route shares: the `limit` query parameter (1 to a maximum), and opaque
@@ -13,6 +14,9 @@ export function limitParameter(maximum: number) {
     .string()
     .refine((text) => /^[0-9]{1,4}$/.test(text) && Number(text) >= 1 && Number(text) <= maximum, { params: { reason: 'out_of_range', hint: `1 to ${maximum}` } });
 }
+
+/** A timestamp as a query string (`from`, `to`): RFC 3339, at most 40 characters. */
+export const timestampParameter = z.string().max(40).refine((text) => parseTimestamp(text) !== null, { params: { reason: 'invalid_timestamp' } });
 
 export function encodeCursor(position: unknown): string {
   return Buffer.from(JSON.stringify(position), 'utf8').toString('base64url');

@@ -5,6 +5,7 @@ import type { EventCause } from '../platform/cause.ts';
 import { accountOfContext, type BackofficeContext, type RouteRegistrar, type RouteModule } from '../http/context.ts';
 import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { creationBuckets } from '../http/rate-limit.ts';
+import { decodeCursor, encodeCursor, limitParameter, timestampParameter } from '../http/paging.ts';
 import { amountMinorSchema, clientSchema, currencySchema, endUserRefSchema, merchantReferenceSchema, metadataSchema } from '../http/order-fields.ts';
 import { inlineBeneficiarySchema } from '../beneficiaries/routes.ts';
 import { idText } from '../tenancy/schemas.ts';
@@ -50,7 +51,6 @@ export const createWithdrawalSchema = z
 
 const LIST_MAX_LIMIT = 100;
 const LIST_DEFAULT_LIMIT = 20;
-const timestampText = z.string().max(40).refine((text) => parseTimestamp(text) !== null, { params: { reason: 'invalid_timestamp' } });
 
 /** GET /v1/pay/withdrawals: the deposit list's paging and limits (src/deposits/routes.ts), with the withdrawal's filters. */
 const listQuerySchema = z
@@ -59,10 +59,10 @@ const listQuerySchema = z
     refund_of_deposit_id: idText.optional(),
     merchant_reference: merchantReferenceSchema.optional(),
     end_user_ref: endUserRefSchema.optional(),
-    from: timestampText.optional(),
-    to: timestampText.optional(),
+    from: timestampParameter.optional(),
+    to: timestampParameter.optional(),
     order: z.enum(['asc', 'desc']).optional(),
-    limit: z.string().refine((text) => /^[0-9]{1,3}$/.test(text) && Number(text) >= 1 && Number(text) <= LIST_MAX_LIMIT, { params: { reason: 'out_of_range', hint: `1 to ${LIST_MAX_LIMIT}` } }).optional(),
+    limit: limitParameter(LIST_MAX_LIMIT).optional(),
     cursor: z.string().min(1).max(1000).optional(),
   })
   .strict();
@@ -101,22 +101,14 @@ function listFiltersOf(query: z.infer<typeof listQuerySchema>): ListFilters {
 
 /** Where a cursor's page starts; a cursor of other filters is refused, and a damaged one is just an invalid value. */
 function cursorPosition(text: string, filters: ListFilters): OrderListFilters['after'] {
-  let cursor: ListCursor | null = null;
-  try {
-    const parsed = cursorSchema.safeParse(JSON.parse(Buffer.from(text, 'base64url').toString('utf8')));
-    if (parsed.success) cursor = parsed.data;
-  } catch {
-    // Falls through to the validation error below: a cursor is opaque.
-  }
-  if (!cursor) throw new ApiError('validation_error', { details: { fields: [{ path: 'cursor', reason: 'invalid_cursor' }] } });
+  const cursor = decodeCursor(cursorSchema, text);
   const bound = cursor.filters;
   if (LIST_FILTER_NAMES.some((name) => bound[name] !== filters[name])) throw new ApiError('cursor_filter_mismatch');
   return { created_at: new Date(cursor.created_at), withdrawal_id: cursor.id };
 }
 
 function nextCursor(last: WithdrawalView, filters: ListFilters): string {
-  const cursor: ListCursor = { v: 1, created_at: Date.parse(last.created_at), id: last.id, filters };
-  return Buffer.from(JSON.stringify(cursor), 'utf8').toString('base64url');
+  return encodeCursor({ v: 1, created_at: Date.parse(last.created_at), id: last.id, filters } satisfies ListCursor);
 }
 
 /** The service's filters for one request: a page and one more row, which tells whether another page follows. */
