@@ -8,7 +8,7 @@ import { amountMinorSchema, metadataSchema } from '../http/order-fields.ts';
 import { listSchema } from '../http/response-fields.ts';
 import { withdrawalOrderSchema } from '../withdrawals/resources.ts';
 import { REFUND_REASON_CODES } from '../withdrawals/service.ts';
-import type { RefundService } from './service.ts';
+import { REFUND_ERROR_CODES, type RefundService } from './service.ts';
 import type { Queryable } from '../platform/db.ts';
 import type { BackofficeRefunds, RefundStaff } from './backoffice.ts';
 
@@ -25,18 +25,6 @@ import type { BackofficeRefunds, RefundStaff } from './backoffice.ts';
 const BACKOFFICE_CREATE_ROLES = ['platform_admin', 'operator'] as const;
 const BACKOFFICE_READ_ROLES = ['platform_admin', 'operator', 'reviewer'] as const;
 
-/** The refund's errors, for both doors. */
-const REFUND_ERRORS = [
-  'resource_not_found',
-  'deposit_not_refundable',
-  'refund_exceeds_refundable',
-  'refund_limit_reached',
-  'refund_payee_unverified',
-  'insufficient_balance',
-  'amount_not_supported',
-  'beneficiary_not_verified',
-  'withdrawal_state_conflict',
-] as const;
 
 export const createRefundSchema = z
   .object({
@@ -90,7 +78,7 @@ function registerMerchantRoutes(registrar: RouteRegistrar, services: RefundRoute
     url: '/v1/pay/deposits/:id/refunds',
     summary: 'Refund a deposit to its payer',
     responses: { 201: { description: 'The refund: a withdrawal order with `refund_of_deposit_id`, paid to the account the bank verified as the sender; its amount and fee are reserved.', schema: withdrawalOrderSchema } },
-    errors: REFUND_ERRORS,
+    errors: REFUND_ERROR_CODES,
     scope: 'pay:write',
     body: createRefundSchema,
     async handler({ context, db, body, params }) {
@@ -122,7 +110,7 @@ function registerBackofficeRoutes(registrar: RouteRegistrar, services: RefundRou
       201: { description: "The refund, as the merchant's own: a withdrawal order paid from the merchant's wallet to the verified sender.", schema: withdrawalOrderSchema },
       200: { description: 'The refund this credential made with the same Idempotency-Key before (`Idempotent-Replay: true`).', schema: withdrawalOrderSchema },
     },
-    errors: [...REFUND_ERRORS, 'review_note_required', 'idempotency_key_reused'],
+    errors: [...REFUND_ERROR_CODES, 'review_note_required', 'idempotency_key_reused'],
     roles: BACKOFFICE_CREATE_ROLES,
     body: backofficeRefundSchema,
     async handler({ context, body, params }) {

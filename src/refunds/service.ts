@@ -15,6 +15,19 @@ import type { RefundReasonCode, WithdrawalService, WithdrawalView } from '../wit
  * so it lives here, above them; none of them calls back up.
  */
 
+/** What opening a refund can answer besides its success, whichever door it came through (merchant, back office, claim). */
+export const REFUND_ERROR_CODES = [
+  'resource_not_found',
+  'deposit_not_refundable',
+  'refund_exceeds_refundable',
+  'refund_limit_reached',
+  'refund_payee_unverified',
+  'insufficient_balance',
+  'amount_not_supported',
+  'beneficiary_not_verified',
+  'withdrawal_state_conflict',
+] as const;
+
 export interface RefundAccount {
   white_label_id: string;
   merchant_id: string;

@@ -8,6 +8,7 @@ import { idText } from '../tenancy/schemas.ts';
 import { CLAIM_RESOLUTION_CODES, REFUNDED_IN_SERVICE } from './claims-repository.ts';
 import type { ClaimDecision, ClaimRefund, ClaimStaff, ClaimService } from './claims.ts';
 import { REFUND_REASON_CODES } from '../withdrawals/service.ts';
+import { REFUND_ERROR_CODES } from '../refunds/service.ts';
 import { decodeCursor, encodeCursor, limitParameter } from '../http/paging.ts';
 import { transferReportFields } from '../slips/routes.ts';
 import { requireStaffNote, staffNoteSchema } from '../http/staff-note.ts';
@@ -232,16 +233,7 @@ function registerClaimRoutes(registrar: RouteRegistrar, services: ClaimRouteDepe
         'claim_state_conflict',
         'review_note_required',
         ...(action === 'resolve'
-          ? ([
-              'claim_refund_unusable',
-              'deposit_not_refundable',
-              'refund_exceeds_refundable',
-              'refund_limit_reached',
-              'refund_payee_unverified',
-              'insufficient_balance',
-              'amount_not_supported',
-              'beneficiary_not_verified',
-            ] as const)
+          ? (['claim_refund_unusable', ...REFUND_ERROR_CODES.filter((code) => code !== 'resource_not_found')] as const)
           : []),
       ],
       roles: DECIDE_ROLES,
