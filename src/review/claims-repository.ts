@@ -1,3 +1,4 @@
+import { ApiError } from '../platform/errors.ts';
 import type { Queryable } from '../platform/db.ts';
 import type { ClaimCause, ClaimStatus, DepositAccount, LateSlipClaimEvidence } from '../deposits/types.ts';
 
@@ -148,7 +149,8 @@ export async function listClaims(db: Queryable, white_label_id: string, filters:
  * (callers hold the row lock, so that is an invariant violation rather than a race).
  */
 export async function updateClaimDecision(tx: Queryable, row: ClaimRow, expected_version: number): Promise<boolean> {
-  const { rows } = await tx.query(
+  const { rows } = await tx
+    .query(
     `UPDATE claims SET status = $3, version = $4, investigated_by = $5, investigated_at = $6, resolution_code = $7, resolution_note = $8,
             resolved_by = $9, resolved_at = $10, updated_at = $11, refund_id = $13
       WHERE white_label_id = $1 AND claim_id = $2 AND version = $12
@@ -157,6 +159,19 @@ export async function updateClaimDecision(tx: Queryable, row: ClaimRow, expected
       row.white_label_id, row.claim_id, row.status, row.version, row.investigated_by, row.investigated_at, row.resolution_code, row.resolution_note,
       row.resolved_by, row.resolved_at, row.updated_at, expected_version, row.refund_id,
     ],
-  );
+    )
+    .catch((error: unknown) => {
+      // Two decisions that linked one refund to two claims at once: the check before found none, the index refuses the
+      // second. It is the same refusal as the check's, and the transaction rolls back with it.
+      if (isUniqueViolationOf(error, 'claims_refund')) {
+        throw new ApiError('claim_refund_unusable', { details: { refund_id: row.refund_id, deposit_id: row.deposit_id, reason: 'resolves_another_claim' } });
+      }
+      throw error;
+    });
   return rows.length === 1;
+}
+
+function isUniqueViolationOf(error: unknown, constraint: string): boolean {
+  const fields = error as { code?: unknown; constraint?: unknown } | null;
+  return typeof fields === 'object' && fields !== null && fields.code === '23505' && fields.constraint === constraint;
 }

@@ -220,6 +220,33 @@ describe('a claim resolved refunded_in_service by an existing refund', () => {
   });
 });
 
+describe('two claims linking one refund at once', () => {
+  it('one links it; the other is refused as the check would refuse it, not with a 500', async () => {
+    const owner = await merchant();
+    const { deposit, claim_id } = await overpaidDeposit(owner);
+    await clearCredits(owner);
+    const made = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${deposit.id}/refunds`, idempotency_key: crypto.randomUUID(), credentials: owner, body: { amount_minor: 10_000, reason_code: 'overpayment' } });
+    expect(made.statusCode, made.body).toBe(201);
+    const refund_id = made.json<WithdrawalView>().id;
+    const reported = await app.backoffice({
+      method: 'POST',
+      url: '/v1/bo/claims',
+      token: operator,
+      body: { deposit_id: deposit.id, cause: 'additional_transfer', amount_minor: 5_000, evidence: { trans_ref: 'RACELINK0001', note: 'ผู้โอนโอนซ้ำอีกครั้ง' } },
+    });
+    expect(reported.statusCode, reported.body).toBe(201);
+    const answers = await Promise.all([
+      resolve(claim_id, { resolution_code: 'refunded_in_service', note: NOTE, refund_id }),
+      resolve(reported.json<BackofficeClaimView>().id, { resolution_code: 'refunded_in_service', note: NOTE, refund_id }, secondOperator),
+    ]);
+    expect(answers.map((answer) => answer.statusCode).sort()).toEqual([200, 409]);
+    const refused = answers.find((answer) => answer.statusCode === 409)!;
+    expect(errorOf(refused)).toMatchObject({ code: 'claim_refund_unusable', details: { reason: 'resolves_another_claim' } });
+    const { rows } = await app.testDatabase.database.query<{ count: number }>('SELECT count(*)::integer AS count FROM claims WHERE refund_id = $1', [refund_id]);
+    expect(rows[0]!.count).toBe(1);
+  });
+});
+
 describe('a claim resolved refunded_in_service, refused', () => {
   it('a refusal of the refund leaves the claim open and nothing created: over the deposit, not cleared (402), not settled', async () => {
     const owner = await merchant();
