@@ -6,7 +6,9 @@ import {
   scenarioDeadlineDatedBackSeconds,
   scenarioExpiresInSeconds,
   scenarioGatewayRoute,
+  sandboxFillOf,
   scenarioStartJob,
+  scenarioWithdrawalApprovedJob,
   scenarioWithdrawalStartJob,
 } from './scenario-table.ts';
 
@@ -24,9 +26,11 @@ export const SANDBOX_DEPOSIT_SCENARIOS: DepositScenarioHooks = {
 
 export const SANDBOX_WITHDRAWAL_SCENARIOS: WithdrawalScenarioHooks = {
   refusesAsInsufficient: (amount_minor) => sandboxScenarioOf('withdrawal', false, amount_minor)?.amount_minor === SANDBOX_INSUFFICIENT_BALANCE_AMOUNT_MINOR,
-  // 107.00 THB: another merchant's deposit filling part of it would change the count of chunks the row promises.
-  inMatchingQueue: (amount_minor) => sandboxScenarioOf('withdrawal', false, amount_minor)?.amount_minor !== 10_700,
+  // 107.00 THB and test-mode refunds: another merchant's deposit filling part of it would change the count of
+  // chunks the sandbox promises (and fill 117.00 THB, which the sandbox leaves unfilled).
+  inMatchingQueue: (order) => sandboxFillOf({ ...order, livemode: false }) === null,
   afterCreation: (order) => scenarioWithdrawalStartJob({ ...order, livemode: false }),
+  afterApproval: (order) => scenarioWithdrawalApprovedJob({ ...order, livemode: false }),
 };
 
 /** The deposit hooks of an environment: the sandbox's in test mode, none in live mode. */

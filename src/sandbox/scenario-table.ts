@@ -162,22 +162,90 @@ export function scenarioStartJob(order: { white_label_id: string; deposit_id: st
 }
 
 /**
- * The first chunk of a test-mode withdrawal of 107.00 THB, enqueued with its creation (the step waits
- * while the order waits for approval); none for other orders.
+ * Refund scenarios (issue 32): ours, not the spec's, so they are a table of their own beside the spec's rows. A
+ * test-mode refund (a withdrawal with `refund_of_deposit_id`) is filled by the sandbox counterparty's deposits
+ * (`SandboxFill`); these created amounts change that. Their amounts are none of the spec's table (100.00 to 116.00
+ * THB), and the spec's withdrawal rows apply to refunds too (107.00: three chunks; 113.00: 402). A withdrawal that
+ * is not a refund of these amounts is an ordinary order.
  */
-export function scenarioWithdrawalStartJob(order: { white_label_id: string; withdrawal_id: string; livemode: boolean; amount_total_minor: number; created_at: Date }) {
-  if (sandboxScenarioOf('withdrawal', order.livemode, order.amount_total_minor)?.amount_minor !== 10_700) return [];
-  return [scenarioStepJob({ white_label_id: order.white_label_id, order_id: order.withdrawal_id, step: 'fill_chunk', at: new Date(order.created_at.getTime() + SCENARIO_FILL_CHUNK_DELAY_MS) })];
+export interface SandboxRefundScenario {
+  amount_minor: 11_700 | 11_800;
+  description: string;
+}
+
+export const SANDBOX_REFUND_SCENARIOS: readonly SandboxRefundScenario[] = [
+  { amount_minor: 11_700, description: 'Refund left unfilled: nobody fills it (out of the matching queue); it stays `open` until the merchant cancels it or it expires, and the amount and fee return to available' },
+  { amount_minor: 11_800, description: 'Refund filled partly, then left: one chunk of 59.00 THB is filled about 5 seconds after it opens, the rest stays unfilled until the merchant cancels it or it expires' },
+];
+
+/** The refund scenarios' amounts, for the concurrent tests and the documentation. */
+export const SANDBOX_REFUND_UNFILLED_AMOUNT_MINOR = 11_700;
+export const SANDBOX_REFUND_PARTLY_FILLED_AMOUNT_MINOR = 11_800;
+
+/** A test-mode refund is filled in this many chunks (a refund of a single baht in one). */
+export const SCENARIO_REFUND_CHUNKS = 2;
+
+/**
+ * How the sandbox counterparty fills a test-mode withdrawal: the amount is split into `chunks` deposits of whole
+ * baht (scenarioChunkAmount), of which the counterparty pays the first `paid`; the order is kept out of the matching
+ * queue, so that nobody else's deposit changes the count.
+ */
+export interface SandboxFill {
+  chunks: number;
+  paid: number;
 }
 
 /**
- * 107.00: the amount of the next chunk, given what is left of the order and how many of its fills have
- * settled: whole baht (a deposit's amount), the last chunk takes the rest (10,700 satang: 3,500, then
- * 3,600, then 3,600). Zero when less than a baht is left, which no deposit can pay.
+ * The sandbox fill of a test-mode order, or null for an order the sandbox leaves to the brand's depositors (live
+ * orders, withdrawals that are not refunds, except 107.00 THB). A refund is filled in two chunks (one when it is a
+ * single baht), 107.00 THB in three; 117.00 THB is never filled, 118.00 THB only its first chunk of two.
  */
-export function scenarioChunkAmount(remaining_minor: number, settled_splits: number): number {
+export function sandboxFillOf(order: { livemode: boolean; amount_total_minor: number; refund_of_deposit_id: string | null }): SandboxFill | null {
+  if (order.livemode) return null;
+  if (sandboxScenarioOf('withdrawal', false, order.amount_total_minor)?.amount_minor === 10_700) return { chunks: SCENARIO_FILL_CHUNKS, paid: SCENARIO_FILL_CHUNKS };
+  if (order.refund_of_deposit_id === null) return null;
+  switch (order.amount_total_minor) {
+    case SANDBOX_REFUND_UNFILLED_AMOUNT_MINOR:
+      return { chunks: SCENARIO_REFUND_CHUNKS, paid: 0 };
+    case SANDBOX_REFUND_PARTLY_FILLED_AMOUNT_MINOR:
+      return { chunks: SCENARIO_REFUND_CHUNKS, paid: 1 };
+    default: {
+      const chunks = order.amount_total_minor >= SCENARIO_REFUND_CHUNKS * 100 ? SCENARIO_REFUND_CHUNKS : 1;
+      return { chunks, paid: chunks };
+    }
+  }
+}
+
+/** The first chunk's job of an order the sandbox fills, `SCENARIO_FILL_CHUNK_DELAY_MS` after `from`; none for others. */
+function firstChunkJob(order: { white_label_id: string; withdrawal_id: string; livemode: boolean; amount_total_minor: number; refund_of_deposit_id: string | null }, from: Date) {
+  const fill = sandboxFillOf(order);
+  if (!fill || fill.paid === 0) return [];
+  return [scenarioStepJob({ white_label_id: order.white_label_id, order_id: order.withdrawal_id, step: 'fill_chunk', at: new Date(from.getTime() + SCENARIO_FILL_CHUNK_DELAY_MS) })];
+}
+
+/**
+ * The first chunk of a test-mode order the sandbox fills (107.00 THB, a refund), enqueued with its creation; an
+ * order waiting for approval gets it with its approval instead (scenarioWithdrawalApprovedJob).
+ */
+export function scenarioWithdrawalStartJob(order: { white_label_id: string; withdrawal_id: string; livemode: boolean; status: string; amount_total_minor: number; refund_of_deposit_id: string | null; created_at: Date }) {
+  if (order.status !== 'open') return [];
+  return firstChunkJob(order, order.created_at);
+}
+
+/** The first chunk of an order the sandbox fills, enqueued with its approval. */
+export function scenarioWithdrawalApprovedJob(order: { white_label_id: string; withdrawal_id: string; livemode: boolean; amount_total_minor: number; refund_of_deposit_id: string | null; updated_at: Date }) {
+  return firstChunkJob(order, order.updated_at);
+}
+
+/**
+ * The amount of the next chunk of an order split into `chunks`, given what is left of it and how many of its fills
+ * have settled: whole baht (a deposit's amount), the last chunk takes the rest (107.00 THB in three: 3,500, then
+ * 3,600, then 3,600 satang; a refund of 500.00 THB in two: 25,000 and 25,000). Zero when less than a baht is left,
+ * which no deposit can pay.
+ */
+export function scenarioChunkAmount(remaining_minor: number, settled_splits: number, chunks: number = SCENARIO_FILL_CHUNKS): number {
   const wholeBaht = (amount_minor: number) => amount_minor - (amount_minor % 100);
-  const chunksLeft = Math.max(1, SCENARIO_FILL_CHUNKS - settled_splits);
+  const chunksLeft = Math.max(1, chunks - settled_splits);
   const share = wholeBaht(Math.floor(remaining_minor / chunksLeft));
   return chunksLeft === 1 || share === 0 ? wholeBaht(remaining_minor) : share;
 }

@@ -29,6 +29,7 @@ import {
   SCENARIO_REVIEW_APPROVAL_DELAY_MS,
   SCENARIO_SHORT_TRANSFER_MINOR,
   SCENARIO_STEP_TASK,
+  sandboxFillOf,
   sandboxScenarioOf,
   scenarioChunkAmount,
   scenarioStepJob,
@@ -362,11 +363,11 @@ export class SandboxScenarios {
   }
 
   /**
-   * 107.00 THB, a step of a merchant's withdrawal: the sandbox counterparty deposits the next chunk into
-   * it (a deposit matched to this order alone), pays it through the sandbox bank and uploads the slip
-   * through the ordinary intake; verification then settles the deposit and records the fill, and the next
-   * step, 5 s later, waits for that fill before it makes the next chunk. Three chunks in all; whatever
-   * other depositors fill meanwhile counts towards them.
+   * A step of a merchant's test-mode withdrawal that the sandbox fills (107.00 THB, a refund: `sandboxFillOf`): the
+   * sandbox counterparty deposits the next chunk into it (a deposit matched to this order alone), pays it through
+   * the sandbox bank and uploads the slip through the ordinary intake; verification then settles the deposit and
+   * records the fill, and the next step, 5 s later, waits for that fill before it makes the next chunk, until the
+   * fill's chunks are paid.
    *
    * The chunk's deposit, its transfer and the next step are one transaction, so a crash after it leaves
    * the next step to upload the kept slip; a second run of a step finds the chunk's reference taken
@@ -378,15 +379,13 @@ export class SandboxScenarios {
     if (!order || order.livemode) return 'stopped';
     const outcome = await this.fillStep(payload.white_label_id, order, payload);
     if (outcome === 'wait') {
-      // Waiting for an approval is bounded by the approval's own deadline (the order is canceled then),
-      // not by the step's count; waiting for a chunk's verification is bounded by STEP_WAIT_LIMIT.
-      const approving = order.status === 'pending_approval';
-      const waited = approving ? 0 : (payload.waited ?? 0) + 1;
+      // Waiting for a chunk's verification is bounded by STEP_WAIT_LIMIT.
+      const waited = (payload.waited ?? 0) + 1;
       if (waited > STEP_WAIT_LIMIT) {
         this.deps.logger.warn({ withdrawal_id: order.id, step: payload.step, status: order.status }, 'sandbox scenario gave up waiting for the order');
         return 'stopped';
       }
-      const at = new Date(this.deps.clock.now().getTime() + (approving ? 6 * STEP_WAIT_MS : STEP_WAIT_MS));
+      const at = new Date(this.deps.clock.now().getTime() + STEP_WAIT_MS);
       await this.enqueueFillStep(database, payload.white_label_id, order.id, at, { waited, chunk_deposit_id: payload.chunk_deposit_id, tag: `wait:${at.getTime()}:${waited}` });
     }
     if (outcome === 'stopped') this.deps.logger.info({ withdrawal_id: order.id, step: payload.step, status: order.status }, 'sandbox scenario stopped: the order moved on its own');
@@ -394,7 +393,7 @@ export class SandboxScenarios {
   }
 
   private async fillStep(white_label_id: string, order: WithdrawalView, payload: ScenarioStepPayload): Promise<StepOutcome> {
-    if (order.status === 'pending_approval') return 'wait';
+    // An order waiting for approval gets its first step with the approval (scenarioWithdrawalApprovedJob).
     if (order.status !== 'open' && order.status !== 'partially_filled') return order.status === 'settled' ? 'done' : 'stopped';
     if (payload.chunk_deposit_id !== undefined) {
       const chunk = await this.deps.deposits.viewInBrand(this.deps.database, white_label_id, payload.chunk_deposit_id);
@@ -412,7 +411,11 @@ export class SandboxScenarios {
     }
     // Another depositor's leg is in transfer: its fill (or release) comes first.
     if (order.reserved_minor > 0) return 'wait';
-    const amount_minor = scenarioChunkAmount(order.remaining_minor, order.settled_splits);
+    const fill = sandboxFillOf({ ...order, refund_of_deposit_id: order.refund_of_deposit_id ?? null });
+    if (!fill || order.settled_splits >= fill.paid) return 'done';
+    // A refund whose deposit was reversed takes no new chunk (docs/decisions/refunds.md): it ends by its expiry or cancel.
+    if (order.refund_of_deposit_id !== undefined && !(await this.refundedDepositStands(white_label_id, order.refund_of_deposit_id))) return 'stopped';
+    const amount_minor = scenarioChunkAmount(order.remaining_minor, order.settled_splits, fill.chunks);
     if (amount_minor === 0) return 'done';
     const chunk_number = order.settled_splits + 1;
     let made: { deposit: DepositRow; slip: { media_type: string; image_base64: string; payload: string } };
@@ -443,6 +446,12 @@ export class SandboxScenarios {
     }
     await this.upload(made.deposit, 'fill_chunk', made.slip);
     return 'done';
+  }
+
+  /** True while the deposit a refund pays back is settled (not reversed), so that the sandbox may go on filling the refund. */
+  private async refundedDepositStands(white_label_id: string, deposit_id: string): Promise<boolean> {
+    const deposit = await this.deps.deposits.viewInBrand(this.deps.database, white_label_id, deposit_id);
+    return deposit?.row.status === 'settled';
   }
 
   private async enqueueFillStep(db: Queryable, white_label_id: string, withdrawal_id: string, at: Date, next: { waited: number; chunk_deposit_id: string | undefined; tag: string }): Promise<void> {

@@ -64,7 +64,9 @@ export class WithdrawalApprovals {
       updated_at: now,
     };
     await cancelJobsByKey(tx, `${APPROVAL_TTL_TASK}:${row.withdrawal_id}`);
-    return this.transitions.apply(tx, { before: row, after, trigger: 'approve', cause, jobs: [expireJob(after)] });
+    // A sandbox scenario's first chunk (107.00 THB, a test-mode refund) comes a few seconds after the approval.
+    const scenarioJobs = this.deps.scenarios(after.livemode).afterApproval(after);
+    return this.transitions.apply(tx, { before: row, after, trigger: 'approve', cause, jobs: [expireJob(after), ...scenarioJobs] });
   }
 
   /**

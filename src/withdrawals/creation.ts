@@ -265,15 +265,15 @@ export class WithdrawalCreation {
       closed_at: null,
       dispute: null,
       funds_on_hold: false,
-      // 107.00 THB: a merchant's scenario withdrawal is filled by the scenario's chunks alone (src/sandbox/hooks.ts).
-      in_matching_queue: options.outside_matching_queue !== true && (internal || this.deps.scenarios(account.livemode).inMatchingQueue(input.amount_minor)),
+      // 107.00 THB and test-mode refunds: such an order is filled by the sandbox's chunks alone (src/sandbox/hooks.ts).
+      in_matching_queue: options.outside_matching_queue !== true && (internal || this.deps.scenarios(account.livemode).inMatchingQueue({ white_label_id: account.white_label_id, amount_total_minor: input.amount_minor, refund_of_deposit_id: input.refund?.deposit_id ?? null })),
     };
     const created = await this.transitions.apply(tx, {
       before: null,
       after: row,
       trigger: 'create',
       cause,
-      // Sandbox scenario 107.00 THB: the counterparty's deposits fill a merchant's order in three chunks.
+      // The sandbox counterparty's deposits fill a merchant's 107.00 THB order in three chunks, and a test-mode refund.
       jobs: [needsApproval ? approvalTtlJob(row) : expireJob(row), ...(internal ? [] : this.deps.scenarios(row.livemode).afterCreation(row))],
     });
     // A creation has no version to lose; a reference taken meanwhile is thrown by the insert's flush.

@@ -9,7 +9,9 @@ import type { WithdrawalView } from '../../src/withdrawals/service.ts';
 
 /**
  * Refunds under concurrency, on PostgreSQL, where row locks are real: a merchant's refunds of its deposits are
- * created, canceled and filled by other merchants' depositors all at once, and afterwards every deposit's allowance
+ * created, canceled and filled all at once: the sandbox counterparty's chunk deposits fill them (a test-mode refund is
+ * the sandbox's to fill, docs/decisions/sandbox.md), run by the worker while the merchant's requests and another
+ * merchant's depositors' payments go on, and afterwards every deposit's allowance
  * says exactly what its refunds claim (each live refund's amount, what each closed one paid), never more than the
  * deposit brought, with no deadlock (40P01) and no 5xx on the way.
  */
@@ -39,7 +41,10 @@ async function settledDeposits(owner: MerchantCredentials, count: number): Promi
   return ids;
 }
 
-/** Another merchant's end user pays into the brand's oldest live withdrawals: the refunds under test, in part. */
+/**
+ * Another merchant's end user pays into the brand's withdrawals (the sandbox counterparty's standing ones: a test-mode
+ * refund is out of the matching queue), taking the feeds and wallets a refund's fill takes too.
+ */
 async function depositorPays(payer: MerchantCredentials, amount_minor: number): Promise<number> {
   const order = await createDeposit(app, { amount_minor, credentials: payer });
   const response = await uploadMultipart(app, order.slip_upload, slipBytes(await sandboxTransfer(app, order, {}, payer)));
@@ -76,6 +81,10 @@ describe('refunds under concurrency', () => {
     const refunds: string[] = [];
     for (let round = 0; round < ROUNDS; round += 1) {
       const work: Promise<void>[] = [];
+      // The sandbox's next chunks fall due (5 s after a refund opens, or after its previous fill): the worker makes,
+      // pays and settles them while this round's creations, cancels and payments run.
+      app.clock.advance(6_000);
+      work.push(runJobs(app).then(() => undefined));
       for (const deposit_id of deposit_ids) {
         work.push(
           app
@@ -100,7 +109,7 @@ describe('refunds under concurrency', () => {
     }
     expect(failures).toEqual([]);
     expect(await deadlocks()).toBe(deadlocksBefore);
-    // The run did what it says: refunds were opened, some canceled, some paid by the other merchant's depositors.
+    // The run did what it says: refunds were opened, some canceled, some paid by the sandbox's chunk deposits.
     const { rows: shape } = await app.testDatabase.database.query<{ refunds: number; canceled: number; paid: number }>(
       `SELECT count(*)::int AS refunds, count(*) FILTER (WHERE status = 'canceled')::int AS canceled, count(*) FILTER (WHERE filled_minor > 0)::int AS paid
          FROM withdrawal_orders WHERE refund_of_deposit_id = ANY($1::text[])`,

@@ -11,7 +11,8 @@ import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 /**
  * Refunds to the payer (issue 32) through the doors a merchant and an operator use: sandbox deposits settle from a
  * verified sender over signed HTTP and the job worker, their credit clears on the test clock, the merchant refunds
- * over POST /v1/pay/deposits/{id}/refunds, other merchants' deposits fill the refund peer to peer, and the wallet,
+ * over POST /v1/pay/deposits/{id}/refunds, the sandbox counterparty's deposits fill the refund (its scenarios,
+ * docs/decisions/sandbox.md, choose how much), and the wallet,
  * the events, the deposit's refund summary and the refunds' claim on the deposit are checked after each step.
  */
 
@@ -87,11 +88,6 @@ async function withdrawalOf(owner: MerchantCredentials, id: string): Promise<Wit
   const response = await app.signed({ url: `/v1/pay/withdrawals/${id}`, credentials: owner });
   expect(response.statusCode, response.body).toBe(200);
   return response.json<WithdrawalView>();
-}
-
-/** Another merchant's end user pays `amount_minor` into the oldest live withdrawal of the brand: the refund under test. */
-async function depositorPays(amount_minor: number): Promise<DepositView> {
-  return settledDeposit(await merchant(), amount_minor);
 }
 
 describe('creating refunds', () => {
@@ -297,48 +293,88 @@ describe('refunds racing for the same deposit', () => {
   });
 });
 
+/** Lets `total_ms` pass on the test clock a second at a time, running every job as it falls due (the sandbox's fills). */
+async function passTime(total_ms: number): Promise<void> {
+  for (let passed = 0; passed < total_ms; passed += 1_000) {
+    app.clock.advance(1_000);
+    await runJobs(app);
+  }
+}
+
+/** Passes time a second at a time until the refund has `fills` settled fills (at most a minute); returns it and how long it took. */
+async function untilFilled(owner: MerchantCredentials, id: string, fills: number): Promise<{ order: WithdrawalView; waited_ms: number }> {
+  const started = app.clock.now().getTime();
+  for (;;) {
+    const order = await withdrawalOf(owner, id);
+    if (order.settled_splits >= fills) return { order, waited_ms: app.clock.now().getTime() - started };
+    if (app.clock.now().getTime() - started > 60_000) throw new Error(`refund ${id} has ${order.settled_splits} fills, not ${fills}, after a minute`);
+    await passTime(1_000);
+  }
+}
+
+/** The balance transactions of one refund, from the merchant's feed (balance.* events carry them). */
+async function movementsOf(owner: MerchantCredentials, order_id: string): Promise<{ type: string; amount_minor: number }[]> {
+  return (await eventsOfMerchant(app, owner.merchant_id))
+    .map((event) => event.data.object as { object?: string; type?: string; amount_minor?: number; source?: { id: string } })
+    .filter((object) => object.object === 'balance_transaction' && object.source?.id === order_id)
+    .map((object) => ({ type: object.type!, amount_minor: object.amount_minor! }));
+}
+
 describe('a refund’s life as a withdrawal', () => {
-  it('is filled in chunks by other merchants’ depositors, with every event and wallet movement; the deposit counts what was paid', async () => {
+  it('is filled in two chunks by the sandbox counterparty’s deposits within seconds, with every event and wallet movement; the deposit counts what was paid', async () => {
     const owner = await merchant();
     const deposit = await settledDeposit(owner, 100_000);
     await clearCredits(owner);
     const order = await created(owner, deposit.id, 50_000);
     const afterCreation = await balanceOf(owner);
-    await depositorPays(20_000);
-    await depositorPays(30_000);
-    const settled = await withdrawalOf(owner, order.id);
-    expect(settled).toMatchObject({ status: 'settled', filled_minor: 50_000, remaining_minor: 0, settled_splits: 2, fee_recognized_minor: order.fee_total_minor, refunded_minor: 0 });
-    expect(settled.fills?.map((fill) => fill.amount_minor)).toEqual([20_000, 30_000]);
+    const { order: settled, waited_ms } = await untilFilled(owner, order.id, 2);
+    // The first chunk comes 5 s after creation, the second 5 s after the first fill; each settles from its slip at once.
+    expect(waited_ms).toBeLessThanOrEqual(12_000);
+    expect(settled).toMatchObject({ status: 'settled', filled_minor: 50_000, remaining_minor: 0, reserved_minor: 0, settled_splits: 2, fee_recognized_minor: order.fee_total_minor, refunded_minor: 0 });
+    expect(settled.fills?.map((fill) => fill.amount_minor)).toEqual([25_000, 25_000]);
     const types = (await eventsOfMerchant(app, owner.merchant_id)).filter((event) => event.data.object.id === order.id).map((event) => event.type);
     expect(types).toEqual(['withdrawal.created', 'withdrawal.leg_reserved', 'withdrawal.filled', 'withdrawal.leg_reserved', 'withdrawal.filled']);
     // The reservation paid out: nothing came back to available, reserved lost amount and fee.
     const afterFills = await balanceOf(owner);
     expect(afterFills.available_minor).toBe(afterCreation.available_minor);
     expect(afterCreation.reserved_minor - afterFills.reserved_minor).toBe(order.total_locked_minor);
-    // Each movement of the refund's money is in the merchant's feed (balance.* events carry the balance transaction).
-    const movements = (await eventsOfMerchant(app, owner.merchant_id))
-      .map((event) => event.data.object as { object?: string; type?: string; amount_minor?: number; source?: { id: string } })
-      .filter((object) => object.object === 'balance_transaction' && object.source?.id === order.id);
+    const movements = await movementsOf(owner, order.id);
     expect(movements.map((movement) => movement.type).sort()).toEqual(['fee', 'fee', 'withdrawal_reserved', 'withdrawal_settled', 'withdrawal_settled']);
-    expect(movements.filter((movement) => movement.type === 'withdrawal_settled').map((movement) => movement.amount_minor)).toEqual([20_000, 30_000]);
+    expect(movements.filter((movement) => movement.type === 'withdrawal_settled').map((movement) => movement.amount_minor)).toEqual([25_000, 25_000]);
+    expect(movements.filter((movement) => movement.type === 'fee').reduce((sum, movement) => sum + movement.amount_minor, 0)).toBe(order.fee_total_minor);
     expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 50_000, amount_refunded_minor: 50_000, refund_ids: [order.id] });
+    // Each chunk is a deposit of the sandbox counterparty, matched to this refund alone and settled from its slip.
+    const { rows } = await app.testDatabase.database.query<{ merchant_id: string; status: string; settled_via: string }>(
+      `SELECT d.merchant_id, d.status, d.settled_via FROM deposit_legs l JOIN deposit_orders d USING (white_label_id, deposit_id)
+        WHERE l.withdrawal_id = $1 ORDER BY d.created_at`,
+      [order.id],
+    );
+    expect(rows.map((row) => [row.status, row.settled_via])).toEqual([['settled', 'auto'], ['settled', 'auto']]);
+    expect(rows[0]!.merchant_id).not.toBe(owner.merchant_id);
   });
 
-  it('canceled midway returns its remainder and unused fee, and gives the unpaid part back to refund again', async () => {
+});
+
+describe('a refund stopped midway', () => {
+  it('canceled midway (118.00 THB: one chunk filled, then left) returns its remainder and unused fee, and gives the unpaid part back to refund again', async () => {
     const owner = await merchant();
     const deposit = await settledDeposit(owner, 100_000);
     await clearCredits(owner);
-    const order = await created(owner, deposit.id, 50_000);
-    await depositorPays(20_000);
+    const order = await created(owner, deposit.id, 11_800);
+    await untilFilled(owner, order.id, 1);
+    // The scenario leaves the rest: no second chunk comes.
+    await passTime(20_000);
+    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'partially_filled', filled_minor: 5_900, remaining_minor: 5_900, reserved_minor: 0, settled_splits: 1 });
     const before = await balanceOf(owner);
     const cancel = await app.signed({ method: 'POST', url: `/v1/pay/withdrawals/${order.id}/cancel`, idempotency_key: crypto.randomUUID(), credentials: owner });
     expect(cancel.statusCode, cancel.body).toBe(200);
     const canceled = cancel.json<WithdrawalView>();
-    expect(canceled).toMatchObject({ status: 'canceled', filled_minor: 20_000, remaining_minor: 0, canceled_by: 'merchant' });
-    expect(canceled.refunded_minor).toBe(30_000 + order.fee_total_minor - canceled.fee_recognized_minor);
+    expect(canceled).toMatchObject({ status: 'canceled', filled_minor: 5_900, remaining_minor: 0, canceled_by: 'merchant' });
+    expect(canceled.refunded_minor).toBe(5_900 + order.fee_total_minor - canceled.fee_recognized_minor);
     expect((await balanceOf(owner)).available_minor - before.available_minor).toBe(canceled.refunded_minor);
-    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 80_000, amount_refunded_minor: 20_000, refund_ids: [order.id] });
-    const again = await created(owner, deposit.id, 80_000);
+    expect((await movementsOf(owner, order.id)).map((movement) => movement.type).sort()).toEqual(['fee', 'withdrawal_released', 'withdrawal_reserved', 'withdrawal_settled']);
+    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 94_100, amount_refunded_minor: 5_900, refund_ids: [order.id] });
+    const again = await created(owner, deposit.id, 94_100);
     expect(again.refund_of_deposit_id).toBe(deposit.id);
   });
 
@@ -349,13 +385,13 @@ describe('refunds of a reversed deposit', () => {
     const owner = await merchant();
     const deposit = await settledDeposit(owner, 100_000);
     await clearCredits(owner);
-    const order = await created(owner, deposit.id, 50_000);
-    await depositorPays(20_000);
+    const order = await created(owner, deposit.id, 11_800);
+    await untilFilled(owner, order.id, 1);
     const reversed = await app.backoffice({ method: 'POST', url: `/v1/bo/deposits/${deposit.id}/reverse`, token: operator, body: { reason_code: 'BANK_RECALL', note: 'ธนาคารเรียกคืนเงินรายการนี้ ตรวจสอบแล้ว' } });
     expect(reversed.statusCode, reversed.body).toBe(200);
     const stopped = await withdrawalOf(owner, order.id);
-    expect(stopped).toMatchObject({ status: 'canceled', cancel_reason_code: 'deposit_reversed', canceled_by: 'system', filled_minor: 20_000 });
-    expect((await getDeposit(app, deposit.id, owner))).toMatchObject({ status: 'reversed', refunds: { amount_refundable_minor: 0, amount_refunded_minor: 20_000, refund_ids: [order.id] } });
+    expect(stopped).toMatchObject({ status: 'canceled', cancel_reason_code: 'deposit_reversed', canceled_by: 'system', filled_minor: 5_900 });
+    expect((await getDeposit(app, deposit.id, owner))).toMatchObject({ status: 'reversed', refunds: { amount_refundable_minor: 0, amount_refunded_minor: 5_900, refund_ids: [order.id] } });
     const refused = await refund(owner, deposit.id, { amount_minor: 10_000, reason_code: 'customer_request' });
     expect(refused.statusCode).toBe(409);
     expect(errorOf(refused)).toMatchObject({ code: 'deposit_not_refundable', details: { status: 'reversed' } });
@@ -365,25 +401,34 @@ describe('refunds of a reversed deposit', () => {
     const owner = await merchant();
     const deposit = await settledDeposit(owner, 100_000);
     await clearCredits(owner);
+    await runJobs(app);
     const order = await created(owner, deposit.id, 50_000);
-    // Another merchant's payer is matched to the refund and has not paid yet: 20,000 in transfer.
-    const payer = await merchant();
-    const inFlight = await createDeposit(app, { amount_minor: 20_000, credentials: payer });
-    expect((await withdrawalOf(owner, order.id)).reserved_minor).toBe(20_000);
+    // The sandbox's first chunk falls due; its step alone runs: the counterparty's deposit of 25,000 is matched to the
+    // refund and its slip uploaded, not yet verified: 25,000 in transfer.
+    app.clock.advance(5_000);
+    for (let runs = 0; runs < 20 && (await withdrawalOf(owner, order.id)).reserved_minor === 0; runs += 1) await app.instance.worker.runDueJobs({ limit: 1 });
+    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'open', reserved_minor: 25_000 });
     const reversed = await app.backoffice({ method: 'POST', url: `/v1/bo/deposits/${deposit.id}/reverse`, token: operator, body: { reason_code: 'BANK_RECALL', note: 'ธนาคารเรียกคืนเงินรายการนี้ ตรวจสอบแล้ว' } });
     expect(reversed.statusCode, reversed.body).toBe(200);
-    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'open', reserved_minor: 20_000 });
-    // The chunk in transfer is paid and counts; a later payer is not matched to the refund any more.
-    expect((await uploadMultipart(app, inFlight.slip_upload, slipBytes(await sandboxTransfer(app, inFlight, {}, payer)))).statusCode).toBe(202);
-    await runJobs(app);
-    await depositorPays(10_000);
-    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'partially_filled', filled_minor: 20_000, reserved_minor: 0, settled_splits: 1 });
+    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'open', reserved_minor: 25_000 });
+    // The chunk in transfer is verified, paid and counts; the sandbox makes no second chunk for it.
+    await passTime(30_000);
+    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'partially_filled', filled_minor: 25_000, reserved_minor: 0, settled_splits: 1 });
     // At its own deadline it expires and returns the rest with its unused fee.
     app.clock.set(new Date(Date.parse(order.expires_at) + 1));
     await runJobs(app);
     const expired = await withdrawalOf(owner, order.id);
-    expect(expired).toMatchObject({ status: 'expired', filled_minor: 20_000 });
-    expect(expired.refunded_minor).toBe(30_000 + order.fee_total_minor - expired.fee_recognized_minor);
-    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 0, amount_refunded_minor: 20_000, refund_ids: [order.id] });
+    expect(expired).toMatchObject({ status: 'expired', filled_minor: 25_000 });
+    expect(expired.refunded_minor).toBe(25_000 + order.fee_total_minor - expired.fee_recognized_minor);
+    expect((await getDeposit(app, deposit.id, owner)).refunds).toEqual({ amount_refundable_minor: 0, amount_refunded_minor: 25_000, refund_ids: [order.id] });
+  });
+});
+
+describe('the sandbox’s steps', () => {
+  it('none failed or is being retried: every fill step of the refunds above did what it set out to do', async () => {
+    const { rows } = await app.testDatabase.database.query<{ task: string; last_error: string | null; status: string }>(
+      "SELECT task, last_error, status FROM jobs WHERE status = 'failed' OR (status = 'pending' AND last_error IS NOT NULL)",
+    );
+    expect(rows).toEqual([]);
   });
 });

@@ -1,9 +1,10 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { depositPolicyBody, eventsOfMerchant, getDeposit, nextReference, runJobs, sandboxTransfer, slipBytes, uploadMultipart, somchaiDepositBody, type CreatedDeposit } from '../support/slips.ts';
+import { createDeposit, depositPolicyBody, eventsOfMerchant, getDeposit, nextReference, runJobs, sandboxTransfer, slipBytes, uploadMultipart, somchaiDepositBody, type CreatedDeposit } from '../support/slips.ts';
 import { accountOf, fundAvailable, verifiedBeneficiary } from '../support/withdrawals.ts';
-import { SANDBOX_SCENARIOS } from '../../src/sandbox/scenario-table.ts';
+import { SANDBOX_REFUND_SCENARIOS, SANDBOX_SCENARIOS } from '../../src/sandbox/scenario-table.ts';
+import { HOUR_MS } from '../../src/platform/time.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
 import type { WithdrawalView } from '../../src/withdrawals/service.ts';
 
@@ -27,6 +28,7 @@ afterAll(async () => {
 type Started =
   | { amount_minor: number; merchant: MerchantCredentials; kind: 'deposit'; created: CreatedDeposit; request: { idempotency_key: string; body: Record<string, unknown>; request_id: string } }
   | { amount_minor: number; merchant: MerchantCredentials; kind: 'withdrawal'; created: WithdrawalView }
+  | { amount_minor: number; merchant: MerchantCredentials; kind: 'refund'; created: WithdrawalView; deposit_id: string }
   | { amount_minor: number; merchant: MerchantCredentials; kind: 'refused'; status: number; code: string };
 
 interface FeedEvent {
@@ -41,16 +43,29 @@ function depositBody(amount_minor: number): Record<string, unknown> {
   return somchaiDepositBody(amount_minor, { prefix: 'at-once', account_prefix: '77', ip: '203.0.113.9' });
 }
 
-/** A merchant of the brand with money and a verified payee, ready for 107.00 and 113.00. */
-async function readyMerchant(white_label_id: string): Promise<{ merchant: MerchantCredentials; beneficiary_id: string }> {
+interface Ready {
+  merchant: MerchantCredentials;
+  beneficiary_id: string;
+  /** A settled deposit of the merchant whose payer the bank proved, for the refund rows to refund (once its credit cleared). */
+  refundable_deposit_id: string;
+}
+
+/** A merchant of the brand with money, a verified payee (107.00 and 113.00) and a settled deposit to refund. */
+async function readyMerchant(white_label_id: string): Promise<Ready> {
   const merchant = await app.createMerchant({ white_label_id });
   await fundAvailable(app, accountOf(merchant), 1_000_000);
-  return { merchant, beneficiary_id: await verifiedBeneficiary(app, accountOf(merchant)) };
+  const deposit = await createDeposit(app, { amount_minor: 500_000, credentials: merchant });
+  const upload = await uploadMultipart(app, deposit.slip_upload, slipBytes(await sandboxTransfer(app, deposit, {}, merchant)));
+  expect(upload.statusCode, upload.body).toBe(202);
+  await runJobs(app);
+  expect((await getDeposit(app, deposit.id, merchant)).status).toBe('settled');
+  return { merchant, beneficiary_id: await verifiedBeneficiary(app, accountOf(merchant)), refundable_deposit_id: deposit.id };
 }
 
 /** Creates one order of a scenario amount as a merchant's integration would: a deposit, or a withdrawal for the withdrawal rows. */
-async function start(amount_minor: number, ready: { merchant: MerchantCredentials; beneficiary_id: string }, kind: 'deposit' | 'withdrawal' = 'deposit'): Promise<Started> {
+async function start(amount_minor: number, ready: Ready, kind: 'deposit' | 'withdrawal' | 'refund' = 'deposit'): Promise<Started> {
   const { merchant } = ready;
+  if (kind === 'refund') return startRefund(amount_minor, ready);
   const withdrawal = kind === 'withdrawal';
   const body = withdrawal
     ? { amount_minor, currency: 'THB', merchant_reference: nextReference('at-once-wdr'), end_user_ref: 'user-at-once', beneficiary_id: ready.beneficiary_id }
@@ -62,6 +77,21 @@ async function start(amount_minor: number, ready: { merchant: MerchantCredential
   if (withdrawal) return { amount_minor, merchant, kind: 'withdrawal', created: response.json<WithdrawalView>() };
   const request = { idempotency_key, body, request_id: String(response.headers['request-id']) };
   return { amount_minor, merchant, kind: 'deposit', created: response.json<CreatedDeposit>(), request };
+}
+
+/** A refund of the merchant's settled deposit over POST /v1/pay/deposits/{id}/refunds, as its integration would ask for it. */
+async function startRefund(amount_minor: number, ready: Ready): Promise<Started> {
+  const { merchant, refundable_deposit_id } = ready;
+  const response = await app.signed({
+    method: 'POST',
+    url: `/v1/pay/deposits/${refundable_deposit_id}/refunds`,
+    idempotency_key: crypto.randomUUID(),
+    credentials: merchant,
+    body: { amount_minor, reason_code: 'customer_request' },
+  });
+  if (response.statusCode >= 400) return { amount_minor, merchant, kind: 'refused', status: response.statusCode, code: errorOf(response).code };
+  expect(response.statusCode, response.body).toBe(201);
+  return { amount_minor, merchant, kind: 'refund', created: response.json<WithdrawalView>(), deposit_id: refundable_deposit_id };
 }
 
 /** Lets `total_ms` pass on the test clock in steps of `step_ms`, running every job as it falls due. */
@@ -245,6 +275,33 @@ async function expectWithdrawalEnding(started: Extract<Started, { kind: 'withdra
   expect(filled.map((event) => event.data.object.settled_splits), label).toEqual([1, 2, 3]);
 }
 
+/**
+ * A test-mode refund ends as the sandbox's fill says (docs/decisions/sandbox.md, refund scenarios): filled in two
+ * chunks (one for a single baht) within seconds, 107.00 in three, 117.00 left unfilled, 118.00 one chunk then left.
+ */
+async function expectRefundEnding(started: Extract<Started, { kind: 'refund' }>, tolerance_s: number): Promise<void> {
+  const order = await (await app.signed({ url: `/v1/pay/withdrawals/${started.created.id}`, credentials: started.merchant })).json<WithdrawalView>();
+  const label = `refund ${started.amount_minor} ${order.id} ${order.status} ${order.settled_splits}`;
+  expect(order.refund_of_deposit_id, label).toBe(started.deposit_id);
+  const feed = await feedOf(started.merchant, order.id);
+  const filled = feed.filter((event) => event.type === 'withdrawal.filled');
+  const expected: Record<number, { status: string; fills: number[] }> = {
+    50_000: { status: 'settled', fills: [25_000, 25_000] },
+    100: { status: 'settled', fills: [100] },
+    10_700: { status: 'settled', fills: [3_500, 3_600, 3_600] },
+    11_700: { status: 'open', fills: [] },
+    11_800: { status: 'partially_filled', fills: [5_900] },
+  };
+  const row = expected[started.amount_minor];
+  expect(row, label).toBeDefined();
+  expect(order, label).toMatchObject({ status: row!.status, reserved_minor: 0, filled_minor: row!.fills.reduce((sum, amount) => sum + amount, 0) });
+  expect(order.fills?.map((fill) => fill.amount_minor) ?? [], label).toEqual(row!.fills);
+  expect(filled.map((event) => event.data.object.settled_splits), label).toEqual(row!.fills.map((_, index) => index + 1));
+  expect(feed.filter((event) => event.type === 'withdrawal.leg_reserved'), label).toHaveLength(row!.fills.length);
+  // Each chunk comes 5 s after the previous fill (the first 5 s after creation), and settles from its slip at once.
+  if (filled.length > 0) expect(seconds(started.created.created_at, filled.at(-1)!.created_at), label).toBeLessThanOrEqual(5 * row!.fills.length + 2 * tolerance_s * row!.fills.length);
+}
+
 function expectRefusalOfRow(started: Extract<Started, { kind: 'refused' }>): void {
   const expected: Record<number, [number, string]> = { 11_300: [402, 'insufficient_balance'] };
   expect([started.status, started.code], `${started.amount_minor}`).toEqual(expected[started.amount_minor]);
@@ -253,6 +310,7 @@ function expectRefusalOfRow(started: Extract<Started, { kind: 'refused' }>): voi
 async function expectEnding(started: Started, tolerance_s: number): Promise<void> {
   if (started.kind === 'deposit') return expectDepositEnding(started, tolerance_s);
   if (started.kind === 'withdrawal') return expectWithdrawalEnding(started);
+  if (started.kind === 'refund') return expectRefundEnding(started, tolerance_s);
   expectRefusalOfRow(started);
 }
 
@@ -264,34 +322,43 @@ async function expectNoFailedJobs(): Promise<void> {
   expect(rows).toEqual([]);
 }
 
+/** The refund rows: an ordinary amount (two chunks), a single baht (one chunk), the refund scenarios, and the spec's withdrawal rows. */
+const REFUND_ROWS = [50_000, 100, 10_700, 11_300, ...SANDBOX_REFUND_SCENARIOS.map((row) => row.amount_minor)].map((amount_minor) => ({ amount_minor, kind: 'refund' as const }));
+
 /**
- * Runs `copies` orders of every scenario amount, spread over `merchants` merchants of one new brand, all created
- * before any time passes (in parallel requests), then lets five minutes pass in steps of `step_ms`.
+ * Runs `copies` orders of every scenario amount and of every refund row, spread over `merchants` merchants of one new
+ * brand, all created before any time passes (in parallel requests), then lets five minutes pass in steps of
+ * `step_ms`. The deposits the refunds refund are settled and their credit cleared (72 hours) first.
  */
 async function runAtOnce(copies: number, merchants: number, step_ms: number): Promise<Started[]> {
   const brand = (await app.createMerchant()).white_label_id;
-  const ready: { merchant: MerchantCredentials; beneficiary_id: string }[] = [];
+  const ready: Ready[] = [];
   for (let index = 0; index < merchants; index += 1) ready.push(await readyMerchant(brand));
+  app.clock.advance(72 * HOUR_MS + 1);
+  await runJobs(app);
   // Every row once per kind of order it selects: 107.00 both as a deposit and as a withdrawal.
-  const rows = SANDBOX_SCENARIOS.flatMap((row) => (row.applies_to === 'both' ? (['deposit', 'withdrawal'] as const) : [row.applies_to]).map((kind) => ({ amount_minor: row.amount_minor, kind })));
-  const orders = Array.from({ length: copies }, () => rows).flat();
+  const rows = SANDBOX_SCENARIOS.flatMap((row) => (row.applies_to === 'both' ? (['deposit', 'withdrawal'] as const) : [row.applies_to]).map((kind) => ({ amount_minor: row.amount_minor as number, kind })));
+  const orders = Array.from({ length: copies }, () => [...rows, ...REFUND_ROWS]).flat();
   const started = await Promise.all(orders.map((order, index) => start(order.amount_minor, ready[index % merchants]!, order.kind)));
   await passTime(5 * 60_000, step_ms);
   return started;
 }
 
 describe('every scenario at once', () => {
-  it('all 17 amounts created at once each end as their row says', async () => {
+  it('all 17 amounts and every refund row created at once each end as their row says', async () => {
     const started = await runAtOnce(1, 1, 1_000);
-    expect([...new Set(started.map((order) => order.amount_minor))].sort()).toEqual(SANDBOX_SCENARIOS.map((row) => row.amount_minor));
-    expect(started).toHaveLength(18);
+    // The spec's rows first, then the refunds (Promise.all keeps the order of the requests).
+    expect([...new Set(started.slice(0, 18).map((order) => order.amount_minor))].sort()).toEqual(SANDBOX_SCENARIOS.map((row) => row.amount_minor));
+    expect(started.slice(18).map((order) => order.amount_minor)).toEqual(REFUND_ROWS.map((row) => row.amount_minor));
+    expect(started).toHaveLength(18 + REFUND_ROWS.length);
     for (const order of started) await expectEnding(order, 1);
     await expectNoFailedJobs();
-  });
+  }, 180_000);
 
-  it('ten of each amount at once from several merchants of one brand each end as their row says', async () => {
+  it('ten of each amount and of each refund row at once from several merchants of one brand each end as their row says', async () => {
     const started = await runAtOnce(10, 7, 2_000);
-    expect(started).toHaveLength(180);
+    expect(started).toHaveLength(10 * (18 + REFUND_ROWS.length));
+    expect(started.filter((order) => order.kind === 'refund')).toHaveLength(10 * (REFUND_ROWS.length - 1));
     for (const order of started) await expectEnding(order, 2);
     await expectNoFailedJobs();
   }, 600_000);
