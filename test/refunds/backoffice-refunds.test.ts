@@ -1,12 +1,12 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { createDeposit, eventsOfMerchant, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadMultipart } from '../support/slips.ts';
+import { createDeposit, eventsOfMerchant, getDeposit, runJobs } from '../support/slips.ts';
 import { HOUR_MS } from '../../src/platform/time.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
 import type { WithdrawalView } from '../../src/withdrawals/service.ts';
 import type { BackofficeClaimView, MerchantClaimView } from '../../src/review/claims.ts';
-import { accountOf, fundAvailable } from '../support/withdrawals.ts';
+import { balanceOf, clearCredits, refundsOf, settledDeposit } from '../support/refunds.ts';
 
 /**
  * Refunds from the back office (issue 32, item 2) through the doors staff and merchants use: sandbox deposits settle
@@ -43,41 +43,9 @@ function merchant(): Promise<MerchantCredentials> {
   return app.createMerchant({ white_label_id: app.sandbox.white_label_id });
 }
 
-interface Balance {
-  available_minor: number;
-  reserved_minor: number;
-}
-
-async function balanceOf(credentials: MerchantCredentials): Promise<Balance> {
-  const response = await app.signed({ url: '/v1/pay/balance', credentials });
-  expect(response.statusCode, response.body).toBe(200);
-  return response.json<Balance>();
-}
-
-/**
- * A sandbox deposit of `amount_minor` paid with `paid_minor` from its declared sender, settled, for `owner`. An excess
- * is not received: the order takes its amount (A = X) and the excess becomes a claim.
- */
-async function settledDeposit(owner: MerchantCredentials, amount_minor: number, paid_minor = amount_minor): Promise<DepositView> {
-  const order = await createDeposit(app, { amount_minor, credentials: owner });
-  const response = await uploadMultipart(app, order.slip_upload, slipBytes(await sandboxTransfer(app, order, { amount_minor: paid_minor }, owner)));
-  expect(response.statusCode, response.body).toBe(202);
-  await runJobs(app);
-  const settled = await getDeposit(app, order.id, owner);
-  expect(settled).toMatchObject({ status: 'settled', amount_received_minor: amount_minor });
-  return settled;
-}
-
-/** Lets the credit clear (72 hours on the test clock) and gives the merchant other cleared money for the fee. */
-async function clearCredits(owner: MerchantCredentials): Promise<void> {
-  app.clock.advance(72 * HOUR_MS + 1);
-  await runJobs(app);
-  await fundAvailable(app, accountOf(owner), 20_000);
-}
-
 /** A settled deposit of 1,000.00 THB paid 1,100.00 THB: its excess claim (100.00 THB) is open. */
 async function overpaidDeposit(owner: MerchantCredentials): Promise<{ deposit: DepositView; claim_id: string }> {
-  const deposit = await settledDeposit(owner, 100_000, 110_000);
+  const deposit = await settledDeposit(app, owner, 100_000, 110_000);
   const claim_id = deposit.overpayment?.claim_id;
   expect(claim_id).toMatch(/^clm_/);
   return { deposit, claim_id: claim_id! };
@@ -95,12 +63,6 @@ async function claimOf(claim_id: string): Promise<BackofficeClaimView> {
 
 function operatorRefund(deposit_id: string, body: Record<string, unknown>, options: { token?: string; idempotency_key?: string } = {}) {
   return app.backoffice({ method: 'POST', url: `/v1/bo/deposits/${deposit_id}/refunds`, body, token: options.token ?? operator, ...(options.idempotency_key ? { idempotency_key: options.idempotency_key } : {}) });
-}
-
-async function refundsOf(owner: MerchantCredentials, deposit_id: string): Promise<WithdrawalView[]> {
-  const response = await app.signed({ url: `/v1/pay/deposits/${deposit_id}/refunds`, credentials: owner });
-  expect(response.statusCode, response.body).toBe(200);
-  return response.json<{ data: WithdrawalView[] }>().data;
 }
 
 async function auditRows(target_type: string, target_id: string): Promise<{ action: string; actor_id: string; details: Record<string, unknown> }[]> {
@@ -125,18 +87,18 @@ describe('a claim resolved refunded_in_service', () => {
   it('with a new refund: the refund of the deposit, the claim naming it, the events, the audit row and the wallet in one decision', async () => {
     const owner = await merchant();
     const { deposit, claim_id } = await overpaidDeposit(owner);
-    await clearCredits(owner);
-    const before = await balanceOf(owner);
+    await clearCredits(app, owner);
+    const before = await balanceOf(app, owner);
 
     const resolved = await resolve(claim_id, { resolution_code: 'refunded_in_service', note: NOTE, refund: { amount_minor: 10_000, note: 'คืนยอดที่โอนเกิน' } });
     expect(resolved.statusCode, resolved.body).toBe(200);
     const claim = resolved.json<BackofficeClaimView>();
     expect(claim).toMatchObject({ status: 'resolved', version: 2, resolution_code: 'refunded_in_service', refund_id: expect.stringMatching(/^wdr_/) });
 
-    const refunds = await refundsOf(owner, deposit.id);
+    const refunds = await refundsOf(app, owner, deposit.id);
     expect(refunds.map((refund) => refund.id)).toEqual([claim.refund_id]);
     expect(refunds[0]).toMatchObject({ status: 'open', amount_total_minor: 10_000, refund_of_deposit_id: deposit.id, refund_reason_code: 'claim_resolution', refund_note: 'คืนยอดที่โอนเกิน' });
-    const after = await balanceOf(owner);
+    const after = await balanceOf(app, owner);
     expect(before.available_minor - after.available_minor).toBe(refunds[0]!.total_locked_minor);
     expect(after.reserved_minor - before.reserved_minor).toBe(refunds[0]!.total_locked_minor);
     expect((await getDeposit(app, deposit.id, owner)).refunds).toMatchObject({ amount_refundable_minor: 90_000, refund_ids: [claim.refund_id] });
@@ -161,10 +123,10 @@ describe('a claim resolved refunded_in_service', () => {
     expect(again.statusCode).toBe(200);
     expect(again.headers['idempotent-replay']).toBe('true');
     expect(again.json<BackofficeClaimView>().refund_id).toBe(claim.refund_id);
-    expect(await refundsOf(owner, deposit.id)).toHaveLength(1);
+    expect(await refundsOf(app, owner, deposit.id)).toHaveLength(1);
     // Another operator: the claim is decided.
     expect(errorOf(await resolve(claim_id, { resolution_code: 'refunded_in_service', note: NOTE, refund: { amount_minor: 10_000 } }, secondOperator)).code).toBe('claim_state_conflict');
-    expect(await refundsOf(owner, deposit.id)).toHaveLength(1);
+    expect(await refundsOf(app, owner, deposit.id)).toHaveLength(1);
   });
 });
 
@@ -172,13 +134,13 @@ describe('a claim resolved refunded_in_service by two operators at once', () => 
   it('exactly one resolves it and makes one refund; the other gets claim_state_conflict and makes none', async () => {
     const owner = await merchant();
     const { deposit, claim_id } = await overpaidDeposit(owner);
-    await clearCredits(owner);
+    await clearCredits(app, owner);
     const body = { resolution_code: 'refunded_in_service', note: NOTE, refund: { amount_minor: 10_000 } };
     const answers = await Promise.all([resolve(claim_id, body, operator), resolve(claim_id, body, secondOperator)]);
     expect(answers.map((answer) => answer.statusCode).sort()).toEqual([200, 409]);
     const winner = answers.find((answer) => answer.statusCode === 200)!.json<BackofficeClaimView>();
     expect(errorOf(answers.find((answer) => answer.statusCode === 409)!).code).toBe('claim_state_conflict');
-    expect((await refundsOf(owner, deposit.id)).map((refund) => refund.id)).toEqual([winner.refund_id]);
+    expect((await refundsOf(app, owner, deposit.id)).map((refund) => refund.id)).toEqual([winner.refund_id]);
     expect((await auditRows('claim', claim_id)).map((row) => row.action)).toEqual(['claim.resolved']);
   });
 });
@@ -187,8 +149,8 @@ describe('a claim resolved refunded_in_service by an existing refund', () => {
   it('linking a refund the merchant made: the claim names it; one refund resolves one claim; another deposit’s refund is refused', async () => {
     const owner = await merchant();
     const { deposit, claim_id } = await overpaidDeposit(owner);
-    const other = await settledDeposit(owner, 50_000);
-    await clearCredits(owner);
+    const other = await settledDeposit(app, owner, 50_000);
+    await clearCredits(app, owner);
     const byMerchant = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${deposit.id}/refunds`, idempotency_key: crypto.randomUUID(), credentials: owner, body: { amount_minor: 10_000, reason_code: 'overpayment' } });
     expect(byMerchant.statusCode, byMerchant.body).toBe(201);
     const refund = byMerchant.json<WithdrawalView>();
@@ -204,7 +166,7 @@ describe('a claim resolved refunded_in_service by an existing refund', () => {
     const linked = await resolve(claim_id, { resolution_code: 'refunded_in_service', note: NOTE, refund_id: refund.id });
     expect(linked.statusCode, linked.body).toBe(200);
     expect(linked.json<BackofficeClaimView>()).toMatchObject({ status: 'resolved', resolution_code: 'refunded_in_service', refund_id: refund.id });
-    expect((await refundsOf(owner, deposit.id)).map((item) => item.id)).toEqual([refund.id]);
+    expect((await refundsOf(app, owner, deposit.id)).map((item) => item.id)).toEqual([refund.id]);
     expect((await auditRows('claim', claim_id)).map((row) => row.details)).toEqual([expect.objectContaining({ refund_id: refund.id, refund: 'linked' })]);
 
     // A second claim on the same deposit (a transfer the payer reports) cannot take the same refund.
@@ -224,7 +186,7 @@ describe('two claims linking one refund at once', () => {
   it('one links it; the other is refused as the check would refuse it, not with a 500', async () => {
     const owner = await merchant();
     const { deposit, claim_id } = await overpaidDeposit(owner);
-    await clearCredits(owner);
+    await clearCredits(app, owner);
     const made = await app.signed({ method: 'POST', url: `/v1/pay/deposits/${deposit.id}/refunds`, idempotency_key: crypto.randomUUID(), credentials: owner, body: { amount_minor: 10_000, reason_code: 'overpayment' } });
     expect(made.statusCode, made.body).toBe(201);
     const refund_id = made.json<WithdrawalView>().id;
@@ -260,14 +222,14 @@ describe('a claim resolved refunded_in_service, refused', () => {
     expect(errorOf(unfunded)).toMatchObject({ code: 'insufficient_balance', details: { pending_clearing_minor: expect.any(Number) } });
     expect(await eventsOfMerchant(app, owner.merchant_id)).toHaveLength(events);
 
-    await clearCredits(owner);
+    await clearCredits(app, owner);
     const cleared = (await eventsOfMerchant(app, owner.merchant_id)).length;
     const over = await resolve(claim_id, { resolution_code: 'refunded_in_service', note: NOTE, refund: { amount_minor: 120_000 } });
     expect(over.statusCode).toBe(422);
     expect(errorOf(over)).toMatchObject({ code: 'refund_exceeds_refundable', details: { refundable_minor: 100_000 } });
 
     expect(await claimOf(claim_id)).toMatchObject({ status: 'open', version: 1, resolution_code: null, refund_id: null });
-    expect(await refundsOf(owner, deposit.id)).toEqual([]);
+    expect(await refundsOf(app, owner, deposit.id)).toEqual([]);
     expect(await beneficiaryCount(owner)).toBe(beneficiaries);
     expect(await auditRows('claim', claim_id)).toEqual([]);
     expect(await eventsOfMerchant(app, owner.merchant_id)).toHaveLength(cleared);
@@ -302,26 +264,26 @@ describe('who resolves a claim refunded_in_service', () => {
     const outside = await resolve(claim_id, { resolution_code: 'refunded_to_payer', note: NOTE, refund: { amount_minor: 10_000 } });
     expect(errorOf(outside)).toMatchObject({ code: 'validation_error', details: { fields: [{ path: 'refund', reason: 'not_allowed' }] } });
     expect(await claimOf(claim_id)).toMatchObject({ status: 'open', version: 1 });
-    expect(await refundsOf(owner, (await claimOf(claim_id)).deposit_id)).toEqual([]);
+    expect(await refundsOf(app, owner, (await claimOf(claim_id)).deposit_id)).toEqual([]);
   });
 });
 
 describe("an operator's refund for a merchant", () => {
   it("opens the merchant's refund with a reason, writes its audit row, and is read by operators and reviewers", async () => {
     const owner = await merchant();
-    const deposit = await settledDeposit(owner, 100_000);
-    await clearCredits(owner);
-    const before = await balanceOf(owner);
+    const deposit = await settledDeposit(app, owner, 100_000);
+    await clearCredits(app, owner);
+    const before = await balanceOf(app, owner);
 
     const response = await operatorRefund(deposit.id, { amount_minor: 40_000, reason_code: 'canceled_purchase', note: NOTE, refund_note: 'ร้านค้ายกเลิกคำสั่งซื้อ' });
     expect(response.statusCode, response.body).toBe(201);
     const refund = response.json<WithdrawalView>();
     expect(refund).toMatchObject({ object: 'withdrawal_order', status: 'open', amount_total_minor: 40_000, refund_of_deposit_id: deposit.id, refund_reason_code: 'canceled_purchase', refund_note: 'ร้านค้ายกเลิกคำสั่งซื้อ' });
-    const after = await balanceOf(owner);
+    const after = await balanceOf(app, owner);
     expect(before.available_minor - after.available_minor).toBe(refund.total_locked_minor);
 
     // The merchant sees it as its own refund, in its list and its feed; the operator's note is internal.
-    expect((await refundsOf(owner, deposit.id)).map((item) => item.id)).toEqual([refund.id]);
+    expect((await refundsOf(app, owner, deposit.id)).map((item) => item.id)).toEqual([refund.id]);
     const events = (await eventsOfMerchant(app, owner.merchant_id)).filter((event) => event.data.object.id === refund.id);
     expect(events.map((event) => event.type)).toEqual(['withdrawal.created']);
     expect(JSON.stringify(await eventsOfMerchant(app, owner.merchant_id))).not.toContain(NOTE);
@@ -348,8 +310,8 @@ describe("an operator's refund for a merchant", () => {
 describe("an operator's refund for a merchant, retried or refused", () => {
   it('a retry with the same Idempotency-Key gets the first refund; refusals write nothing; a reviewer, another brand, a short note are refused', async () => {
     const owner = await merchant();
-    const deposit = await settledDeposit(owner, 100_000);
-    await clearCredits(owner);
+    const deposit = await settledDeposit(app, owner, 100_000);
+    await clearCredits(app, owner);
     const body = { amount_minor: 30_000, reason_code: 'customer_request', note: NOTE };
     const key = crypto.randomUUID();
     const first = await operatorRefund(deposit.id, body, { idempotency_key: key });
@@ -358,7 +320,7 @@ describe("an operator's refund for a merchant, retried or refused", () => {
     expect(retried.statusCode, retried.body).toBe(200);
     expect(retried.headers['idempotent-replay']).toBe('true');
     expect(retried.json<WithdrawalView>().id).toBe(first.json<WithdrawalView>().id);
-    expect(await refundsOf(owner, deposit.id)).toHaveLength(1);
+    expect(await refundsOf(app, owner, deposit.id)).toHaveLength(1);
     // The same key from another operator is that operator's own request.
     const byOther = await operatorRefund(deposit.id, body, { token: secondOperator, idempotency_key: key });
     expect(byOther.statusCode, byOther.body).toBe(201);
@@ -376,7 +338,7 @@ describe("an operator's refund for a merchant, retried or refused", () => {
     const short = await operatorRefund(deposit.id, { ...body, note: 'too short' });
     expect(errorOf(short).code).toBe('review_note_required');
     expect(await auditCount('refund.created')).toBe(audits);
-    expect(await refundsOf(owner, deposit.id)).toHaveLength(2);
+    expect(await refundsOf(app, owner, deposit.id)).toHaveLength(2);
 
     // An unsettled deposit: the refund rules answer.
     const open = await createDeposit(app, { amount_minor: 30_000, credentials: owner });

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type MerchantCredentials, type TestApp } from '../support/app.ts';
 import { createDeposit, eventsOfMerchant, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadMultipart } from '../support/slips.ts';
 import { accountOf, fundAvailable } from '../support/withdrawals.ts';
+import { balanceOf, clearCredits, settledDeposit, withdrawalOf } from '../support/refunds.ts';
 import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS } from '../../src/platform/time.ts';
 import { SANDBOX_REFUND_SCENARIOS, SANDBOX_SCENARIOS, sandboxFillOf } from '../../src/sandbox/scenario-table.ts';
 import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
@@ -45,16 +46,9 @@ async function passTime(total_ms: number, step_ms = SECOND_MS): Promise<void> {
 
 /** A deposit that settled from its declared sender (the proven payer a refund pays), its credit cleared, and money for fees. */
 async function refundableDeposit(owner: MerchantCredentials, amount_minor = 100_000): Promise<DepositView> {
-  const order = await createDeposit(app, { amount_minor, credentials: owner });
-  const response = await uploadMultipart(app, order.slip_upload, slipBytes(await sandboxTransfer(app, order, {}, owner)));
-  expect(response.statusCode, response.body).toBe(202);
-  await runJobs(app);
-  app.clock.advance(72 * HOUR_MS + 1);
-  await runJobs(app);
-  await fundAvailable(app, accountOf(owner), 20_000);
-  const settled = await getDeposit(app, order.id, owner);
-  expect(settled.status).toBe('settled');
-  return settled;
+  const deposit = await settledDeposit(app, owner, amount_minor);
+  await clearCredits(app, owner);
+  return deposit;
 }
 
 function postRefund(owner: MerchantCredentials, deposit_id: string, amount_minor: number) {
@@ -67,20 +61,8 @@ async function refundOf(owner: MerchantCredentials, deposit_id: string, amount_m
   return response.json<WithdrawalView>();
 }
 
-async function withdrawalOf(owner: MerchantCredentials, id: string): Promise<WithdrawalView> {
-  const response = await app.signed({ url: `/v1/pay/withdrawals/${id}`, credentials: owner });
-  expect(response.statusCode, response.body).toBe(200);
-  return response.json<WithdrawalView>();
-}
-
 async function typesOf(owner: MerchantCredentials, object_id: string): Promise<string[]> {
   return (await eventsOfMerchant(app, owner.merchant_id)).filter((event) => event.data.object.id === object_id).map((event) => event.type);
-}
-
-async function balanceOf(owner: MerchantCredentials): Promise<{ available_minor: number; reserved_minor: number; pending_clearing_minor: number }> {
-  const response = await app.signed({ url: '/v1/pay/balance', credentials: owner });
-  expect(response.statusCode, response.body).toBe(200);
-  return response.json();
 }
 
 async function scenarioJobsOf(order_id: string): Promise<number> {
@@ -114,9 +96,9 @@ describe('test-mode refunds the sandbox fills', () => {
     const deposit = await refundableDeposit(owner, 20_000);
     const order = await refundOf(owner, deposit.id, 100);
     await passTime(4_000);
-    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'open', settled_splits: 0 });
+    expect(await withdrawalOf(app, owner, order.id)).toMatchObject({ status: 'open', settled_splits: 0 });
     await passTime(2_000);
-    const settled = await withdrawalOf(owner, order.id);
+    const settled = await withdrawalOf(app, owner, order.id);
     expect(settled).toMatchObject({ status: 'settled', filled_minor: 100, settled_splits: 1 });
     expect(settled.fills?.map((fill) => fill.amount_minor)).toEqual([100]);
     expect(await typesOf(owner, order.id)).toEqual(['withdrawal.created', 'withdrawal.leg_reserved', 'withdrawal.filled']);
@@ -127,7 +109,7 @@ describe('test-mode refunds the sandbox fills', () => {
     const deposit = await refundableDeposit(owner);
     const order = await refundOf(owner, deposit.id, 10_700);
     await passTime(30_000);
-    const settled = await withdrawalOf(owner, order.id);
+    const settled = await withdrawalOf(app, owner, order.id);
     expect(settled).toMatchObject({ status: 'settled', filled_minor: 10_700, settled_splits: 3, refund_of_deposit_id: deposit.id });
     expect(settled.fills?.map((fill) => fill.amount_minor)).toEqual([3_500, 3_600, 3_600]);
   });
@@ -148,23 +130,23 @@ describe('the refund scenarios', () => {
   it('117.00 THB: left unfilled; the merchant’s cancel returns the amount and fee, and another expires at its deadline', async () => {
     const owner = await newMerchant();
     const deposit = await refundableDeposit(owner);
-    const before = await balanceOf(owner);
+    const before = await balanceOf(app, owner);
     const canceledOne = await refundOf(owner, deposit.id, 11_700);
     const expiringOne = await refundOf(owner, deposit.id, 11_700);
     expect(await scenarioJobsOf(canceledOne.id)).toBe(0);
     // Other merchants' deposits of the brand (matched meanwhile) never take it: it is out of the matching queue.
     await createDeposit(app, { amount_minor: 11_700, credentials: await newMerchant() });
     await passTime(60_000, 5_000);
-    expect(await withdrawalOf(owner, canceledOne.id)).toMatchObject({ status: 'open', filled_minor: 0, reserved_minor: 0, settled_splits: 0 });
+    expect(await withdrawalOf(app, owner, canceledOne.id)).toMatchObject({ status: 'open', filled_minor: 0, reserved_minor: 0, settled_splits: 0 });
     const cancel = await app.signed({ method: 'POST', url: `/v1/pay/withdrawals/${canceledOne.id}/cancel`, idempotency_key: crypto.randomUUID(), credentials: owner });
     expect(cancel.statusCode, cancel.body).toBe(200);
     expect(cancel.json<WithdrawalView>()).toMatchObject({ status: 'canceled', filled_minor: 0, refunded_minor: 11_700 + canceledOne.fee_total_minor });
     app.clock.advance(DAY_MS);
     await runJobs(app);
-    const expired = await withdrawalOf(owner, expiringOne.id);
+    const expired = await withdrawalOf(app, owner, expiringOne.id);
     expect(expired).toMatchObject({ status: 'expired', filled_minor: 0, refunded_minor: 11_700 + expiringOne.fee_total_minor });
     expect(await typesOf(owner, expiringOne.id)).toEqual(['withdrawal.created', 'withdrawal.expired']);
-    expect((await balanceOf(owner)).available_minor).toBe(before.available_minor);
+    expect((await balanceOf(app, owner)).available_minor).toBe(before.available_minor);
     expect((await getDeposit(app, deposit.id, owner)).refunds).toMatchObject({ amount_refundable_minor: 100_000, amount_refunded_minor: 0 });
   });
 
@@ -173,11 +155,11 @@ describe('the refund scenarios', () => {
     const deposit = await refundableDeposit(owner);
     const order = await refundOf(owner, deposit.id, 11_800);
     await passTime(60_000, 2_000);
-    const partly = await withdrawalOf(owner, order.id);
+    const partly = await withdrawalOf(app, owner, order.id);
     expect(partly).toMatchObject({ status: 'partially_filled', filled_minor: 5_900, remaining_minor: 5_900, reserved_minor: 0, settled_splits: 1 });
     app.clock.advance(DAY_MS);
     await runJobs(app);
-    const expired = await withdrawalOf(owner, order.id);
+    const expired = await withdrawalOf(app, owner, order.id);
     expect(expired).toMatchObject({ status: 'expired', filled_minor: 5_900 });
     expect(expired.refunded_minor).toBe(5_900 + order.fee_total_minor - expired.fee_recognized_minor);
     expect(await typesOf(owner, order.id)).toEqual(['withdrawal.created', 'withdrawal.leg_reserved', 'withdrawal.filled', 'withdrawal.expired']);
@@ -198,11 +180,11 @@ describe('what the sandbox leaves to its time', () => {
     const order = await refundOf(owner, deposit.id, 40_000);
     expect(order.status).toBe('pending_approval');
     await passTime(60_000, 5_000);
-    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'pending_approval', settled_splits: 0 });
+    expect(await withdrawalOf(app, owner, order.id)).toMatchObject({ status: 'pending_approval', settled_splits: 0 });
     const approved = await app.backoffice({ method: 'POST', url: `/v1/bo/withdrawals/${order.id}/approve`, body: { note: 'checked' }, token: operator });
     expect(approved.statusCode, approved.body).toBe(200);
     await passTime(12_000);
-    const settled = await withdrawalOf(owner, order.id);
+    const settled = await withdrawalOf(app, owner, order.id);
     expect(settled).toMatchObject({ status: 'settled', filled_minor: 40_000, settled_splits: 2 });
     expect(settled.fills?.map((fill) => fill.amount_minor)).toEqual([20_000, 20_000]);
   });
@@ -234,7 +216,7 @@ describe('what the sandbox leaves to its time', () => {
     if (!created.ok) throw new Error(created.error.code);
     expect(created.value).toMatchObject({ livemode: true, refund_of_deposit_id: deposit_id, status: 'open' });
     await passTime(30_000, 5_000);
-    expect(await withdrawalOf(live, created.value.id)).toMatchObject({ status: 'open', settled_splits: 0, filled_minor: 0 });
+    expect(await withdrawalOf(app, live, created.value.id)).toMatchObject({ status: 'open', settled_splits: 0, filled_minor: 0 });
     expect(await scenarioJobsOf(created.value.id)).toBe(0);
     const { rows } = await app.testDatabase.database.query<{ in_matching_queue: boolean }>('SELECT in_matching_queue FROM withdrawal_orders WHERE withdrawal_id = $1', [created.value.id]);
     expect(rows).toEqual([{ in_matching_queue: true }]);
@@ -271,15 +253,15 @@ describe('a refund on the merchant’s test clock', () => {
     // Pending clearing cannot fund a refund yet.
     expect((await postRefund(owner, deposit.id, 10_000)).statusCode).toBe(402);
     await advanceTo(owner, clock_id, frozen + 72 * HOUR_MS + SECOND_MS);
-    expect((await balanceOf(owner)).pending_clearing_minor).toBe(0);
+    expect((await balanceOf(app, owner)).pending_clearing_minor).toBe(0);
 
     const order = await refundOf(owner, deposit.id, 10_000);
     expect(order.created_at).toBe(iso(frozen + 72 * HOUR_MS + SECOND_MS));
     // Real time alone does nothing for it: its steps are the clock's jobs.
     await passTime(30_000, 5_000);
-    expect(await withdrawalOf(owner, order.id)).toMatchObject({ status: 'open', settled_splits: 0 });
+    expect(await withdrawalOf(app, owner, order.id)).toMatchObject({ status: 'open', settled_splits: 0 });
     await advanceTo(owner, clock_id, frozen + 72 * HOUR_MS + 16 * SECOND_MS);
-    const settled = await withdrawalOf(owner, order.id);
+    const settled = await withdrawalOf(app, owner, order.id);
     expect(settled).toMatchObject({ status: 'settled', filled_minor: 10_000, settled_splits: 2 });
     expect(settled.fills?.map((fill) => fill.amount_minor)).toEqual([5_000, 5_000]);
     const { rows } = await app.testDatabase.database.query<{ type: string; created_at: Date; test_clock_id: string | null }>(
