@@ -93,5 +93,4 @@ export class RefundService {
     if (!(await this.deps.deposits.get(db, account, deposit_id))) return null;
     return this.deps.withdrawals.refundsOf(db, account, deposit_id);
   }
-
 }

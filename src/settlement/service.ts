@@ -241,7 +241,7 @@ export class SettlementService {
       invariant(reversed.ok, 'a fill of a settled deposit can be reversed');
     }
     // The deposit's live refunds stop: the money they would pay back did not stay with the merchant (a refund with
-    // a chunk in transfer is left to that chunk; docs/decisions/refunds.md).
+    // a chunk in transfer leaves the matching queue and ends by that chunk and its expiry; docs/decisions/refunds.md).
     await this.deps.withdrawals.cancelRefundsOfReversedDeposit(tx, refunds, input.cause);
     // The depositor's wallet is debited after the fill reversals above: wallets come last in the lock
     // order (order row, withdrawal rows, feeds, wallets; src/platform/lock-order.ts).
