@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import maxFunctionLines from './eslint-rules/max-function-lines.js';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'data/**', '.tmp/**', 'coverage/**', 'packages/*/dist/**'] },
+  { ignores: ['node_modules/**', 'data/**', '.tmp/**', 'coverage/**', 'packages/*/dist/**', 'dist/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -8,7 +8,7 @@ import { SecretBox } from './platform/crypto.ts';
 import { invariant } from './platform/assert.ts';
 import { openDatabase, type Database } from './platform/db.ts';
 import { createLogger, type Logger } from './platform/logger.ts';
-import { migrate } from './platform/migrate.ts';
+import { assertMigrated, migrate } from './platform/migrate.ts';
 import { MINUTE_MS } from './platform/time.ts';
 import { ConcurrencyGate } from './platform/concurrency-gate.ts';
 import { createMetrics, type Metrics } from './ops/metrics.ts';
@@ -740,7 +740,16 @@ export async function openConfiguredDatabase(config: Config, logger: Logger): Pr
       'running on embedded PGlite (one process, fsync off): for trying and development only; production runs on PostgreSQL (DATABASE_URL)',
     );
   }
+  await bringSchemaUpToDate(database, config, logger);
+  return database;
+}
+
+/** Migrates at start (the default), or, with MIGRATE_ON_START=false, only refuses a database that is behind. */
+async function bringSchemaUpToDate(database: Database, config: Config, logger: Logger): Promise<void> {
+  if (!config.migrate_on_start) {
+    await assertMigrated(database);
+    return;
+  }
   const applied = await migrate(database);
   if (applied.length > 0) logger.info({ applied }, 'migrations applied');
-  return database;
 }

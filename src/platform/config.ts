@@ -48,6 +48,11 @@ const environmentSchema = z.object({
   ACCEPTED_MODES: z.string().default('test,live'),
   API_ENABLED: booleanText.default(true),
   WORKER_ENABLED: booleanText.default(true),
+  /**
+   * Off: the start applies no migration and refuses to start when the database is behind this code's
+   * migrations; they run as their own step (`npm run migrate`) before the new code starts.
+   */
+  MIGRATE_ON_START: booleanText.default(true),
   DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(25_000),
@@ -140,6 +145,8 @@ export interface Config {
   accepts_live_mode: boolean;
   api_enabled: boolean;
   worker_enabled: boolean;
+  /** False: migrations are a separate step and a start only checks that the database has them all. */
+  migrate_on_start: boolean;
   db_pool_size: number;
   worker_concurrency: number;
   shutdown_timeout_ms: number;
@@ -274,6 +281,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     accepts_live_mode: modes.has('live'),
     api_enabled: values.API_ENABLED,
     worker_enabled: values.WORKER_ENABLED,
+    migrate_on_start: values.MIGRATE_ON_START,
     db_pool_size: values.DB_POOL_SIZE,
     worker_concurrency: values.WORKER_CONCURRENCY,
     shutdown_timeout_ms: values.SHUTDOWN_TIMEOUT_MS,

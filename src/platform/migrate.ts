@@ -5,9 +5,10 @@ import { fileURLToPath } from 'node:url';
 import type { Database } from './db.ts';
 
 /**
- * Numbered SQL migrations in ./migrations, applied in order at start-up, each in its own transaction.
- * A checksum per file proves a landed migration was never edited. On PostgreSQL an advisory lock
- * makes concurrent start-ups wait for each other instead of racing.
+ * Numbered SQL migrations in ./migrations, applied in order at start-up (or by `npm run migrate`), each in
+ * its own transaction. A checksum per file proves a landed migration was never edited. On PostgreSQL an
+ * advisory lock makes concurrent start-ups wait for each other instead of racing. The directory is found
+ * from this file's place: `src/platform/` and the build's `dist/platform/` both sit two levels below it.
  */
 export const MIGRATIONS_DIRECTORY = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
 const MIGRATION_LOCK_KEY = 7_413_902_001;
@@ -62,4 +63,35 @@ export async function migrate(database: Database, directory = MIGRATIONS_DIRECTO
     }
   });
   return applied;
+}
+
+/**
+ * For a start told not to migrate (MIGRATE_ON_START=false): the migrations of this code that the database
+ * has not applied, by file name. A migration applied with other contents is an error, as in `migrate`.
+ * Migrations the database has and this code does not are no concern here: an older process beside a
+ * newer schema is what a rolling upgrade looks like.
+ */
+export async function pendingMigrations(database: Database, directory = MIGRATIONS_DIRECTORY): Promise<string[]> {
+  const migrations = readMigrations(directory);
+  const { rows: present } = await database.query<{ present: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS present");
+  if (present[0]?.present !== true) return migrations.map((migration) => migration.name);
+  const { rows } = await database.query<{ version: number; checksum: string }>('SELECT version, checksum FROM schema_migrations');
+  const applied = new Map(rows.map((row) => [row.version, row.checksum]));
+  const pending: string[] = [];
+  for (const migration of migrations) {
+    const checksum = applied.get(migration.version);
+    if (checksum === undefined) pending.push(migration.name);
+    else if (checksum !== migration.checksum) throw new Error(`migration ${migration.name} was edited after it was applied; add a new migration instead`);
+  }
+  return pending;
+}
+
+/** Throws a one-line error naming what is missing when the database is behind this code's migrations. */
+export async function assertMigrated(database: Database, directory = MIGRATIONS_DIRECTORY): Promise<void> {
+  const pending = await pendingMigrations(database, directory);
+  if (pending.length === 0) return;
+  const range = pending.length === 1 ? pending[0] : `${pending[0]} … ${pending[pending.length - 1]}`;
+  throw new Error(
+    `the database is behind this code's migrations (${pending.length} not applied: ${range}) and MIGRATE_ON_START is false: run the migrations first (\`npm run migrate\`)`,
+  );
 }
