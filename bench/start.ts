@@ -4,8 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { fixed, intFromEnv, log, markdownTable, withDatabaseName } from './support.ts';
+import { createFreshDatabase, dropDatabase, fixed, intFromEnv, log, markdownTable } from './support.ts';
 
 /**
  * `npm run bench:start`: the start of the service through tsx (`npm start`'s command) beside the build
@@ -85,18 +84,11 @@ async function freshDatabase(): Promise<{ environment: NodeJS.ProcessEnv; drop: 
   const serverUrl = process.env.DATABASE_URL;
   if (!serverUrl) return { environment, drop: async () => fs.rmSync(dataDirectory, { recursive: true, force: true }) };
   const name = `bench_start_${crypto.randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: serverUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  environment.DATABASE_URL = withDatabaseName(serverUrl, name);
+  environment.DATABASE_URL = await createFreshDatabase(serverUrl, name);
   return {
     environment,
     async drop() {
-      const cleanup = new pg.Client({ connectionString: serverUrl });
-      await cleanup.connect();
-      await cleanup.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await cleanup.end();
+      await dropDatabase(serverUrl, name);
       fs.rmSync(dataDirectory, { recursive: true, force: true });
     },
   };
