@@ -6,6 +6,7 @@ import { DAY_MS, HOUR_MS, MINUTE_MS, SECOND_MS, parseTimestamp } from '../platfo
 import type { TestClockView } from '../test-clocks/service.ts';
 import { CliError, networkReason, readServiceAnswer, type CliEnvironment, type TextSink } from './backends.ts';
 import { sandboxCredentials } from './sandbox.ts';
+import { helpRows } from './help-rows.ts';
 
 /**
  * `npm run cli -- clock create|list|show|attach|detach|advance`: the sandbox merchant's test clocks from a
@@ -70,14 +71,13 @@ export interface ClockCliIo {
 class UsageError extends Error {}
 
 function help(): string {
-  const width = Math.max(...Object.values(ACTIONS).map((action) => action.usage.length));
   return [
     `Usage: ${PROGRAM} <action> [options] [--json]`,
     '',
     'The sandbox merchant’s test clocks: frozen time for its test-mode requests, advanced on demand.',
     '',
     'Actions:',
-    ...Object.values(ACTIONS).map((action) => `  ${action.usage.padEnd(width)}  ${action.summary}`),
+    ...helpRows(Object.values(ACTIONS).map((action) => [action.usage, action.summary] as const)),
     '',
     'TIMESTAMP is RFC 3339 UTC with milliseconds (2026-08-01T00:00:00.000Z); SPAN is days, hours, minutes',
     'and seconds, such as 15m, 72h or 1d12h. An advance is asynchronous: --wait polls until the clock is',

@@ -17,6 +17,7 @@ import { runReviewCli, type ReviewCliIo } from './reviews.ts';
 import { runProviderCli, type ProviderCliIo } from './providers.ts';
 import { runListenCli, type ListenCliIo } from './listen.ts';
 import { runRefundCli, type RefundCliIo } from './refunds.ts';
+import { helpRows } from './help-rows.ts';
 
 /**
  * The admin CLI's command table, argument parsing and output. `runCli` never throws and never prints a
@@ -313,8 +314,7 @@ const GLOBAL_OPTION_HELP = [
 ] as const;
 
 function formatOptionRows(rows: readonly (readonly [string, string])[]): string {
-  const width = Math.max(0, ...rows.map(([left]) => left.length));
-  return rows.map(([left, right]) => `  ${left.padEnd(width)}  ${right}`).join('\n');
+  return helpRows(rows).join('\n');
 }
 
 function commandsHelp(commands: readonly CommandSpec[]): string {

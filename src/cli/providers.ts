@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { scrubText } from '../platform/logger.ts';
 import type { ConnectionTestView, ProviderSettingsView, ProviderSlotView } from '../slip-providers/service.ts';
 import { CliError, loadCliConfig, networkReason, readOperatorCredentials, readServiceAnswer, type CliEnvironment, type TextSink } from './backends.ts';
+import { helpRows } from './help-rows.ts';
 
 /**
  * `npm run cli -- providers show|set|test|remove`: a brand's live slip-verification providers from a terminal,
@@ -56,14 +57,13 @@ export interface ProviderCliIo {
 class UsageError extends Error {}
 
 function help(): string {
-  const width = Math.max(...Object.values(ACTIONS).map((action) => action.usage.length));
   return [
     `Usage: ${PROGRAM} <action> [options] [--json]`,
     '',
     'A brand’s live slip-verification providers (SlipOK, EasySlip, RDCW): primary, optional fallback.',
     '',
     'Actions:',
-    ...Object.values(ACTIONS).map((action) => `  ${action.usage.padEnd(width)}  ${action.summary}`),
+    ...helpRows(Object.values(ACTIONS).map((action) => [action.usage, action.summary] as const)),
     '',
     'Credentials JSON: slipok {"branch_id","key"}, easyslip {"key"}, rdcw {"client_id","client_secret"}.',
     'Service: PG_BASE_URL and PG_OPERATOR_TOKEN, or DATA_DIR/operator-credentials.json.',

@@ -4,6 +4,7 @@ import type { WithdrawalView } from '../withdrawals/service.ts';
 import { CliError, type CliEnvironment, type TextSink } from './backends.ts';
 import { ReviewClient, operatorConnectionFor } from './reviews-client.ts';
 import { printable } from './reviews-render.ts';
+import { helpRows } from './help-rows.ts';
 
 /**
  * `npm run cli -- refunds <action>`: refunds to the payer from a terminal, for operators (issue 32). Like `reviews`,
@@ -92,14 +93,13 @@ function actionUsage(spec: ActionSpec): string {
 }
 
 function groupHelp(): string {
-  const width = Math.max(...ACTIONS.map((spec) => spec.action.length));
   return [
     `Usage: ${PROGRAM} <action> <id> [options]`,
     '',
     "Refunds to the payer, for operators, through the service's back-office API with your own token.",
     '',
     'Actions:',
-    ...ACTIONS.map((spec) => `  ${spec.action.padEnd(width)}  ${spec.summary}`),
+    ...helpRows(ACTIONS.map((spec) => [spec.action, spec.summary] as const)),
     '',
     `Run '${PROGRAM} <action> --help' for the options of one action.`,
     '',
@@ -108,8 +108,7 @@ function groupHelp(): string {
 
 function actionHelp(spec: ActionSpec): string {
   const rows = Object.entries(spec.options).map(([name, option]) => [`--${name} <${option.placeholder}>`, `${option.description}${option.required ? '' : ' (optional)'}`] as const);
-  const width = Math.max(0, ...rows.map(([left]) => left.length), '--json'.length);
-  return [`Usage: ${actionUsage(spec)}`, '', spec.summary, '', 'Options:', ...rows.map(([left, right]) => `  ${left.padEnd(width)}  ${right}`), `  ${'--json'.padEnd(width)}  print the answer as JSON`, ''].join('\n');
+  return [`Usage: ${actionUsage(spec)}`, '', spec.summary, '', 'Options:', ...helpRows([...rows, ['--json', 'print the answer as JSON']]), ''].join('\n');
 }
 
 // Checks of the values given, before anything is sent.

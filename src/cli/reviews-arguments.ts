@@ -1,4 +1,5 @@
 import { REJECTION_CODES } from '../review/catalogue.ts';
+import { helpRows } from './help-rows.ts';
 
 /**
  * The arguments of `npm run cli -- reviews <action>`: each action's options, the help texts made from
@@ -121,11 +122,6 @@ function optionLabel(name: string, option: OptionSpec): string {
   return option.placeholder === undefined ? `--${name}` : `--${name} <${option.placeholder}>`;
 }
 
-function formatRows(rows: readonly (readonly [string, string])[]): string[] {
-  const width = Math.max(0, ...rows.map(([left]) => left.length));
-  return rows.map(([left, right]) => `  ${left.padEnd(width)}  ${right}`);
-}
-
 export function actionUsage(spec: ActionSpec): string {
   const parts = Object.entries(spec.options).map(([name, option]) => (option.required ? optionLabel(name, option) : `[${optionLabel(name, option)}]`));
   return [PROGRAM, spec.action, ...(spec.takes_deposit ? ['<deposit_id>'] : []), ...parts, '[--token-file <path>]', '[--json]'].join(' ');
@@ -146,7 +142,7 @@ export function groupHelp(): string {
     'The review desk for reviewers, over the running service’s back-office API.',
     '',
     'Actions:',
-    ...formatRows(ACTIONS.map((spec) => [spec.action, spec.summary] as const)),
+    ...helpRows(ACTIONS.map((spec) => [spec.action, spec.summary] as const)),
     '',
     ...CREDENTIALS_HELP,
     '',
@@ -159,7 +155,7 @@ export function actionHelp(spec: ActionSpec): string {
   const rows = [...Object.entries(spec.options), ...Object.entries(COMMON_OPTIONS)].map(
     ([name, option]) => [optionLabel(name, option), `${option.description}${option.required ? ' (required)' : ''}`] as const,
   );
-  return [`Usage: ${actionUsage(spec)}`, '', spec.summary, '', 'Options:', ...formatRows(rows), '', ...CREDENTIALS_HELP, ''].join('\n');
+  return [`Usage: ${actionUsage(spec)}`, '', spec.summary, '', 'Options:', ...helpRows(rows), '', ...CREDENTIALS_HELP, ''].join('\n');
 }
 
 // Checks of the values
