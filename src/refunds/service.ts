@@ -90,7 +90,9 @@ export class RefundService {
 
   /** The refunds of one of the caller's deposits, oldest first; null for a deposit that is not the caller's. */
   async list(db: Queryable, account: RefundAccount, deposit_id: string): Promise<WithdrawalView[] | null> {
-    if (!(await this.deps.deposits.get(db, account, deposit_id))) return null;
+    // Whose the deposit is, without building its object (instructions, checkout link): only the scope is needed.
+    const owner = await this.deps.deposits.ownerInBrand(db, account.white_label_id, deposit_id);
+    if (!owner || owner.merchant_id !== account.merchant_id || owner.livemode !== account.livemode) return null;
     return this.deps.withdrawals.refundsOf(db, account, deposit_id);
   }
 }
