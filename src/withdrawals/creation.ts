@@ -10,6 +10,7 @@ import type { BeneficiaryRow, InlineBeneficiary } from '../beneficiaries/service
 import type { WithdrawalDependencies } from './dependencies.ts';
 import { approvalTtlJob, expireJob } from './jobs.ts';
 import * as repository from './repository.ts';
+import * as refundsRepository from './refunds-repository.ts';
 import { ORDER_SOURCE, type OrderTransitions } from './transitions.ts';
 import type { RefundReasonCode, WithdrawalAccount, WithdrawalRow } from './types.ts';
 import type { WithdrawalView } from './views.ts';
@@ -202,7 +203,7 @@ export class WithdrawalCreation {
     // A refund that its deposit cannot take is refused before anything is written (the refunds layer holds the
     // deposit's lock, so no other refund of it moves the allowance until this transaction ends).
     if (input.refund) {
-      const refusal = refundRefusal(await repository.findRefundAllowance(tx, account.white_label_id, input.refund.deposit_id), input.refund, input.amount_minor);
+      const refusal = refundRefusal(await refundsRepository.findRefundAllowance(tx, account.white_label_id, input.refund.deposit_id), input.refund, input.amount_minor);
       if (refusal) return refusal;
     }
     const reserved = await this.deps.ledger.post(tx, {
@@ -222,7 +223,7 @@ export class WithdrawalCreation {
     if (replaced?.refund_of_deposit_id) {
       // The reversal just gave this chunk's claim back; the replacement pays it to the same payer again.
       invariant(replacement, 'only a replacement continues a refund');
-      await repository.adjustRefundCommitment(tx, account.white_label_id, replaced.refund_of_deposit_id, input.amount_minor, now);
+      await refundsRepository.adjustRefundCommitment(tx, account.white_label_id, replaced.refund_of_deposit_id, input.amount_minor, now);
     }
 
     const needsApproval = !internal && policy.approval_threshold_minor !== null && input.amount_minor >= policy.approval_threshold_minor;
@@ -289,12 +290,12 @@ export class WithdrawalCreation {
   private async commitRefund(tx: Queryable, account: WithdrawalAccount, refund: RefundTerms, amount_minor: number, now: Date): Promise<void> {
     invariant(refund.refundable_cap_minor > 0, 'a refunded deposit brought money');
     const terms = { ...account, deposit_id: refund.deposit_id, refundable_cap_minor: refund.refundable_cap_minor, amount_minor, max_refunds: MAX_REFUNDS_PER_DEPOSIT, now };
-    const committed = await repository.commitRefund(tx, terms);
+    const committed = await refundsRepository.commitRefund(tx, terms);
     if (committed) {
       invariant(committed.committed_minor <= committed.refundable_cap_minor, `${refund.deposit_id}: refunds stay within the deposit's credit`);
       return;
     }
-    const refusal = refundRefusal(await repository.findRefundAllowance(tx, account.white_label_id, refund.deposit_id), refund, amount_minor);
+    const refusal = refundRefusal(await refundsRepository.findRefundAllowance(tx, account.white_label_id, refund.deposit_id), refund, amount_minor);
     invariant(refusal !== null && !refusal.ok, 'an allowance that refused a refund says why');
     throw refusal.error;
   }
@@ -304,7 +305,7 @@ export class WithdrawalCreation {
  * Why a deposit's allowance cannot take a refund, or null when it can: 409 `refund_limit_reached` once the deposit has
  * its most refunds, 422 `refund_exceeds_refundable` with `details.refundable_minor` (what is left) when the amount is more.
  */
-function refundRefusal(allowance: repository.RefundAllowanceRow | null, refund: RefundTerms, amount_minor: number): Result<never> | null {
+function refundRefusal(allowance: refundsRepository.RefundAllowanceRow | null, refund: RefundTerms, amount_minor: number): Result<never> | null {
   if (allowance && allowance.refund_count >= MAX_REFUNDS_PER_DEPOSIT) {
     return fail('refund_limit_reached', { details: { deposit_id: refund.deposit_id, max_refunds: MAX_REFUNDS_PER_DEPOSIT } });
   }

@@ -12,6 +12,7 @@ import type { WithdrawalCreation } from './creation.ts';
 import type { WithdrawalDependencies } from './dependencies.ts';
 import { AUTO_CONFIRM_FILL_TASK, autoConfirmJob, EXPIRE_WITHDRAWAL_TASK, FILL_AUTO_CONFIRM_MS } from './jobs.ts';
 import * as repository from './repository.ts';
+import * as refundsRepository from './refunds-repository.ts';
 import { ORDER_SOURCE, type OrderTransitions } from './transitions.ts';
 import type { WithdrawalLegRow, WithdrawalRow } from './types.ts';
 import { accountOf, fillView, legReservation, withdrawalView, type FillOutcome, type FillReversalOutcome, type LegReservation, type WithdrawalView } from './views.ts';
@@ -371,7 +372,7 @@ export class WithdrawalLegs {
     // A closed refund's reversed chunk never reached the payer: its claim on the deposit goes back (a replacement
     // below takes it again). After the wallets: the lock order.
     if (!live && row.refund_of_deposit_id !== null) {
-      await repository.adjustRefundCommitment(tx, row.white_label_id, row.refund_of_deposit_id, -leg.amount_minor, now);
+      await refundsRepository.adjustRefundCommitment(tx, row.white_label_id, row.refund_of_deposit_id, -leg.amount_minor, now);
     }
     let replacementId: string | null = null;
     if (row.status === 'settled') {

@@ -10,7 +10,8 @@ import type { WithdrawalAccount, WithdrawalLegRow, WithdrawalPolicyRow, Withdraw
  * matching or back office, which name the brand explicitly.
  */
 
-const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, version, status, merchant_reference, end_user_ref,
+/** Every column of an order row, in `WithdrawalRow`'s order (the module's other repositories read orders with it too). */
+export const ORDER_COLUMNS = `white_label_id, merchant_id, livemode, withdrawal_id, version, status, merchant_reference, end_user_ref,
   beneficiary_id, amount_total_minor, fee_total_minor, fee_breakdown, fee_recognized_minor, filled_minor, reserved_minor,
   remaining_minor, refunded_minor, settled_splits, max_splits, expires_at, approval_expires_at, refund_of_deposit_id,
   replacement_of_withdrawal_id, metadata, client, close_reason_code, closed_by, review_note, reserve_balance_transaction_id,
@@ -221,71 +222,6 @@ export async function findOrderInBrand(db: Queryable, white_label_id: string, wi
   return rows[0] ?? null;
 }
 
-/** What the refunds of one deposit may still take (migration 0034, `withdrawal_refund_allowances`). */
-export interface RefundAllowanceRow {
-  refundable_cap_minor: number;
-  committed_minor: number;
-  refund_count: number;
-}
-
-/**
- * Commits a new refund's amount against its deposit's allowance, creating the allowance with the deposit's credit as its
- * cap: one statement, whose conflict path locks the row, so concurrent refunds of one deposit queue here and each sees
- * the others' commitments. Null when the amount would pass the cap or the count its bound: nothing is written then.
- * The CHECK `withdrawal_refund_allowances_within_cap` refuses the same row should this statement's condition be lost.
- */
-export async function commitRefund(
-  db: Queryable,
-  input: WithdrawalAccount & { deposit_id: string; refundable_cap_minor: number; amount_minor: number; max_refunds: number; now: Date },
-): Promise<RefundAllowanceRow | null> {
-  const { rows } = await db.query<RefundAllowanceRow>(
-    `INSERT INTO withdrawal_refund_allowances AS a (white_label_id, merchant_id, livemode, deposit_id, refundable_cap_minor, committed_minor,
-       refund_count, created_at, updated_at)
-     SELECT $1::text, $2::text, $3::boolean, $4::text, $5::bigint, $6::bigint, 1, $8::timestamptz, $8::timestamptz WHERE $6::bigint <= $5::bigint
-     ON CONFLICT (white_label_id, deposit_id) DO UPDATE SET committed_minor = a.committed_minor + EXCLUDED.committed_minor,
-       refund_count = a.refund_count + 1, updated_at = EXCLUDED.updated_at
-       WHERE a.committed_minor + EXCLUDED.committed_minor <= a.refundable_cap_minor AND a.refund_count < $7
-     RETURNING refundable_cap_minor, committed_minor, refund_count`,
-    [input.white_label_id, input.merchant_id, input.livemode, input.deposit_id, input.refundable_cap_minor, input.amount_minor, input.max_refunds, input.now],
-  );
-  return rows[0] ?? null;
-}
-
-/**
- * Moves a commitment of a deposit's refunds up (a replacement order pays a reversed chunk again) or down (a refund closed
- * with something unpaid, or a closed refund's fill reversed): the caller holds the refund's order lock, and the change
- * is asserted to keep the row within its rules.
- */
-export async function adjustRefundCommitment(db: Queryable, white_label_id: string, deposit_id: string, delta_minor: number, now: Date): Promise<void> {
-  const { rowCount } = await db.query(
-    `UPDATE withdrawal_refund_allowances SET committed_minor = committed_minor + $3, updated_at = $4
-      WHERE white_label_id = $1 AND deposit_id = $2`,
-    [white_label_id, deposit_id, delta_minor, now],
-  );
-  invariant(rowCount === 1, `the refunds of ${deposit_id} have their allowance`);
-}
-
-/** A deposit's allowance as it stands; null before its first refund. */
-export async function findRefundAllowance(db: Queryable, white_label_id: string, deposit_id: string): Promise<RefundAllowanceRow | null> {
-  const { rows } = await db.query<RefundAllowanceRow>(
-    `SELECT refundable_cap_minor, committed_minor, refund_count
-       FROM withdrawal_refund_allowances WHERE white_label_id = $1 AND deposit_id = $2`,
-    [white_label_id, deposit_id],
-  );
-  return rows[0] ?? null;
-}
-
-/** The refunds of a deposit (at most the allowance's bound on their count, replacements included), oldest first. */
-export async function listRefundsOfDeposit(db: Queryable, account: WithdrawalAccount, deposit_id: string, limit: number): Promise<WithdrawalRow[]> {
-  const { rows } = await db.query<WithdrawalRow>(
-    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
-      WHERE white_label_id = $1 AND refund_of_deposit_id = $2 AND merchant_id = $3 AND livemode = $4
-      ORDER BY created_at, withdrawal_id LIMIT $5`,
-    [account.white_label_id, deposit_id, account.merchant_id, account.livemode, limit],
-  );
-  return rows;
-}
-
 /**
  * Takes a locked order out of the matching queue for good (migration 0031's column): no deposit reserves it again. Not
  * part of the order's object, so its version does not move; the order still closes by its leg, its cancel or its expiry.
@@ -293,17 +229,6 @@ export async function listRefundsOfDeposit(db: Queryable, account: WithdrawalAcc
 export async function leaveMatchingQueue(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<void> {
   const { rowCount } = await db.query('UPDATE withdrawal_orders SET in_matching_queue = false WHERE white_label_id = $1 AND withdrawal_id = $2', [white_label_id, withdrawal_id]);
   invariant(rowCount === 1, `${withdrawal_id} exists`);
-}
-
-/** The live refunds of a deposit, locked in id order (the lock order of orders of one kind), for closing them. */
-export async function lockLiveRefundsOfDeposit(db: Queryable, white_label_id: string, deposit_id: string, limit: number): Promise<WithdrawalRow[]> {
-  const { rows } = await db.query<WithdrawalRow>(
-    `SELECT ${ORDER_COLUMNS} FROM withdrawal_orders
-      WHERE white_label_id = $1 AND refund_of_deposit_id = $2 AND status IN ('pending_approval', 'open', 'partially_filled')
-      ORDER BY withdrawal_id LIMIT $3 FOR UPDATE`,
-    [white_label_id, deposit_id, limit],
-  );
-  return rows;
 }
 
 /**
@@ -851,60 +776,3 @@ export async function listPendingApproval(
 }
 
 export type { WithdrawalStatus };
-
-/** The filters of the merchant's withdrawal list (`listOrdersOfMerchant`); null leaves a filter out. */
-export interface OrderListFilters {
-  status: WithdrawalStatus | null;
-  refund_of_deposit_id: string | null;
-  merchant_reference: string | null;
-  end_user_ref: string | null;
-  /** Inclusive lower bound on `created_at`. */
-  created_from: Date | null;
-  /** Exclusive upper bound on `created_at`. */
-  created_to: Date | null;
-  descending: boolean;
-  /** The (created_at, withdrawal_id) of the last row of the previous page. */
-  after: { created_at: Date; withdrawal_id: string } | null;
-  /** Rows to read: a page and one more, at most `ORDER_LIST_MAX_ROWS`. */
-  limit: number;
-}
-
-/** The most rows one list statement reads: the route's largest page (100) and the row that tells a next page exists. */
-export const ORDER_LIST_MAX_ROWS = 101;
-
-/**
- * One page of the merchant's orders, keyset-paged on (created_at, withdrawal_id) in either direction.
- * The statement names only the filters that are set, and is planned per call with its values: each shape
- * then uses the index that fits it (migration 0035: the listing index, or the ones that lead with
- * refund_of_deposit_id, end_user_ref or status after the merchant's scope; merchant_reference has the unique
- * key), where one catch-all statement's generic plan could only use the merchant's scope and would filter
- * the merchant's whole history for a rare value.
- */
-export async function listOrdersOfMerchant(db: Queryable, account: WithdrawalAccount, filters: OrderListFilters): Promise<WithdrawalRow[]> {
-  invariant(Number.isSafeInteger(filters.limit) && filters.limit >= 1 && filters.limit <= ORDER_LIST_MAX_ROWS, 'a list reads a bounded page');
-  const params: unknown[] = [account.white_label_id, account.merchant_id, account.livemode];
-  const conditions = ['white_label_id = $1', 'merchant_id = $2', 'livemode = $3'];
-  const add = (condition: (position: number) => string, value: unknown) => {
-    params.push(value);
-    conditions.push(condition(params.length));
-  };
-  if (filters.status !== null) add((at) => `status = $${at}::text`, filters.status);
-  if (filters.refund_of_deposit_id !== null) add((at) => `refund_of_deposit_id = $${at}::text`, filters.refund_of_deposit_id);
-  if (filters.merchant_reference !== null) add((at) => `merchant_reference = $${at}::text`, filters.merchant_reference);
-  if (filters.end_user_ref !== null) add((at) => `end_user_ref = $${at}::text`, filters.end_user_ref);
-  if (filters.created_from !== null) add((at) => `created_at >= $${at}::timestamptz`, filters.created_from);
-  if (filters.created_to !== null) add((at) => `created_at < $${at}::timestamptz`, filters.created_to);
-  const direction = filters.descending ? 'DESC' : 'ASC';
-  if (filters.after !== null) {
-    const { created_at, withdrawal_id } = filters.after;
-    params.push(created_at, withdrawal_id);
-    conditions.push(`(created_at, withdrawal_id) ${filters.descending ? '<' : '>'} ($${params.length - 1}::timestamptz, $${params.length}::text)`);
-  }
-  params.push(filters.limit);
-  const { rows } = await db.query<WithdrawalRow>(
-    `${PLANNED_PER_CALL} SELECT ${ORDER_COLUMNS} FROM withdrawal_orders WHERE ${conditions.join(' AND ')}
-      ORDER BY created_at ${direction}, withdrawal_id ${direction} LIMIT $${params.length}`,
-    params,
-  );
-  return rows;
-}

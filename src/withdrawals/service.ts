@@ -12,6 +12,8 @@ import { AUTO_CONFIRM_FILL_TASK } from './jobs.ts';
 import { WithdrawalLegs, type FillReads, type RecordFillInput, type ReleaseLegInput, type ReserveLegInput, type ReverseFillInput } from './legs.ts';
 import { WithdrawalMatchingQueue, type FindMatchableInput } from './matching-queue.ts';
 import * as repository from './repository.ts';
+import * as refundsRepository from './refunds-repository.ts';
+import * as listingRepository from './listing-repository.ts';
 import { OrderTransitions } from './transitions.ts';
 import { FINAL_WITHDRAWAL_STATUSES, type DisputeSnapshot, type ReceiptState, type WithdrawalAccount, type WithdrawalLegRow, type WithdrawalRow } from './types.ts';
 import { fillView, withdrawalView, type FillOutcome, type FillReversalOutcome, type LegReservation, type MatchableWithdrawal, type WithdrawalView } from './views.ts';
@@ -37,7 +39,7 @@ export { fillView, withdrawalView, type FillOutcome, type FillReversalOutcome, t
 export { MAX_REFUNDS_PER_DEPOSIT, type CreateWithdrawalInput, type RefundTerms } from './creation.ts';
 export { REFUND_REASON_CODES, type RefundReasonCode } from './types.ts';
 export type { WithdrawalDependencies } from './dependencies.ts';
-export type { OrderListFilters } from './repository.ts';
+export type { OrderListFilters } from './listing-repository.ts';
 
 /** What a cancel refused for a pending fill tells the caller to wait: about one leg's transfer window. */
 export const PENDING_FILL_RETRY_AFTER_SECONDS = 60;
@@ -102,8 +104,8 @@ export class WithdrawalService {
    * `fills`: a list reads no order's children, so a page costs one statement whatever its orders hold; the
    * fills are read per order. The caller asks for one row more than its page to learn whether another follows.
    */
-  async list(db: Queryable, account: WithdrawalAccount, filters: repository.OrderListFilters): Promise<WithdrawalView[]> {
-    const rows = await repository.listOrdersOfMerchant(db, account, filters);
+  async list(db: Queryable, account: WithdrawalAccount, filters: listingRepository.OrderListFilters): Promise<WithdrawalView[]> {
+    const rows = await listingRepository.listOrdersOfMerchant(db, account, filters);
     return rows.map((row) => withdrawalView(row));
   }
 
@@ -154,7 +156,7 @@ export class WithdrawalService {
 
   /** A deposit's refunds as the merchant sees them, oldest first (at most the bound on their count, with replacements). */
   async refundsOf(db: Queryable, account: WithdrawalAccount, deposit_id: string): Promise<WithdrawalView[]> {
-    const rows = await repository.listRefundsOfDeposit(db, account, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
+    const rows = await refundsRepository.listRefundsOfDeposit(db, account, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
     return rows.map((row) => withdrawalView(row));
   }
 
@@ -163,9 +165,9 @@ export class WithdrawalService {
    * (the deposit's credit while it stands, else 0), what reached the payer, and the refunds' ids, oldest first.
    */
   async refundSummary(db: Queryable, account: WithdrawalAccount, deposit_id: string, refundable_cap_minor: number): Promise<RefundSummary> {
-    const allowance = await repository.findRefundAllowance(db, account.white_label_id, deposit_id);
+    const allowance = await refundsRepository.findRefundAllowance(db, account.white_label_id, deposit_id);
     if (!allowance) return { amount_refundable_minor: refundable_cap_minor, amount_refunded_minor: 0, refund_ids: [] };
-    const rows = await repository.listRefundsOfDeposit(db, account, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
+    const rows = await refundsRepository.listRefundsOfDeposit(db, account, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
     return {
       amount_refundable_minor: Math.max(0, refundable_cap_minor - allowance.committed_minor),
       amount_refunded_minor: rows.reduce((sum, row) => sum + row.filled_minor, 0),
@@ -179,7 +181,7 @@ export class WithdrawalService {
    * (`cancelRefundsOfReversedDeposit`): withdrawal orders come before wallets in the lock order.
    */
   lockLiveRefundsOf(tx: Queryable, white_label_id: string, deposit_id: string): Promise<WithdrawalRow[]> {
-    return repository.lockLiveRefundsOfDeposit(tx, white_label_id, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
+    return refundsRepository.lockLiveRefundsOfDeposit(tx, white_label_id, deposit_id, REFUNDS_LISTED_PER_DEPOSIT);
   }
 
   /**

@@ -8,6 +8,7 @@ import { recognizeFee } from '../fees/service.ts';
 import type { WithdrawalDependencies } from './dependencies.ts';
 import { APPROVAL_TTL_TASK, EXPIRE_WITHDRAWAL_TASK } from './jobs.ts';
 import * as repository from './repository.ts';
+import * as refundsRepository from './refunds-repository.ts';
 import { FINAL_WITHDRAWAL_STATUSES, WITHDRAWAL_STATUSES, type ClosedBy, type WithdrawalRow, type WithdrawalStatus } from './types.ts';
 import { accountOf, withdrawalView, type WithdrawalView } from './views.ts';
 
@@ -216,7 +217,7 @@ export class OrderTransitions {
     // A refund closed with principal unpaid gives that part of its claim on the deposit back, so the merchant may
     // refund it again (after the wallet: the allowance is the last lock of the lock order).
     if (after.refund_of_deposit_id !== null && after.remaining_minor > 0) {
-      await repository.adjustRefundCommitment(tx, after.white_label_id, after.refund_of_deposit_id, -after.remaining_minor, now);
+      await refundsRepository.adjustRefundCommitment(tx, after.white_label_id, after.refund_of_deposit_id, -after.remaining_minor, now);
     }
     await cancelJobsByKey(tx, `${EXPIRE_WITHDRAWAL_TASK}:${after.withdrawal_id}`);
     await cancelJobsByKey(tx, `${APPROVAL_TTL_TASK}:${after.withdrawal_id}`);
