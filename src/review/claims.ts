@@ -11,7 +11,7 @@ import type { EventCause } from '../platform/cause.ts';
 import type { Actor } from '../platform/access.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { RefundService } from '../refunds/service.ts';
-import type { RefundReasonCode, WithdrawalView } from '../withdrawals/service.ts';
+import { FINAL_WITHDRAWAL_STATUSES, type RefundReasonCode, type WithdrawalView } from '../withdrawals/service.ts';
 import { additionalTransferClaimKey, type DepositService } from '../deposits/service.ts';
 import type {
   ClaimCause,
@@ -446,15 +446,13 @@ export class ClaimService {
     const found = refunds.find((candidate) => candidate.id === refund.refund_id);
     // An unknown id, another brand's or merchant's order, and a refund of another deposit read alike.
     if (!found) return unusable('not_a_refund_of_the_deposit');
-    if (CLOSED_STATUSES.has(found.status) && found.filled_minor === 0) return unusable('closed_without_payment');
+    // A settled refund has paid; a closed one with nothing filled paid nothing and pays nothing more.
+    if (FINAL_WITHDRAWAL_STATUSES.has(found.status) && found.filled_minor === 0) return unusable('closed_without_payment');
     const holder = await repository.findClaimByRefund(tx, row.white_label_id, found.id);
     if (holder) return unusable('resolves_another_claim');
     return ok(found);
   }
 }
-
-/** A refund in one of these statuses pays nothing more; with nothing filled it paid nothing at all. */
-const CLOSED_STATUSES: ReadonlySet<string> = new Set(['canceled', 'rejected', 'expired']);
 
 /** The claim after a decision: the next version, with who decided, when and (for an ending) why. */
 function decidedRow(row: ClaimRow, staff: ClaimStaff, decision: ClaimDecision, now: Date, refund_id: string | null): ClaimRow {

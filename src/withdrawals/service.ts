@@ -37,7 +37,7 @@ export { APPROVAL_TTL_TASK, AUTO_CONFIRM_FILL_TASK, createWithdrawalJobHandlers,
 export { assertOrderInvariants, heldInWallet, WITHDRAWAL_TRANSITIONS } from './transitions.ts';
 export { fillView, withdrawalView, type FillOutcome, type FillReversalOutcome, type FillView, type LegReservation, type MatchableWithdrawal, type WithdrawalView } from './views.ts';
 export { MAX_REFUNDS_PER_DEPOSIT, type CreateWithdrawalInput, type RefundTerms } from './creation.ts';
-export { REFUND_REASON_CODES, type RefundReasonCode } from './types.ts';
+export { FINAL_WITHDRAWAL_STATUSES, REFUND_REASON_CODES, type RefundReasonCode } from './types.ts';
 export type { WithdrawalDependencies } from './dependencies.ts';
 export type { OrderListFilters } from './listing-repository.ts';
 
