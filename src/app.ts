@@ -13,6 +13,7 @@ import { MINUTE_MS } from './platform/time.ts';
 import { ConcurrencyGate } from './platform/concurrency-gate.ts';
 import { createMetrics, type Metrics } from './ops/metrics.ts';
 import { registerOperationsRoutes } from './ops/routes.ts';
+import { registerBacklogGauges } from './ops/backlog-metrics.ts';
 import { LoadShedder } from './ops/load-shedding.ts';
 import { EventsService } from './events/service.ts';
 import { eventRoutes } from './events/routes.ts';
@@ -75,7 +76,7 @@ import { IdempotencyService } from './idempotency/service.ts';
 import { apiRoutesOf, buildServer } from './http/server.ts';
 import type { RouteModule } from './http/context.ts';
 import { openApiRoutes, registerApiReference } from './openapi/routes.ts';
-import { Worker, purgeFinishedJobs, type JobHandler } from './jobs/index.ts';
+import { Worker, purgeFinishedJobs, readJobBacklog, type JobHandler } from './jobs/index.ts';
 import { TestClockService, type TestClockLimits } from './test-clocks/service.ts';
 import { testClockRoutes } from './test-clocks/routes.ts';
 
@@ -626,6 +627,11 @@ function createServer(services: Services, checkout: CheckoutService, extra: read
 export function createServiceInstance(options: CreateInstanceOptions): ServiceInstance {
   const base = foundationOf(options);
   const { services, sandboxLiquidity } = createServices(base, options);
+  registerBacklogGauges(services.metrics.registry, base.realClock, {
+    jobs_due: () => readJobBacklog(services.database, base.realClock),
+    webhook_deliveries_due: () => services.webhooks.deliveryBacklog(),
+    reviews_open: () => services.deposits.openReviewBacklog(services.database),
+  });
   const scenarios = createSandboxScenarios(services, sandboxLiquidity);
   const checkout = createCheckout(services);
   const state = { ready: false, stopping: false };

@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { backlogOf, type Backlog } from '../platform/backlog.ts';
 import { deferWrite, holdsLock, rememberLocked, TransactionFacts } from '../platform/unit-of-work.ts';
 import { appendParts, rowFromJson, type ReadPart } from '../platform/read-part.ts';
 import { invariant } from '../platform/assert.ts';
@@ -593,4 +594,18 @@ export async function countInReview(db: Queryable, white_label_id: string, livem
     [white_label_id, livemode],
   );
   return Number(rows[0]?.count ?? 0);
+}
+
+/**
+ * Orders waiting in review across every brand, by mode, with the oldest entry of each: the reviewers' backlog for
+ * the operations gauges (a brand's own count is countInReview). One scan of the partial index
+ * deposit_orders_review_queue, whose size is the number of orders in review (bounded by what reviewers can
+ * work, not by traffic), so the counts are exact and the oldest entries the true oldest.
+ */
+export async function readOpenReviewBacklog(db: Queryable): Promise<{ live: Backlog; test: Backlog }> {
+  const { rows } = await db.query<{ livemode: boolean; count: number; oldest_at: string | null }>(
+    `SELECT livemode, count(*)::int AS count, min(review ->> 'opened_at') AS oldest_at
+       FROM deposit_orders WHERE status = 'under_review' GROUP BY livemode`,
+  );
+  return { live: backlogOf(rows.find((row) => row.livemode)), test: backlogOf(rows.find((row) => !row.livemode)) };
 }

@@ -4,6 +4,7 @@ import { fail, ok, type Result } from '../platform/errors.ts';
 import { newId } from '../platform/ids.ts';
 import { formatTimestamp, MINUTE_MS } from '../platform/time.ts';
 import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
+import type { Backlog } from '../platform/backlog.ts';
 import { cancelJobsByKey, scheduleJob, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank } from '../banks/service.ts';
 import * as repository from './repository.ts';
@@ -124,6 +125,11 @@ export class DepositService {
   viewInBrand(...args: Parameters<DepositReviewHooks['viewInBrand']>): ReturnType<DepositReviewHooks['viewInBrand']> {
     return this.reviewHooks.viewInBrand(...args);
   }
+  /** Orders in review across every brand by mode, and the oldest entry of each: the operations gauges' reviewer backlog. */
+  openReviewBacklog(db: Queryable): Promise<{ live: Backlog; test: Backlog }> {
+    return repository.readOpenReviewBacklog(db);
+  }
+
   reviewQueue(...args: Parameters<DepositReviewHooks['reviewQueue']>): ReturnType<DepositReviewHooks['reviewQueue']> {
     return this.reviewHooks.reviewQueue(...args);
   }

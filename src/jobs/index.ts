@@ -8,6 +8,7 @@ export {
   cancelJobsByKey,
   unscheduleJob,
   purgeFinishedJobs,
+  readJobBacklog,
   getJob,
   testClockHasDueJob,
   testClockHasLeasedJob,

@@ -3,6 +3,7 @@ import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { newId } from '../platform/ids.ts';
 import { DAY_MS } from '../platform/time.ts';
+import { BACKLOG_COUNT_LIMIT, type Backlog } from '../platform/backlog.ts';
 import {
   deferDeletePendingJobsByKey,
   deferInsertJob,
@@ -12,6 +13,7 @@ import {
   hasDueTestClockJob,
   hasLeasedTestClockJob,
   insertJob,
+  readDueJobBacklog,
   type InsertJobInput,
   type JobRow,
 } from './repository.ts';
@@ -158,4 +160,9 @@ export async function testClockHasDueJob(
  */
 export async function testClockHasLeasedJob(database: Queryable, input: { white_label_id: string; test_clock_id: string; real_now: Date }): Promise<boolean> {
   return hasLeasedTestClockJob(database, { white_label_id: input.white_label_id, test_clock_id: input.test_clock_id, lease_now: input.real_now });
+}
+
+/** Jobs due on the wall clock and not yet claimed, and since when the oldest has waited: the worker's backlog gauge. */
+export function readJobBacklog(database: Queryable, clock: Clock): Promise<Backlog> {
+  return readDueJobBacklog(database, clock.now(), BACKLOG_COUNT_LIMIT);
 }

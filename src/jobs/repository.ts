@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { backlogOf, type Backlog } from '../platform/backlog.ts';
 import { deferWrite } from '../platform/unit-of-work.ts';
 import { invariant } from '../platform/assert.ts';
 
@@ -432,4 +433,20 @@ export async function findJobById(database: Queryable, job_id: string): Promise<
     [job_id],
   );
   return result.rows[0] ?? null;
+}
+
+/**
+ * Jobs due and not yet claimed, oldest first, counted up to `limit`: the job worker's backlog for the operations
+ * gauges. Jobs of test clocks run when their clock is advanced, never by the clock on the wall, so they are not a
+ * backlog. One scan of jobs_runnable_real_in_order in claim order.
+ */
+export async function readDueJobBacklog(database: Queryable, now: Date, limit: number): Promise<Backlog> {
+  const { rows } = await database.query<{ count: number; oldest_at: Date | null }>(
+    `SELECT count(*)::int AS count, min(run_at) AS oldest_at
+       FROM (SELECT run_at FROM jobs
+              WHERE status = 'pending' AND test_clock_id IS NULL AND run_at <= $1::timestamptz
+              ORDER BY run_at, job_id LIMIT $2) due`,
+    [now, limit],
+  );
+  return backlogOf(rows[0]);
 }

@@ -1,4 +1,5 @@
 import type { Queryable } from '../platform/db.ts';
+import { backlogOf, type Backlog } from '../platform/backlog.ts';
 import type { AttemptRow, AttemptStatus, DeliveryRow, DeliveryStatus, FailureReason } from './types.ts';
 import { MAX_ATTEMPTS, RETRY_DELAYS_MS } from './types.ts';
 
@@ -467,4 +468,21 @@ export async function deleteFinishedDeliveriesBefore(db: Queryable, before: Date
     [before, limit],
   );
   return rows.length;
+}
+
+/**
+ * Deliveries whose next attempt is due and that no dispatcher has taken yet, oldest first, counted up to `limit`:
+ * the dispatcher's backlog for the operations gauges. A delivery waiting out its retry delay is not due, so an
+ * endpoint that is down does not raise it; a dispatcher that falls behind does. Test clocks' deliveries wait
+ * for their clock and are left out.
+ */
+export async function readDueDeliveryBacklog(db: Queryable, now: Date, limit: number): Promise<Backlog> {
+  const { rows } = await db.query<{ count: number; oldest_at: Date | null }>(
+    `SELECT count(*)::int AS count, min(next_attempt_at) AS oldest_at
+       FROM (SELECT next_attempt_at FROM webhook_deliveries
+              WHERE status = 'pending' AND test_clock_id IS NULL AND next_attempt_at <= $1::timestamptz
+              ORDER BY next_attempt_at LIMIT $2) due`,
+    [now, limit],
+  );
+  return backlogOf(rows[0]);
 }

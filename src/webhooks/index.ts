@@ -5,13 +5,14 @@ import type { Database } from '../platform/db.ts';
 import type { SecretBox } from '../platform/crypto.ts';
 import type { Logger } from '../platform/logger.ts';
 import { DAY_MS } from '../platform/time.ts';
+import { BACKLOG_COUNT_LIMIT, type Backlog } from '../platform/backlog.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { EventsService } from '../events/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { RouteRegistrar } from '../http/context.ts';
 import { DeliveryDispatcher, type DispatcherMetrics } from './dispatcher.ts';
 import { DeliveryClient } from './http-client.ts';
-import { deleteFinishedDeliveriesBefore } from './delivery-repository.ts';
+import { deleteFinishedDeliveriesBefore, readDueDeliveryBacklog } from './delivery-repository.ts';
 import { registerWebhookRoutesWith } from './routes.ts';
 import { WebhookService } from './service.ts';
 import { loadWebhookSettings, type WebhookSettings } from './settings.ts';
@@ -61,6 +62,8 @@ export interface Webhooks {
   registerRoutes(registrar: RouteRegistrar): void;
   /** Housekeeping: deletes finished deliveries and their attempts older than the retention. */
   purgeFinished(limit?: number): Promise<number>;
+  /** Deliveries due and not yet taken by a dispatcher, and since when the oldest has waited: the dispatcher's backlog gauge. */
+  deliveryBacklog(): Promise<Backlog>;
 }
 
 /** Finished deliveries and their attempts are kept this long for the back office. */
@@ -133,6 +136,7 @@ export function createWebhooks(dependencies: WebhookDependencies, options: Webho
     registerRoutes: (registrar) => registerWebhookRoutesWith(registrar, () => webhooks, dependencies.tenancy),
     purgeFinished: (limit = 5000) =>
       deleteFinishedDeliveriesBefore(dependencies.database, new Date(dependencies.clock.now().getTime() - DELIVERY_RETENTION_MS), limit),
+    deliveryBacklog: () => readDueDeliveryBacklog(dependencies.database, dependencies.clock.now(), BACKLOG_COUNT_LIMIT),
   };
   return webhooks;
 }
