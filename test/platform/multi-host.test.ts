@@ -95,6 +95,22 @@ class Forwarder {
   }
 }
 
+/** A database of the test server whose sessions are read-only, as on a standby; dropped afterwards. */
+async function withReadOnlyDatabase(url: string, work: (name: string) => Promise<void>): Promise<void> {
+  const name = `${new URL(url).pathname.slice(1)}_read_only`;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.query(`ALTER DATABASE ${name} SET default_transaction_read_only = on`);
+    await work(name);
+  } finally {
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.end();
+  }
+}
+
 describe.skipIf(!usingPostgres)('the host-selecting pool of a multi-host DATABASE_URL', () => {
   let testDatabase: TestDatabase;
   let server: URL;
@@ -142,13 +158,7 @@ describe.skipIf(!usingPostgres)('the host-selecting pool of a multi-host DATABAS
   });
 
   it('with read-write, refuses a read-only server with 08001; without it, takes that server', async () => {
-    const readOnly = `${server.pathname.slice(1)}_read_only`;
-    const admin = new pg.Client({ connectionString: testDatabase.url! });
-    await admin.connect();
-    try {
-      await admin.query(`DROP DATABASE IF EXISTS ${readOnly}`);
-      await admin.query(`CREATE DATABASE ${readOnly}`);
-      await admin.query(`ALTER DATABASE ${readOnly} SET default_transaction_read_only = on`);
+    await withReadOnlyDatabase(testDatabase.url!, async (readOnly) => {
       const [one, two] = [await forwarder(), await forwarder()];
       const url = (query: string) => `postgres://${server.username}@127.0.0.1:${one.port},127.0.0.1:${two.port}/${readOnly}?${query}`;
       const strict = await openDatabase({ database_url: url('target_session_attrs=read-write'), data_dir: null, pool_size: 2 });
@@ -163,16 +173,16 @@ describe.skipIf(!usingPostgres)('the host-selecting pool of a multi-host DATABAS
       } finally {
         await lenient.close();
       }
-    } finally {
-      await admin.query(`DROP DATABASE IF EXISTS ${readOnly} WITH (FORCE)`);
-      await admin.end();
-    }
+    });
   });
+});
 
-  it('fails with 08001 naming each host when none answers', async () => {
-    const dead = await forwarder();
+describe.skipIf(!usingPostgres)('a multi-host DATABASE_URL whose hosts all refuse', () => {
+  it('fails with 08001 naming each host', async () => {
+    const dead = new Forwarder({ host: '127.0.0.1', port: 1 });
+    await dead.start();
     await dead.stop();
-    const database = await openDatabase({ database_url: multiHostUrl([dead.port, dead.port], 'connect_timeout=1'), data_dir: null, pool_size: 1 });
+    const database = await openDatabase({ database_url: `postgres://postgres@127.0.0.1:${dead.port},127.0.0.1:${dead.port}/postgres?connect_timeout=1`, data_dir: null, pool_size: 1 });
     try {
       const error = await database.transaction(async (tx) => tx.query('SELECT 1')).catch((failure: unknown) => failure);
       expect(isDatabaseUnavailable(error)).toBe(true);
