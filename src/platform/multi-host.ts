@@ -215,6 +215,11 @@ export class HostSelectingPool {
   /** One statement on a pooled connection; a connection whose statement failed is closed, as `pg.Pool.query` does. */
   async query(statement: string | pg.QueryConfig): Promise<pg.QueryResult> {
     const client = await this.connect();
+    // As in pg.Pool.query: a checked-out client has no 'error' listener of the pool's, and a server that ends
+    // the session (its postmaster killed: FATAL 57P01) would otherwise emit an unheard 'error' that ends the
+    // process. Heard, the statement fails and the client is closed instead of going back to the pool.
+    const onConnectionError = () => {};
+    client.on('error', onConnectionError);
     try {
       const result = typeof statement === 'string' ? await client.query(statement) : await client.query(statement);
       client.release();
@@ -222,6 +227,8 @@ export class HostSelectingPool {
     } catch (error) {
       client.release(error instanceof Error ? error : true);
       throw error;
+    } finally {
+      client.removeListener('error', onConnectionError);
     }
   }
 

@@ -111,29 +111,39 @@ async function withReadOnlyDatabase(url: string, work: (name: string) => Promise
   }
 }
 
-describe.skipIf(!usingPostgres)('the host-selecting pool of a multi-host DATABASE_URL', () => {
-  let testDatabase: TestDatabase;
-  let server: URL;
-  const forwarders: Forwarder[] = [];
-
-  beforeAll(async () => {
-    testDatabase = await createTestDatabase();
-    server = new URL(testDatabase.url!);
-  });
-
-  afterAll(async () => {
-    for (const forwarder of forwarders) await forwarder.stop().catch(() => {});
-    await testDatabase?.close();
-  });
-
-  const forwarder = async () => {
-    const created = new Forwarder({ host: server.hostname, port: Number(server.port || 5432) });
-    await created.start();
-    forwarders.push(created);
-    return created;
+/**
+ * A test database and forwarders to its server, for one describe block: `forwarder()` starts one, and
+ * `multiHostUrl` names the database through the given ports.
+ */
+function forwardingFixture() {
+  const fixture = {
+    testDatabase: null as unknown as TestDatabase,
+    server: null as unknown as URL,
+    forwarders: [] as Forwarder[],
+    async forwarder(): Promise<Forwarder> {
+      const created = new Forwarder({ host: fixture.server.hostname, port: Number(fixture.server.port || 5432) });
+      await created.start();
+      fixture.forwarders.push(created);
+      return created;
+    },
+    multiHostUrl: (ports: readonly number[], query: string) =>
+      `postgres://${fixture.server.username}@${ports.map((port) => `127.0.0.1:${port}`).join(',')}${fixture.server.pathname}?${query}`,
   };
-  const multiHostUrl = (ports: readonly number[], query: string) =>
-    `postgres://${server.username}@${ports.map((port) => `127.0.0.1:${port}`).join(',')}${server.pathname}?${query}`;
+  beforeAll(async () => {
+    fixture.testDatabase = await createTestDatabase();
+    fixture.server = new URL(fixture.testDatabase.url!);
+  });
+  afterAll(async () => {
+    for (const forwarder of fixture.forwarders) await forwarder.stop().catch(() => {});
+    await fixture.testDatabase?.close();
+  });
+  return fixture;
+}
+
+describe.skipIf(!usingPostgres)('the host-selecting pool of a multi-host DATABASE_URL', () => {
+  const fixture = forwardingFixture();
+  const forwarder = () => fixture.forwarder();
+  const multiHostUrl = fixture.multiHostUrl;
 
   it('goes to the next host when one dies, stays there when it comes back, and evicts the broken sessions', async () => {
     const [first, second] = [await forwarder(), await forwarder()];
@@ -157,10 +167,35 @@ describe.skipIf(!usingPostgres)('the host-selecting pool of a multi-host DATABAS
     }
   });
 
+  it('a statement whose connection breaks fails, without an unheard error event, and the next one goes to the other host', async () => {
+    const uncaught: unknown[] = [];
+    const onUncaught = (error: unknown) => uncaught.push(error);
+    process.prependListener('uncaughtException', onUncaught);
+    const [first, second] = [await forwarder(), await forwarder()];
+    const database = await openDatabase({ database_url: multiHostUrl([first.port, second.port], 'target_session_attrs=read-write'), data_dir: null, pool_size: 1 });
+    try {
+      const sleeping = database.query('SELECT pg_sleep(5)');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      // The connection ends while the statement runs, as when a server's machine or postmaster dies.
+      await first.stop();
+      await expect(sleeping).rejects.toThrow();
+      expect((await database.query<{ port: number }>('SELECT 1 AS port')).rows).toEqual([{ port: 1 }]);
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.removeListener('uncaughtException', onUncaught);
+      await database.close();
+    }
+  });
+
+});
+
+describe.skipIf(!usingPostgres)('the host-selecting pool and a read-only server', () => {
+  const fixture = forwardingFixture();
+
   it('with read-write, refuses a read-only server with 08001; without it, takes that server', async () => {
-    await withReadOnlyDatabase(testDatabase.url!, async (readOnly) => {
-      const [one, two] = [await forwarder(), await forwarder()];
-      const url = (query: string) => `postgres://${server.username}@127.0.0.1:${one.port},127.0.0.1:${two.port}/${readOnly}?${query}`;
+    await withReadOnlyDatabase(fixture.testDatabase.url!, async (readOnly) => {
+      const [one, two] = [await fixture.forwarder(), await fixture.forwarder()];
+      const url = (query: string) => `postgres://${fixture.server.username}@127.0.0.1:${one.port},127.0.0.1:${two.port}/${readOnly}?${query}`;
       const strict = await openDatabase({ database_url: url('target_session_attrs=read-write'), data_dir: null, pool_size: 2 });
       const error = await strict.query('SELECT 1').catch((failure: unknown) => failure);
       await strict.close();
