@@ -76,6 +76,8 @@ const STOP_TIMEOUT_MS = 30_000;
 const DRAIN_POLL_MS = 2_000;
 /** No kill this long before and after the PostgreSQL outage: the processes that live through it are the proof. */
 const KILL_PAUSE_AROUND_RESTART_MS = 15_000;
+/** The failover waits at most this long for every service process to be ready before it kills the primary. */
+const FAILOVER_READY_WAIT_MS = 120_000;
 
 interface Options {
   duration_s: number;
@@ -412,11 +414,18 @@ async function main(): Promise<number> {
     let postgres_restart: RunFacts['postgres_restart'] = null;
     let failover: FailoverTimes | null = null;
     const restart_at_ms = load_started_ms + (options.duration_s * 1000) / 2;
+    const quiet = options.pg_restart || options.failover ? { from_ms: restart_at_ms - KILL_PAUSE_AROUND_RESTART_MS, to_ms: restart_at_ms + options.pg_down_s * 1000 + KILL_PAUSE_AROUND_RESTART_MS } : null;
     const restart = replicated
       ? (async () => {
           await sleep(restart_at_ms - Date.now());
+          // The kill waits for every service process to be up (a restart after a kill takes up to a minute on
+          // two busy cores), so that the time to the first write on the new primary measures the failover,
+          // not a process start; no process is killed from 15 s before until 15 s after the promotion.
+          quiet!.to_ms = Infinity;
+          await Promise.race([Promise.all(slots.map((slot) => slot.whenReady())), sleep(FAILOVER_READY_WAIT_MS)]);
           log('PostgreSQL: SIGKILL to the primary, promote the standby');
           failover = await replicated!.failover();
+          quiet!.to_ms = Date.now() + KILL_PAUSE_AROUND_RESTART_MS;
           // For the checks the outage runs from the kill to the promotion, as a restart's from its stop to its start.
           postgres_restart = { stopped_at_ms: failover.killed_at_ms, started_at_ms: failover.promoted_at_ms };
         })()
@@ -429,7 +438,6 @@ async function main(): Promise<number> {
         })()
       : Promise.resolve();
     const progress = setInterval(() => log(`${load.operations.length} operations done, ${client!.attempts.length} attempts`), 30_000);
-    const quiet = options.pg_restart || options.failover ? { from_ms: restart_at_ms - KILL_PAUSE_AROUND_RESTART_MS, to_ms: restart_at_ms + options.pg_down_s * 1000 + KILL_PAUSE_AROUND_RESTART_MS } : null;
     // Cut, stopped and trickled bodies over raw sockets beside the load (issue 28): they must change nothing.
     const hostile = new HostileBodies(client, tenants, load_end_ms);
     const [, kills] = await Promise.all([load.run(), chaosMonkey(slots, load_end_ms, options, quiet), restart, hostile.run()]);
