@@ -21,8 +21,12 @@ const run = promisify(execFile);
 /** The standby's name for the primary: its walreceiver's application_name, which synchronous_standby_names names. */
 const STANDBY_NAME = 'standby';
 const SLOT_NAME = 'standby_slot';
-/** A host of the URL that does not accept a connection in this long is passed over for the next one. */
-const CONNECT_TIMEOUT_S = 2;
+/**
+ * A host of the URL that does not accept a connection in this long is passed over for the next one. Not
+ * shorter: on two cores saturated by the run, a healthy primary took more than 2 s to accept a session
+ * (run chaos_20261128162542_6cb3), and a timeout there is a needless 503.
+ */
+const CONNECT_TIMEOUT_S = 5;
 
 export interface FailoverTimes {
   /** When the primary's postmaster was sent SIGKILL. */
