@@ -616,8 +616,11 @@ export async function replayRows(facts: RunFacts): Promise<CheckRow[]> {
   ];
 }
 
-/** With a PostgreSQL restart: every process reconnected (each API process answered, each worker ran a job, after it). */
-export function restartRows(facts: RunFacts): CheckRow[] {
+/**
+ * With a PostgreSQL restart, or a failover (the outage runs from the primary's kill to the standby's
+ * promotion): every process reconnected (each API process answered, each worker ran a job, after it).
+ */
+export function restartRows(facts: RunFacts, failover = false): CheckRow[] {
   const outage = facts.postgres_restart;
   if (outage === null) return [];
   const after = outage.started_at_ms;
@@ -635,7 +638,7 @@ export function restartRows(facts: RunFacts): CheckRow[] {
   }
   return [
     {
-      check: 'PostgreSQL restarted (fast shutdown) mid-run: the processes reconnect',
+      check: failover ? 'PostgreSQL failed over mid-run (primary killed, standby promoted): the processes reconnect to the new primary' : 'PostgreSQL restarted (fast shutdown) mid-run: the processes reconnect',
       observed:
         `down ${((outage.started_at_ms - outage.stopped_at_ms) / 1000).toFixed(1)} s at +${((outage.stopped_at_ms - facts.load_started_ms) / 1000).toFixed(0)} s; ` +
         `${survivors.length} of the ${apiSlots.length + workerSlots.length} processes lived through it (${survivors.map((generation) => `${generation.slot}#${generation.generation}`).join(', ') || 'none'}); ${notReconnected.length} did not serve again${sample(notReconnected)}`,

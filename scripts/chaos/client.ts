@@ -33,6 +33,10 @@ export interface AttemptRecord {
   error: string | null;
   request_id: string | null;
   code: string | null;
+  /** The request changes state (a POST, a slip upload): the failover's first acknowledged write is one of these. */
+  write: boolean;
+  /** The answer was an Idempotent-Replay of an earlier one: no new write. */
+  replay: boolean;
 }
 
 export interface Outcome {
@@ -179,6 +183,8 @@ export class ChaosClient {
       error: null,
       request_id: null,
       code: null,
+      write: spec.kind === 'capability' || spec.method === 'POST',
+      replay: false,
     };
     let answer: RawAnswer | null = null;
     try {
@@ -186,6 +192,7 @@ export class ChaosClient {
       record.status = answer.status;
       record.request_id = typeof answer.headers['request-id'] === 'string' ? answer.headers['request-id'] : null;
       if (answer.status >= 400) record.code = errorCodeOf(answer.body);
+      record.replay = answer.headers['idempotent-replay'] === 'true';
     } catch (error) {
       record.error = (error as NodeJS.ErrnoException).code ?? (error instanceof Error ? error.message : String(error));
     }

@@ -36,7 +36,7 @@ export interface ChaosDatabase {
 /** The server log is read up to this many bytes from its end. */
 const SERVER_LOG_TAIL_BYTES = 64 * 1024 * 1024;
 
-function readTail(file: string): string | null {
+export function readTail(file: string): string | null {
   try {
     const size = fs.statSync(file).size;
     const start = Math.max(0, size - SERVER_LOG_TAIL_BYTES);
@@ -82,7 +82,7 @@ async function localServerLog(server_url: string): Promise<string | null> {
   }
 }
 
-function postgresBinary(name: string): string {
+export function postgresBinary(name: string): string {
   for (const directory of POSTGRES_BIN_DIRECTORIES) {
     const candidate = path.join(directory, name);
     if (fs.existsSync(candidate)) return candidate;
@@ -91,11 +91,11 @@ function postgresBinary(name: string): string {
 }
 
 /** initdb and pg_ctl refuse to run as root: as root they run as the postgres user. */
-function asPostgres(command: string, args: string[]): [string, string[]] {
+export function asPostgres(command: string, args: string[]): [string, string[]] {
   return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once('error', reject);

@@ -31,6 +31,8 @@ import {
 } from './checks.ts';
 import { Load, setUpTenants, type Tenants } from './load.ts';
 import { refundRows } from './refund-checks.ts';
+import { failoverRows } from './failover-checks.ts';
+import { replicatedCluster, type FailoverTimes, type ReplicatedDatabase } from './standby.ts';
 import { HostileBodies } from './hostile.ts';
 import { deadlockPairs, readLogs } from './logs.ts';
 import type { ReceiverReport } from './receiver.ts';
@@ -45,14 +47,17 @@ import { ROOT, Slot, type Generation } from './supervisor.ts';
  * baht; webhooks to a local receiver that sometimes answers 500 or hangs); bodies cut,
  * stopped and trickled over raw sockets beside it (hostile.ts); and a `kill -9` of a random service process
  * every few seconds, restarted at once. With `--pg-restart`,
- * PostgreSQL itself is stopped with a fast shutdown in the middle of the load and started again. Every
+ * PostgreSQL itself is stopped with a fast shutdown in the middle of the load and started again; with
+ * `--failover` (issue 33, item 3), the run's database is on a private primary with a synchronous streaming
+ * standby, the service has a multi-host DATABASE_URL with target_session_attrs=read-write, and in the middle
+ * of the load the primary is killed with SIGKILL and the standby promoted. Every
  * request is retried with its Idempotency-Key until acknowledged. At the end the run drains (jobs,
  * slips and webhook retries), stops the workers, checks, and prints one table; it exits 1 when any check
  * fails (a loss, a drift, an unexplained 5xx) and 2 when the run itself broke. Loopback only.
  *
  * Options: --duration <s> (load, default 180), --kill-every <min-max s> (default 3-8), --pg-restart,
  * --pg-down <s> (outage length, default 3), --pg-restart-command <shell> (restart the DATABASE_URL server
- * with this command instead of a private cluster), --flows <n> (concurrent client flows, default 6),
+ * with this command instead of a private cluster), --failover (primary killed, standby promoted), --flows <n> (concurrent client flows, default 6),
  * --merchants <n> (default 6), --drain-timeout <s> (default 420: a webhook refused twice is retried after 1
  * and then 5 minutes, the spec's schedule), --webhook-failure-rate (0.08),
  * --webhook-hang-rate (0.04), --keep (keep the database and the private cluster). DATABASE_URL names the
@@ -71,6 +76,8 @@ const STOP_TIMEOUT_MS = 30_000;
 const DRAIN_POLL_MS = 2_000;
 /** No kill this long before and after the PostgreSQL outage: the processes that live through it are the proof. */
 const KILL_PAUSE_AROUND_RESTART_MS = 15_000;
+/** The failover waits at most this long for every service process to be ready before it kills the primary. */
+const FAILOVER_READY_WAIT_MS = 120_000;
 
 interface Options {
   duration_s: number;
@@ -79,6 +86,7 @@ interface Options {
   pg_restart: boolean;
   pg_down_s: number;
   pg_restart_command: string | null;
+  failover: boolean;
   flows: number;
   merchants: number;
   drain_timeout_s: number;
@@ -114,6 +122,8 @@ Options:
   --pg-restart                 stop PostgreSQL with a fast shutdown in the middle of the load, then start it again
   --pg-down <s>                length of that outage in seconds (0 to 120, default 3)
   --pg-restart-command <shell> restart the DATABASE_URL server with this command instead of a private cluster
+  --failover                   a private primary with a synchronous standby; the primary is killed (SIGKILL) in the
+                               middle of the load and the standby promoted; the service follows (multi-host URL)
   --flows <n>                  concurrent client flows (1 to 64, default 6)
   --merchants <n>              merchants (2 to 100, default 6)
   --drain-timeout <s>          how long to wait for jobs, slips and webhook retries (10 to 3600, default 420)
@@ -145,6 +155,7 @@ function parseOptionValues() {
       'pg-restart': { type: 'boolean' },
       'pg-down': { type: 'string' },
       'pg-restart-command': { type: 'string' },
+      failover: { type: 'boolean' },
       flows: { type: 'string' },
       merchants: { type: 'string' },
       'drain-timeout': { type: 'string' },
@@ -161,6 +172,8 @@ function optionsOf(values: ReturnType<typeof parseOptionValues>): Options {
   const killEvery = (values['kill-every'] ?? '3-8').split('-').map(Number);
   const [killMin, killMax] = [killEvery[0] ?? Number.NaN, killEvery[1] ?? killEvery[0] ?? Number.NaN];
   if (!(killMin > 0 && killMax >= killMin && killMax <= 600)) throw new OptionError('--kill-every takes seconds as min-max, e.g. 3-8');
+  const failover = values.failover === true;
+  if (failover && (values['pg-restart'] === true || values['pg-restart-command'] !== undefined)) throw new OptionError('--failover and --pg-restart are two different runs: choose one');
   return {
     duration_s: numberOption(values.duration, 180, 'duration', 10, 3600),
     kill_min_s: killMin,
@@ -168,6 +181,7 @@ function optionsOf(values: ReturnType<typeof parseOptionValues>): Options {
     pg_restart: values['pg-restart'] === true || values['pg-restart-command'] !== undefined,
     pg_down_s: numberOption(values['pg-down'], 3, 'pg-down', 0, 120),
     pg_restart_command: values['pg-restart-command'] ?? null,
+    failover,
     flows: numberOption(values.flows, 6, 'flows', 1, 64),
     merchants: numberOption(values.merchants, 6, 'merchants', 2, 100),
     drain_timeout_s: numberOption(values['drain-timeout'], 420, 'drain-timeout', 10, 3600),
@@ -318,6 +332,7 @@ async function main(): Promise<number> {
 
   const serverUrl = process.env.DATABASE_URL || DEFAULT_SERVER_URL;
   let chaosDatabase: ChaosDatabase | null = null;
+  let replicated: ReplicatedDatabase | null = null;
   let receiver: Receiver | null = null;
   let checks: Database | null = null;
   const slots: Slot[] = [];
@@ -330,10 +345,12 @@ async function main(): Promise<number> {
   process.once('SIGINT', abort);
   process.once('SIGTERM', abort);
   try {
+    if (options.failover) replicated = await replicatedCluster(tag, log);
     chaosDatabase =
-      options.pg_restart && options.pg_restart_command === null
-        ? await privateCluster(tag, log)
-        : await databaseOnServer(serverUrl, tag, options.pg_restart_command);
+      replicated ??
+      (options.pg_restart && options.pg_restart_command === null ? await privateCluster(tag, log) : await databaseOnServer(serverUrl, tag, options.pg_restart_command));
+    // Statistics are per server: after a failover they are read on the promoted standby.
+    const statisticsUrl = () => replicated?.currentPrimaryUrl() ?? chaosDatabase!.url;
     log(`database ${chaosDatabase.name} on ${chaosDatabase.server}`);
     receiver = await startReceiver();
 
@@ -383,7 +400,7 @@ async function main(): Promise<number> {
     receiver.send({ type: 'configure', base_urls: apiPorts.map((port) => `http://127.0.0.1:${port}`), failure_rate: options.webhook_failure_rate, hang_rate: options.webhook_hang_rate });
     log(`${tenants.merchants.length} merchants with keys, webhook endpoints, funds and payees`);
 
-    const deadlocks_before = await deadlocksOf(chaosDatabase.url, chaosDatabase.name);
+    const deadlocks_before = await deadlocksOf(statisticsUrl(), chaosDatabase.name);
     const load_started_ms = Date.now();
     const load_end_ms = load_started_ms + options.duration_s * 1000;
     const load = new Load(client, tenants, {
@@ -393,10 +410,26 @@ async function main(): Promise<number> {
       payload_share: 0.8,
       run_tag: tag.slice(-12),
     });
-    log(`load for ${options.duration_s} s with ${options.flows} flows; kill -9 every ${options.kill_min_s}-${options.kill_max_s} s${options.pg_restart ? '; PostgreSQL restart at the middle' : ''}`);
+    log(`load for ${options.duration_s} s with ${options.flows} flows; kill -9 every ${options.kill_min_s}-${options.kill_max_s} s${options.pg_restart ? '; PostgreSQL restart at the middle' : ''}${options.failover ? '; failover at the middle' : ''}`);
     let postgres_restart: RunFacts['postgres_restart'] = null;
+    let failover: FailoverTimes | null = null;
     const restart_at_ms = load_started_ms + (options.duration_s * 1000) / 2;
-    const restart = options.pg_restart
+    const quiet = options.pg_restart || options.failover ? { from_ms: restart_at_ms - KILL_PAUSE_AROUND_RESTART_MS, to_ms: restart_at_ms + options.pg_down_s * 1000 + KILL_PAUSE_AROUND_RESTART_MS } : null;
+    const restart = replicated
+      ? (async () => {
+          await sleep(restart_at_ms - Date.now());
+          // The kill waits for every service process to be up (a restart after a kill takes up to a minute on
+          // two busy cores), so that the time to the first write on the new primary measures the failover,
+          // not a process start; no process is killed from 15 s before until 15 s after the promotion.
+          quiet!.to_ms = Infinity;
+          await Promise.race([Promise.all(slots.map((slot) => slot.whenReady())), sleep(FAILOVER_READY_WAIT_MS)]);
+          log('PostgreSQL: SIGKILL to the primary, promote the standby');
+          failover = await replicated!.failover();
+          quiet!.to_ms = Date.now() + KILL_PAUSE_AROUND_RESTART_MS;
+          // For the checks the outage runs from the kill to the promotion, as a restart's from its stop to its start.
+          postgres_restart = { stopped_at_ms: failover.killed_at_ms, started_at_ms: failover.promoted_at_ms };
+        })()
+      : options.pg_restart
       ? (async () => {
           await sleep(restart_at_ms - Date.now());
           log(`PostgreSQL: fast shutdown, ${options.pg_down_s} s down, start`);
@@ -405,7 +438,6 @@ async function main(): Promise<number> {
         })()
       : Promise.resolve();
     const progress = setInterval(() => log(`${load.operations.length} operations done, ${client!.attempts.length} attempts`), 30_000);
-    const quiet = options.pg_restart ? { from_ms: restart_at_ms - KILL_PAUSE_AROUND_RESTART_MS, to_ms: restart_at_ms + options.pg_down_s * 1000 + KILL_PAUSE_AROUND_RESTART_MS } : null;
     // Cut, stopped and trickled bodies over raw sockets beside the load (issue 28): they must change nothing.
     const hostile = new HostileBodies(client, tenants, load_end_ms);
     const [, kills] = await Promise.all([load.run(), chaosMonkey(slots, load_end_ms, options, quiet), restart, hostile.run()]);
@@ -435,7 +467,7 @@ async function main(): Promise<number> {
       generations,
       postgres_restart,
       deadlocks_before,
-      deadlocks_after: await deadlocksOf(chaosDatabase.url, chaosDatabase.name),
+      deadlocks_after: await deadlocksOf(statisticsUrl(), chaosDatabase.name),
       workers_stopped_at,
       deadlock_pairs: await chaosDatabase.serverLog().then((text) => (text === null ? null : deadlockPairs(text, chaosDatabase!.name))),
       load_started_ms,
@@ -448,7 +480,8 @@ async function main(): Promise<number> {
       observed: drained.drained ? `quiet after ${drained.seconds.toFixed(0)} s` : `still busy after ${drained.seconds.toFixed(0)} s: ${JSON.stringify(drained.last)}`,
       result: drained.drained ? 'pass' : 'FAIL',
     });
-    rows.push(...restartRows(facts));
+    rows.push(...restartRows(facts, options.failover));
+    rows.push(...failoverRows(facts, failover));
     rows.push(...(await slipRows(facts)));
     rows.push(...(await acknowledgedRows(facts)));
     const feeds = await readFeeds(facts);
@@ -466,7 +499,7 @@ async function main(): Promise<number> {
     const header = [
       `Chaos run ${tag}: ${options.duration_s} s of load, ${options.flows} flows, ${options.merchants} merchants, 2 api + 2 worker processes ` +
         `(\`node --import tsx src/main.ts\`), kill -9 every ${options.kill_min_s}-${options.kill_max_s} s, ` +
-        `${options.pg_restart ? `PostgreSQL restarted once (fast shutdown, ${options.pg_down_s} s down)` : 'no PostgreSQL restart'}; ${chaosDatabase.server}.`,
+        `${options.failover ? 'PostgreSQL failed over once (primary SIGKILLed, synchronous standby promoted)' : options.pg_restart ? `PostgreSQL restarted once (fast shutdown, ${options.pg_down_s} s down)` : 'no PostgreSQL restart'}; ${chaosDatabase.server}.`,
       '',
     ];
     const table = markdownTable(['check', 'observed', 'result'], ['l', 'l', 'l'], rows.map((row) => [row.check, row.observed.replaceAll('|', '\\|'), row.result === 'FAIL' ? '**FAIL**' : row.result]));

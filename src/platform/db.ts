@@ -5,6 +5,7 @@ import pg from 'pg';
 // Types only: the embedded engine is loaded when it is opened (`openDatabase`), so that a service on
 // PostgreSQL never holds PGlite's code and memory (about 40 MB resident, docs/benchmarks.md).
 import type { PGlite } from '@electric-sql/pglite';
+import { HostSelectingPool, parseMultiHostUrl } from './multi-host.ts';
 import { UnitOfWork } from './unit-of-work.ts';
 
 /**
@@ -159,10 +160,17 @@ async function allAnswered(answers: readonly Promise<pg.QueryResult>[]): Promise
   return settled.map((answer) => (answer as PromiseFulfilledResult<pg.QueryResult>).value);
 }
 
+/** What PostgresDatabase uses of its pool: a `pg.Pool`, or the HostSelectingPool of a multi-host DATABASE_URL. */
+interface ConnectionPool {
+  connect(): Promise<pg.PoolClient>;
+  query(statement: string | pg.QueryConfig): Promise<pg.QueryResult>;
+  end(): Promise<void>;
+}
+
 class PostgresDatabase implements Database {
   readonly engine = 'postgres' as const;
   statement_observer: StatementObserver | null = null;
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly pool: ConnectionPool) {}
 
   async query<Row>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
     const result = await observed(this.statement_observer, sql, () => this.pool.query(preparedQuery(sql, params)));
@@ -425,15 +433,18 @@ export interface OpenDatabaseOptions {
 
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   if (options.database_url) {
-    const pool = new pg.Pool({
-      connectionString: options.database_url,
+    const config = {
       // Statements are written without waiting for the answer before: a transaction's BEGIN travels with
       // its first statement and its COMMIT with its last (PostgresDatabase.transaction).
       pipeline: true,
       max: options.pool_size ?? 10,
       // Every session runs in UTC so that date arithmetic in SQL never depends on the server's zone.
       options: '-c TimeZone=UTC',
-    });
+    };
+    // Several hosts, or target_session_attrs: the pool picks the host (src/platform/multi-host.ts).
+    const multiHost = parseMultiHostUrl(options.database_url);
+    if (multiHost) return new PostgresDatabase(new HostSelectingPool(multiHost, config));
+    const pool = new pg.Pool({ ...config, connectionString: options.database_url });
     pool.on('error', () => {
       // An idle client that dies is dropped by the pool; the next query opens a new one.
     });

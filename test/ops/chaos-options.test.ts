@@ -19,7 +19,7 @@ describe('npm run chaos options', () => {
     for (const flag of ['--help', '-h']) {
       const run = chaos(flag);
       expect(run.status, run.stderr).toBe(0);
-      for (const option of ['--duration', '--kill-every', '--pg-restart', '--pg-down', '--pg-restart-command', '--flows', '--merchants', '--drain-timeout', '--webhook-failure-rate', '--webhook-hang-rate', '--keep']) {
+      for (const option of ['--duration', '--kill-every', '--pg-restart', '--pg-down', '--pg-restart-command', '--failover', '--flows', '--merchants', '--drain-timeout', '--webhook-failure-rate', '--webhook-hang-rate', '--keep']) {
         expect(run.stdout).toContain(option);
       }
       expect(run.stderr).toBe('');
@@ -34,5 +34,11 @@ describe('npm run chaos options', () => {
       expect(run.stderr).toContain('Usage: npm run chaos');
       expect(run.stderr).not.toMatch(/\n\s+at /);
     }
+  });
+
+  it('--failover with --pg-restart is refused: they are two different runs', () => {
+    const run = chaos('--failover', '--pg-restart');
+    expect(run.status, run.stderr).toBe(2);
+    expect(run.stderr.split('\n')[0]).toBe('chaos: --failover and --pg-restart are two different runs: choose one');
   });
 });
