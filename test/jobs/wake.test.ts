@@ -25,15 +25,18 @@ function recordingWorker(database: Database, ran: { task: string; at_ms: number 
   return new Worker({ database, clock: new SystemClock(), logger: silent, handlers, poll_interval_ms: MINUTE_MS });
 }
 
-describe('the claim answers when the next job falls due', () => {
-  let testDatabase: TestDatabase;
-  beforeAll(async () => {
-    testDatabase = await createTestDatabase();
-  });
-  afterAll(async () => {
-    await testDatabase.close();
-  });
+let testDatabase: TestDatabase;
+/** On PostgreSQL, a second pool on the same database: the worker's process, beside the producer's. */
+let consumer: Database;
+beforeAll(async () => {
+  testDatabase = await createTestDatabase();
+  if (usingPostgres) consumer = await testDatabase.openAnother();
+});
+afterAll(async () => {
+  await testDatabase.close();
+});
 
+describe('the claim answers when the next job falls due', () => {
   it('names the earliest pending job after the ones it claims', async () => {
     const { database } = testDatabase;
     const now = new Date('2026-09-01T00:00:00.000Z');
@@ -71,6 +74,9 @@ describe('the claim answers when the next job falls due', () => {
     }
   });
 
+});
+
+describe('a test clock that stands still', () => {
   it('under a test clock that stands still, a job just ahead of it does not make the worker poll without end', async () => {
     const { database } = testDatabase;
     const clock = new TestClock('2026-08-01T00:00:00.000Z');
@@ -108,41 +114,30 @@ describe('notification payloads', () => {
   });
 });
 
-describe.skipIf(!usingPostgres)('LISTEN/NOTIFY across processes', () => {
-  let testDatabase: TestDatabase;
-  let producer: Database;
-  let consumer: Database;
-  beforeAll(async () => {
-    testDatabase = await createTestDatabase();
-    producer = testDatabase.database;
-    consumer = await testDatabase.openAnother();
-  });
-  afterAll(async () => {
-    await testDatabase.close();
-  });
-
-  async function listenedPayloads(work: () => Promise<void>): Promise<string[]> {
-    const client = new pg.Client({ connectionString: testDatabase.url! });
-    await client.connect();
-    const payloads: string[] = [];
-    client.on('notification', (message) => payloads.push(message.payload ?? ''));
-    try {
-      await client.query(`LISTEN ${JOBS_DUE_CHANNEL}`);
-      await work();
-      // A notification is delivered after its commit; a round trip on the listening session lets it arrive.
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      await client.query('SELECT 1');
-    } finally {
-      await client.end();
-    }
-    return payloads;
+async function listenedPayloads(work: () => Promise<void>): Promise<string[]> {
+  const client = new pg.Client({ connectionString: testDatabase.url! });
+  await client.connect();
+  const payloads: string[] = [];
+  client.on('notification', (message) => payloads.push(message.payload ?? ''));
+  try {
+    await client.query(`LISTEN ${JOBS_DUE_CHANNEL}`);
+    await work();
+    // A notification is delivered after its commit; a round trip on the listening session lets it arrive.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await client.query('SELECT 1');
+  } finally {
+    await client.end();
   }
+  return payloads;
+}
 
+describe.skipIf(!usingPostgres)('the trigger on jobs', () => {
   it('a job due within a minute notifies with its run_at on commit; a later one, a test clock\'s and a rolled-back one do not; a retry does', async () => {
-    const clock = new TestClock('2026-09-03T00:00:00.000Z');
+    // Before every other job of this file's database, so that the claim below takes one of this test's.
+    const clock = new TestClock('2026-07-01T00:00:00.000Z');
     const now = clock.now().getTime();
     const payloads = await listenedPayloads(async () => {
-      await producer.transaction(async (tx) => {
+      await testDatabase.database.transaction(async (tx) => {
         await enqueueJob(tx, clock, { task: 'notify.now', payload: {} });
         await enqueueJob(tx, clock, { task: 'notify.now', payload: { second: true } });
         await enqueueJob(tx, clock, { task: 'notify.soon', payload: {}, run_at: new Date(now + 30_000) });
@@ -151,14 +146,14 @@ describe.skipIf(!usingPostgres)('LISTEN/NOTIFY across processes', () => {
         await runInTestClock(scope, () => enqueueJob(tx, clock, { task: 'notify.test_clock', payload: {}, run_at: new Date(now + 5) }));
       });
       await expect(
-        producer.transaction(async (tx) => {
+        testDatabase.database.transaction(async (tx) => {
           await enqueueJob(tx, clock, { task: 'notify.rolled_back', payload: {}, run_at: new Date(now + 1) });
           throw new Error('roll back');
         }),
       ).rejects.toThrow('roll back');
-      const claimed = await claimDueJobs(producer, { now: clock.now(), limit: 1, worker_id: 'w-retry', lease_ms: 15_000 });
+      const claimed = await claimDueJobs(testDatabase.database, { now: clock.now(), limit: 1, worker_id: 'w-retry', lease_ms: 15_000 });
       const job = claimed.claimed[0]!;
-      await markJobFailed(producer, { job_id: job.job_id, worker_id: 'w-retry', attempt: job.attempts }, {
+      await markJobFailed(testDatabase.database, { job_id: job.job_id, worker_id: 'w-retry', attempt: job.attempts }, {
         now: clock.now(), retry_from: clock.now(), last_error: 'try again', permanent: false, base_backoff_ms: 1_000, max_backoff_ms: 3_600_000,
       });
     });
@@ -166,6 +161,9 @@ describe.skipIf(!usingPostgres)('LISTEN/NOTIFY across processes', () => {
     expect(payloads).toEqual([String(now), String(now + 30_000), String(now + 1_000)]);
   });
 
+});
+
+describe.skipIf(!usingPostgres)('a worker listening in another process', () => {
   it('a job committed by another process runs at once, and one due in a second runs when it falls due', async () => {
     const ran: { task: string; at_ms: number }[] = [];
     const worker = recordingWorker(consumer, ran, ['notified.now', 'notified.soon']);
@@ -176,7 +174,7 @@ describe.skipIf(!usingPostgres)('LISTEN/NOTIFY across processes', () => {
       await waitFor(() => (listener.listening ? true : null), 10_000, 'the listener to listen');
       const committed_ms = Date.now();
       const run_at = new Date(committed_ms + 1_000);
-      await producer.transaction(async (tx) => {
+      await testDatabase.database.transaction(async (tx) => {
         await enqueueJob(tx, new SystemClock(), { task: 'notified.now', payload: {} });
         await enqueueJob(tx, new SystemClock(), { task: 'notified.soon', payload: {}, run_at });
       });
@@ -198,16 +196,16 @@ describe.skipIf(!usingPostgres)('LISTEN/NOTIFY across processes', () => {
     listener.start();
     try {
       await waitFor(() => (listener.listening ? true : null), 10_000, 'the listener to listen');
-      const terminated = await producer.query<{ done: boolean }>(
+      const terminated = await testDatabase.database.query<{ done: boolean }>(
         `SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
         [LISTENER_APPLICATION_NAME],
       );
       expect(terminated.rows.map((row) => row.done)).toEqual([true]);
       await waitFor(() => (listener.listening ? null : true), 10_000, 'the listener to notice');
-      const job_id = await producer.transaction((tx) => enqueueJob(tx, new SystemClock(), { task: 'missed.while.away', payload: {} }));
+      const job_id = await testDatabase.database.transaction((tx) => enqueueJob(tx, new SystemClock(), { task: 'missed.while.away', payload: {} }));
       await waitFor(() => (ran.length === 1 ? true : null), 30_000, 'the missed job to run');
       expect(listener.listens).toBe(2);
-      expect((await getJob(producer, job_id!))?.status).toBe('succeeded');
+      await waitFor(async () => ((await getJob(testDatabase.database, job_id!))?.status === 'succeeded' ? true : null), 10_000, 'the success to be recorded');
     } finally {
       await listener.stop();
       await worker.stop();
