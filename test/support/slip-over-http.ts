@@ -27,7 +27,7 @@ export interface PaidOrder {
 
 /** A deposit matched at once, and the sandbox bank's transfer for it with its slip. */
 export async function payOverHttp(base_url: string, credentials: MerchantCredentials, label: string): Promise<PaidOrder> {
-  const deposit = await signedPost(base_url, credentials, '/v1/pay/deposits', somchaiDepositBody(10_000, { prefix: label, account_prefix: '66', ip: '203.0.113.9' }));
+  const deposit = await signedPost(base_url, credentials, '/v1/pay/deposits', somchaiDepositBody(50_000, { prefix: label, account_prefix: '66', ip: '203.0.113.9' }));
   const transfer = (await signedPost(base_url, credentials, '/v1/test/bank/transfers', { deposit_id: deposit.id })) as { slip: { image_base64: string; payload: string } };
   return {
     deposit_id: deposit.id as string,
