@@ -76,7 +76,8 @@ import { IdempotencyService } from './idempotency/service.ts';
 import { apiRoutesOf, buildServer } from './http/server.ts';
 import type { RouteModule } from './http/context.ts';
 import { openApiRoutes, registerApiReference } from './openapi/routes.ts';
-import { Worker, purgeFinishedJobs, readJobBacklog, type JobHandler } from './jobs/index.ts';
+import { Worker, listenForDueJobs, purgeFinishedJobs, readJobBacklog, type JobHandler } from './jobs/index.ts';
+import type { NotificationListener } from './platform/notifications.ts';
 import { TestClockService, type TestClockLimits } from './test-clocks/service.ts';
 import { testClockRoutes } from './test-clocks/routes.ts';
 
@@ -155,6 +156,8 @@ export interface ServiceInstance {
   services: Services;
   app: FastifyInstance;
   worker: Worker;
+  /** The worker's LISTEN session for jobs that fall due, while the worker role runs on PostgreSQL; else null. */
+  dueJobListener(): NotificationListener | null;
   /** Runs one round of housekeeping (expired nonces, counters, idempotency records, finished jobs). */
   housekeep(): Promise<number>;
   listen(): Promise<string>;
@@ -645,6 +648,7 @@ export function createServiceInstance(options: CreateInstanceOptions): ServiceIn
     logger: services.logger,
     metrics: services.metrics,
     concurrency: options.config.worker_concurrency,
+    poll_interval_ms: options.config.worker_poll_interval_ms,
   });
   base.workerLink.worker = worker;
   return instanceOf(services, app, worker, { addresses: base.addresses, state, owns_database: options.owns_database !== false });
@@ -672,10 +676,15 @@ function instanceOf(
   // Housekeeping is maintenance, not a business deadline: every worker process runs it on a timer,
   // and since each round only deletes rows already expired, running it in several processes is safe.
   let housekeepingTimer: NodeJS.Timeout | null = null;
+  // Another process's committed job reaches this worker through LISTEN (src/jobs/wake.ts); PGlite is one
+  // process, where the services wake the worker directly.
+  const listenUrl = services.database.engine === 'postgres' ? config.database_listen_url : null;
+  const dueJobListener = listenUrl === null ? null : listenForDueJobs(worker, { connection_string: listenUrl, logger });
   return {
     services,
     app,
     worker,
+    dueJobListener: () => (config.worker_enabled ? dueJobListener : null),
     housekeep: () => housekeep(services),
     async listen() {
       if (config.api_enabled) {
@@ -688,6 +697,7 @@ function instanceOf(
       if (config.worker_enabled) {
         await services.verification.warmUp();
         worker.start();
+        dueJobListener?.start();
         // Webhook delivery reads the outbox on its own loop, with per-endpoint limits (src/webhooks).
         services.webhooks.dispatcher.start();
         housekeepingTimer = setInterval(() => {
@@ -705,6 +715,7 @@ function instanceOf(
       if (housekeepingTimer) clearInterval(housekeepingTimer);
       services.loadShedder.stop();
       await app.close();
+      await dueJobListener?.stop();
       await worker.stop();
       await services.webhooks.dispatcher.stop();
       if (runtime.owns_database) await services.database.close();

@@ -21,9 +21,11 @@ export {
   Worker,
   BASE_BACKOFF_MS,
   LAST_ERROR_MAX_LENGTH,
+  MAXIMUM_POLL_INTERVAL_MS,
   type ClaimedJob,
   type JobHandler,
   type JobHandlerContext,
   type WorkerOptions,
 } from './worker.ts';
+export { listenForDueJobs, JOBS_DUE_CHANNEL } from './wake.ts';
 export type { JobRow, JobStatus } from './repository.ts';

@@ -157,14 +157,33 @@ export interface ClaimJobsInput {
  * statement commits, and a concurrent claim skips them for that instant; expired leases are rare
  * (a crashed worker), so the pending part alone is the common case.
  */
-export async function claimDueJobs(database: Queryable, input: ClaimJobsInput): Promise<ClaimedJobRow[]> {
-  const result = await database.query<ClaimedJobRow>(
-    `WITH ${claimParts('')}
-     ${CLAIM_UPDATE}
-     RETURNING ${CLAIMED_COLUMNS}`,
+export async function claimDueJobs(database: Queryable, input: ClaimJobsInput): Promise<ClaimedJobs> {
+  const result = await database.query<{ claimed: ClaimedJobRow[] | null; next_run_at: Date | null }>(
+    `WITH ${claimParts('')},
+     claimed AS (
+       ${CLAIM_UPDATE}
+       RETURNING ${CLAIMED_COLUMNS}
+     )
+     SELECT (SELECT json_agg(claimed) FROM claimed) AS claimed,
+            (SELECT run_at FROM jobs
+              WHERE status = 'pending' AND test_clock_id IS NULL AND run_at > $1::timestamptz
+              ORDER BY run_at, job_id
+              LIMIT 1) AS next_run_at`,
     [input.now, input.limit, input.worker_id, input.lease_ms],
   );
-  return result.rows;
+  const row = result.rows[0];
+  invariant(row !== undefined, 'the statement answers one row');
+  return { claimed: row.claimed ?? [], next_run_at: row.next_run_at };
+}
+
+/**
+ * What a poll's claim answers: the jobs it claimed, and the run_at of the earliest real-time job still
+ * pending after it (null when there is none), so that the worker wakes when that job falls due instead of
+ * at its next poll. The lookup walks `jobs_runnable_real_in_order` from `now` and reads one entry.
+ */
+export interface ClaimedJobs {
+  claimed: ClaimedJobRow[];
+  next_run_at: Date | null;
 }
 
 const CLAIMED_COLUMNS = 'jobs.job_id, jobs.white_label_id, jobs.task, jobs.payload, jobs.attempts, jobs.max_attempts';

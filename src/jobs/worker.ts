@@ -7,7 +7,17 @@ import type { Logger } from '../platform/logger.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import { invariant } from '../platform/assert.ts';
 import { scrubText } from '../platform/logger.ts';
-import { claimDueJobs, claimNextTestClockJob, completeAndClaimDueJobs, extendJobLease, markJobFailed, markJobSucceeded, type ClaimedJobRow, type JobLease } from './repository.ts';
+import {
+  claimDueJobs,
+  claimNextTestClockJob,
+  completeAndClaimDueJobs,
+  extendJobLease,
+  markJobFailed,
+  markJobSucceeded,
+  type ClaimedJobRow,
+  type ClaimedJobs,
+  type JobLease,
+} from './repository.ts';
 
 /** The first retry waits this long; each further retry doubles it, up to `max_backoff_ms`. */
 export const BASE_BACKOFF_MS = 1_000;
@@ -16,6 +26,11 @@ export const LAST_ERROR_MAX_LENGTH = 500;
 
 const DEFAULT_CONCURRENCY = 4;
 const DEFAULT_POLL_INTERVAL_MS = 250;
+/**
+ * The longest poll interval: jobs due more than a minute after they are written do not notify
+ * (migrations/0038_jobs_due_notify.sql), so a worker must poll at least this often to learn of them in time.
+ */
+export const MAXIMUM_POLL_INTERVAL_MS = 60_000;
 /**
  * A claim is exclusive for 15 s and renewed by a heartbeat every third of that while the handler runs,
  * so a job of a crashed worker is taken over within about 15 s (deadlines such as expiry slip by that
@@ -69,7 +84,11 @@ export interface WorkerOptions {
   metrics?: Metrics;
   /** Handlers running at once; default 4. */
   concurrency?: number;
-  /** Pause between polls when there was nothing to claim; default 250 ms. */
+  /**
+   * Pause between polls when there was nothing to claim; default 250 ms, at most a minute. A job that falls
+   * due before the next poll (the claim answers the next run_at; a notification names a new job's) wakes the
+   * worker at that instant instead.
+   */
   poll_interval_ms?: number;
   /** How long a claim is exclusive without a heartbeat; after it another worker takes the job over. Default 15 s. */
   lease_ms?: number;
@@ -133,6 +152,12 @@ export class Worker {
   private poll_again = false;
   /** True when the last poll filled every free slot, so a finishing handler should poll at once. */
   private backlog_possible = false;
+  /** The real-clock instant (ms) the poll timer fires at; null while no timer is set. */
+  private poll_timer_due_ms: number | null = null;
+  /** The earliest known instant (ms, real clock) a job falls due that no poll has claimed yet; null when none is known. */
+  private timed_wake_ms: number | null = null;
+  /** The instant of the last timed wake that fired: a later claim that names it again (a frozen test clock) arms nothing. */
+  private fired_wake_ms = Number.NEGATIVE_INFINITY;
 
   constructor(options: WorkerOptions) {
     this.database = options.database;
@@ -152,7 +177,10 @@ export class Worker {
       Number.isInteger(this.concurrency) && this.concurrency >= 1 && this.concurrency <= MAXIMUM_CONCURRENCY,
       `concurrency is an integer from 1 to ${MAXIMUM_CONCURRENCY}`,
     );
-    invariant(Number.isInteger(this.poll_interval_ms) && this.poll_interval_ms >= 1, 'poll_interval_ms is a positive integer');
+    invariant(
+      Number.isInteger(this.poll_interval_ms) && this.poll_interval_ms >= 1 && this.poll_interval_ms <= MAXIMUM_POLL_INTERVAL_MS,
+      `poll_interval_ms is an integer from 1 to ${MAXIMUM_POLL_INTERVAL_MS}`,
+    );
     invariant(Number.isInteger(this.lease_ms) && this.lease_ms >= 1, 'lease_ms is a positive integer');
     invariant(Number.isInteger(this.heartbeat_interval_ms) && this.heartbeat_interval_ms >= 0 && this.heartbeat_interval_ms < this.lease_ms, 'heartbeat_interval_ms is shorter than the lease');
     invariant(Number.isInteger(this.max_renewed_run_ms) && this.max_renewed_run_ms >= 0, 'max_renewed_run_ms is a non-negative integer');
@@ -179,6 +207,24 @@ export class Worker {
   }
 
   /**
+   * Wakes the worker when a job falls due at `instant` (real time): at once when it has come, else by a
+   * timer set for it, unless a poll comes earlier anyway. Only the earliest instant is kept: the poll it
+   * wakes answers the next pending run_at, which covers every later job (src/jobs/wake.ts).
+   */
+  wakeAt(instant: Date): void {
+    if (!this.started || this.stopping) return;
+    const at_ms = instant.getTime();
+    if (!Number.isFinite(at_ms) || at_ms <= this.real_clock.now().getTime()) {
+      this.wake();
+      return;
+    }
+    this.timed_wake_ms = this.timed_wake_ms === null ? at_ms : Math.min(this.timed_wake_ms, at_ms);
+    // A poll in progress schedules the next one when it ends, with this instant in view.
+    if (this.poll_in_progress !== null) return;
+    if (this.poll_timer_due_ms === null || at_ms < this.poll_timer_due_ms) this.scheduleNextPoll();
+  }
+
+  /**
    * Stops claiming and waits for every running handler to finish and record its outcome. A job
    * claimed by a poll that was in progress is still run, because leaving it leased would delay it by
    * a whole lease. After stop(), runDueJobs claims nothing until start() is called again.
@@ -188,6 +234,7 @@ export class Worker {
     if (this.poll_timer !== null) {
       clearTimeout(this.poll_timer);
       this.poll_timer = null;
+      this.poll_timer_due_ms = null;
     }
     if (this.poll_in_progress !== null) await this.poll_in_progress;
     for (let wait = 0; wait < MAXIMUM_STOP_WAITS && this.in_flight.size > 0; wait += 1) {
@@ -208,7 +255,7 @@ export class Worker {
     let ran = 0;
     for (let round = 0; round < MAXIMUM_RUN_DUE_JOBS_ROUNDS && ran < limit && !this.stopping; round += 1) {
       const batch_size = Math.min(this.concurrency, limit - ran);
-      const jobs = await this.claim(batch_size);
+      const { claimed: jobs } = await this.claim(batch_size);
       await Promise.all(jobs.map((job) => this.track(this.process(job))));
       ran += jobs.length;
       // Only an empty claim ends the run: the handlers of a short batch may have enqueued due jobs.
@@ -217,17 +264,43 @@ export class Worker {
     return ran;
   }
 
-  private schedulePoll(delay_ms: number): void {
+  private schedulePoll(delay_ms: number, timed_wake_ms: number | null = null): void {
     if (!this.started || this.stopping) return;
     if (this.poll_timer !== null) clearTimeout(this.poll_timer);
+    const set_at_ms = this.real_clock.now().getTime();
+    this.poll_timer_due_ms = set_at_ms + delay_ms;
     // A wake can come from work running under a test clock (a slip accepted for a clock's order); the
     // timer is made outside that scope, or every later poll would run at the clock's frozen time.
     this.poll_timer = outsideTestClock(() =>
       setTimeout(() => {
         this.poll_timer = null;
+        this.poll_timer_due_ms = null;
+        if (timed_wake_ms !== null && this.timed_wake_ms === timed_wake_ms) {
+          const now_ms = this.real_clock.now().getTime();
+          // Node's timers can fire a millisecond before the wall clock reaches their instant; a claim then
+          // would find the job not yet due. The rest is waited for, unless the clock stands still (a test clock).
+          if (now_ms < timed_wake_ms && now_ms > set_at_ms) {
+            this.scheduleNextPoll();
+            return;
+          }
+          this.timed_wake_ms = null;
+          this.fired_wake_ms = timed_wake_ms;
+        }
         this.beginPoll();
       }, delay_ms),
     );
+  }
+
+  /** The next poll: after the interval, or when the earliest known job falls due if that is sooner. */
+  private scheduleNextPoll(): void {
+    const timed = this.timed_wake_ms;
+    if (timed === null) {
+      this.schedulePoll(this.poll_interval_ms);
+      return;
+    }
+    const until_due_ms = Math.max(0, timed - this.real_clock.now().getTime());
+    if (until_due_ms >= this.poll_interval_ms) this.schedulePoll(this.poll_interval_ms);
+    else this.schedulePoll(until_due_ms, timed);
   }
 
   /** Runs one poll; polls never overlap, and the next one is scheduled when this one ends. */
@@ -239,7 +312,8 @@ export class Worker {
     this.poll_again = false;
     this.poll_in_progress = this.pollOnce().finally(() => {
       this.poll_in_progress = null;
-      this.schedulePoll(this.poll_again ? 0 : this.poll_interval_ms);
+      if (this.poll_again) this.schedulePoll(0);
+      else this.scheduleNextPoll();
     });
   }
 
@@ -254,7 +328,9 @@ export class Worker {
     }
     let jobs: ClaimedJobRow[];
     try {
-      jobs = await this.claim(free_slots);
+      const answer = await this.claim(free_slots);
+      jobs = answer.claimed;
+      this.rememberNextDue(answer.next_run_at);
     } catch (error) {
       // The database may be restarting; the next poll tries again after the interval.
       this.logger.error({ err: error, worker_id: this.worker_id }, 'claiming jobs failed');
@@ -262,6 +338,18 @@ export class Worker {
     }
     this.backlog_possible = jobs.length === free_slots;
     for (const job of jobs) this.startPolled(job);
+  }
+
+  /**
+   * Keeps the run_at the claim answered as the instant to wake at, unless an earlier one is known. An
+   * instant that already fired is not armed again: under a test clock that stands still, the same job
+   * stays ahead of the clock, and waking for it again would poll without end.
+   */
+  private rememberNextDue(next_run_at: Date | null): void {
+    if (next_run_at === null) return;
+    const at_ms = next_run_at.getTime();
+    if (at_ms <= this.fired_wake_ms) return;
+    this.timed_wake_ms = this.timed_wake_ms === null ? at_ms : Math.min(this.timed_wake_ms, at_ms);
   }
 
   /**
@@ -317,7 +405,7 @@ export class Worker {
     return { job_id: row.job_id, task: row.task, ran_at };
   }
 
-  private claim(limit: number): Promise<ClaimedJobRow[]> {
+  private claim(limit: number): Promise<ClaimedJobs> {
     return claimDueJobs(this.database, {
       now: this.real_clock.now(),
       limit,

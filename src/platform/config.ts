@@ -55,6 +55,18 @@ const environmentSchema = z.object({
   MIGRATE_ON_START: booleanText.default(true),
   DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+  /**
+   * The worker's fallback poll, when nothing woke it; at most a minute (src/jobs/worker.ts). On PostgreSQL
+   * a LISTEN wakes it when a job is committed or falls due, so the poll only covers what a lost connection missed.
+   */
+  WORKER_POLL_INTERVAL_MS: z.coerce.number().int().min(10).max(60_000).default(250),
+  /** On PostgreSQL, a worker listens for jobs that fall due (LISTEN jobs_due); off: it only polls. */
+  WORKER_LISTEN: booleanText.default(true),
+  /**
+   * The connection the worker's LISTEN session opens: the PostgreSQL server itself, since a session's LISTEN
+   * cannot pass through PgBouncer's transaction pooling. DATABASE_URL by default.
+   */
+  DATABASE_LISTEN_URL: z.string().min(1).optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(25_000),
   NODE_ENV: z.string().default('development'),
   /** Where slip evidence is kept: in PostgreSQL with its receipt (default), or in a directory. */
@@ -149,6 +161,9 @@ export interface Config {
   migrate_on_start: boolean;
   db_pool_size: number;
   worker_concurrency: number;
+  worker_poll_interval_ms: number;
+  /** The worker's LISTEN session's connection string; null on PGlite and when WORKER_LISTEN is off. */
+  database_listen_url: string | null;
   shutdown_timeout_ms: number;
   production: boolean;
   slip_evidence_store: 'postgres' | 'filesystem';
@@ -284,6 +299,8 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     migrate_on_start: values.MIGRATE_ON_START,
     db_pool_size: values.DB_POOL_SIZE,
     worker_concurrency: values.WORKER_CONCURRENCY,
+    worker_poll_interval_ms: values.WORKER_POLL_INTERVAL_MS,
+    database_listen_url: values.DATABASE_URL && values.WORKER_LISTEN ? (values.DATABASE_LISTEN_URL ?? values.DATABASE_URL) : null,
     shutdown_timeout_ms: values.SHUTDOWN_TIMEOUT_MS,
     production: values.NODE_ENV === 'production',
     slip_evidence_store: values.SLIP_EVIDENCE_STORE,

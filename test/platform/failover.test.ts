@@ -2,6 +2,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isDatabaseUnavailable, openDatabase, type Database } from '../../src/platform/db.ts';
 import { replicatedCluster, replicationAvailable, type ReplicatedDatabase } from '../../scripts/chaos/standby.ts';
+import { NotificationListener } from '../../src/platform/notifications.ts';
+import { createLogger } from '../../src/platform/logger.ts';
 import { usingPostgres } from '../support/database.ts';
 
 /**
@@ -45,6 +47,41 @@ function startWriters(database: Database): { acknowledged: number[]; ports: numb
   };
 }
 
+async function until(condition: () => boolean, what: string, timeout_ms = 20_000): Promise<void> {
+  const deadline = Date.now() + timeout_ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/**
+ * A worker's LISTEN session (src/platform/notifications.ts) on a URL that lists `first` before `second`, and a
+ * check that it hears a notification sent through `database` (which writes to the primary).
+ */
+async function listenerHearsPrimary(database: Database, url_of: (first: number, second: number) => string, first: number, second: number): Promise<number> {
+  const heard: string[] = [];
+  const listener = new NotificationListener({
+    connection_string: url_of(first, second),
+    channel: 'failover_probe',
+    on_notification: (payload) => heard.push(payload),
+    on_listening: () => {},
+    logger: createLogger('silent'),
+    minimum_backoff_ms: 20,
+    maximum_backoff_ms: 200,
+  });
+  listener.start();
+  try {
+    await until(() => listener.listening, 'the listener to listen');
+    const probe = `probe-${Date.now()}`;
+    await database.query('SELECT pg_notify($1, $2)', ['failover_probe', probe]);
+    await until(() => heard.includes(probe), 'the notification');
+    return listener.listens;
+  } finally {
+    await listener.stop();
+  }
+}
+
 const skipReason = !usingPostgres ? 'a PostgreSQL run only' : !replicationAvailable() ? 'initdb, pg_ctl or pg_basebackup not found (Debian package postgresql)' : null;
 
 describe.skipIf(skipReason !== null)(`failover to a promoted synchronous standby${skipReason ? ` (skipped: ${skipReason})` : ''}`, () => {
@@ -61,6 +98,17 @@ describe.skipIf(skipReason !== null)(`failover to a promoted synchronous standby
     await database?.close();
     await cluster?.dispose(false);
   }, 30_000);
+
+  /** A multi-host URL of the two clusters in the given order of ports. */
+  const urlOf = (first: number, second: number) => {
+    const primary = new URL(cluster.primary_url);
+    return `postgres://${primary.username}@127.0.0.1:${first},127.0.0.1:${second}${primary.pathname}?target_session_attrs=read-write&connect_timeout=5`;
+  };
+  const portOf = (url: string) => Number(new URL(url).port);
+
+  it('a LISTEN session given the standby first settles on the primary, the standby refusing LISTEN in recovery', async () => {
+    expect(await listenerHearsPrimary(database, urlOf, portOf(cluster.standby_url), portOf(cluster.primary_url))).toBe(1);
+  }, 60_000);
 
   it('loses no acknowledged write, and the next writes go to the promoted standby', async () => {
     const { acknowledged, ports, stop } = startWriters(database);
@@ -93,5 +141,9 @@ describe.skipIf(skipReason !== null)(`failover to a promoted synchronous standby
     } finally {
       await promoted.end();
     }
+  }, 60_000);
+
+  it('after the failover, a LISTEN session given the killed primary first listens on the promoted standby', async () => {
+    expect(await listenerHearsPrimary(database, urlOf, portOf(cluster.primary_url), portOf(cluster.standby_url))).toBe(1);
   }, 60_000);
 });
