@@ -5,7 +5,7 @@ import { createDeposit, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadM
 import { accountOf, fundAvailable, verifiedBeneficiary } from '../support/withdrawals.ts';
 import { startLocalS3, type LocalS3 } from '../support/s3.ts';
 import { createLogger } from '../../src/platform/logger.ts';
-import { DAY_MS, HOUR_MS } from '../../src/platform/time.ts';
+import { DAY_MS } from '../../src/platform/time.ts';
 import { EVIDENCE_RETENTION_TASK } from '../../src/slips/retention.ts';
 import type { WithdrawalView } from '../../src/withdrawals/service.ts';
 

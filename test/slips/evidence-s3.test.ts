@@ -63,6 +63,9 @@ describe('slip evidence in an S3 object store', () => {
     expect(reviewerRead.rawPayload.equals(png)).toBe(true);
   });
 
+});
+
+describe('objects of uploads that made no receipt', () => {
   it('a replay answers the first receipt and leaves one object; an upload refused by the slip limit leaves none', async () => {
     const order = await createDeposit(app, { amount_minor: 12_000, expires_in_seconds: 3_600 });
     const png = slipBytes(await sandboxTransfer(app, order));
@@ -88,6 +91,9 @@ describe('slip evidence in an S3 object store', () => {
     expect(full.filter((key) => receipts.some((receipt) => key.endsWith(`/${receipt.receipt_id}`)))).toHaveLength(3);
   });
 
+});
+
+describe('an object store that is down', () => {
   it('an object store that does not answer: 503 slip_intake_unavailable, and no receipt, job or idempotency record is left', async () => {
     const port = await closedPort();
     const down = await createTestApp({
