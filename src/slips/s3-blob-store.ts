@@ -1,4 +1,4 @@
-import { DeleteObjectCommand, GetObjectCommand, NoSuchKey, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import type * as S3Sdk from '@aws-sdk/client-s3';
 import { invariant } from '../platform/assert.ts';
 import type { Queryable } from '../platform/db.ts';
 import type { S3BlobStoreSettings } from '../platform/config.ts';
@@ -25,16 +25,32 @@ const SAFE_COMPONENT = /^[A-Za-z0-9_]{1,100}$/;
 
 /** Whether the answer says that the object is not there (NoSuchKey from GET, a bare 404 from some servers). */
 function isMissing(error: unknown): boolean {
-  return error instanceof NoSuchKey || (error instanceof S3ServiceException && error.$metadata.httpStatusCode === 404);
+  const answer = error as { name?: unknown; $metadata?: { httpStatusCode?: unknown } } | null;
+  return answer?.name === 'NoSuchKey' || answer?.$metadata?.httpStatusCode === 404;
 }
+
+type S3Module = typeof S3Sdk;
+type S3Client = S3Sdk.S3Client;
 
 export class S3BlobStore implements BlobStore {
   readonly kind = 's3' as const;
   readonly writes = 'before_transaction' as const;
-  private readonly client: S3Client;
+  /**
+   * The SDK, loaded at the first call: it is about a second and 25 MiB to load, which a deployment that keeps
+   * its evidence elsewhere should not pay at every start.
+   */
+  private connection: Promise<{ sdk: S3Module; client: S3Client }> | null = null;
 
-  constructor(private readonly settings: S3BlobStoreSettings) {
-    this.client = new S3Client({
+  constructor(private readonly settings: S3BlobStoreSettings) {}
+
+  private connect(): Promise<{ sdk: S3Module; client: S3Client }> {
+    this.connection ??= import('@aws-sdk/client-s3').then((sdk) => ({ sdk, client: this.clientOf(sdk) }));
+    return this.connection;
+  }
+
+  private clientOf(sdk: S3Module): S3Client {
+    const settings = this.settings;
+    return new sdk.S3Client({
       region: settings.region,
       ...(settings.endpoint === null ? {} : { endpoint: settings.endpoint }),
       forcePathStyle: settings.force_path_style,
@@ -58,8 +74,9 @@ export class S3BlobStore implements BlobStore {
   }
 
   async put(_db: Queryable, address: BlobAddress, bytes: Buffer): Promise<void> {
-    await this.client.send(
-      new PutObjectCommand({
+    const { sdk, client } = await this.connect();
+    await client.send(
+      new sdk.PutObjectCommand({
         Bucket: this.settings.bucket,
         Key: this.keyOf(address),
         Body: bytes,
@@ -71,8 +88,9 @@ export class S3BlobStore implements BlobStore {
   }
 
   async get(_db: Queryable, address: BlobAddress): Promise<Buffer | null> {
+    const { sdk, client } = await this.connect();
     try {
-      const answer = await this.client.send(new GetObjectCommand({ Bucket: this.settings.bucket, Key: this.keyOf(address) }), this.callOptions());
+      const answer = await client.send(new sdk.GetObjectCommand({ Bucket: this.settings.bucket, Key: this.keyOf(address) }), this.callOptions());
       if (answer.Body === undefined) return null;
       return Buffer.from(await answer.Body.transformToByteArray());
     } catch (error) {
@@ -97,10 +115,11 @@ export class S3BlobStore implements BlobStore {
 
   /** Deleting an object that is not there succeeds (S3's DELETE is idempotent), so a retried purge is safe. */
   private async deleteObject(address: BlobAddress): Promise<void> {
-    await this.client.send(new DeleteObjectCommand({ Bucket: this.settings.bucket, Key: this.keyOf(address) }), this.callOptions());
+    const { sdk, client } = await this.connect();
+    await client.send(new sdk.DeleteObjectCommand({ Bucket: this.settings.bucket, Key: this.keyOf(address) }), this.callOptions());
   }
 
   close(): void {
-    this.client.destroy();
+    void this.connection?.then(({ client }) => client.destroy());
   }
 }
