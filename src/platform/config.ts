@@ -63,7 +63,8 @@ const environmentSchema = z.object({
   SLIP_EVIDENCE_DIR: z.string().min(1).optional(),
   /** The S3 evidence store (src/slips/s3-blob-store.ts); the bucket is required with SLIP_EVIDENCE_STORE=s3. */
   SLIP_EVIDENCE_S3_BUCKET: z.string().min(3).max(63).optional(),
-  SLIP_EVIDENCE_S3_PREFIX: z.string().max(200).regex(/^([A-Za-z0-9._-]+\/)*$/).default(''),
+  /** Folders of ids-like names, each ending in `/` (no segment of dots): keys stay `<prefix><brand>/<receipt>`. */
+  SLIP_EVIDENCE_S3_PREFIX: z.string().max(200).regex(/^([A-Za-z0-9_-][A-Za-z0-9._-]*\/)*$/).default(''),
   SLIP_EVIDENCE_S3_ENDPOINT: z.url().optional(),
   SLIP_EVIDENCE_S3_REGION: z.string().min(1).max(50).default('us-east-1'),
   SLIP_EVIDENCE_S3_FORCE_PATH_STYLE: booleanText.default(false),

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, errorOf, type TestApp } from '../support/app.ts';
 import { createDeposit, getDeposit, runJobs, sandboxTransfer, slipBytes, uploadMultipart } from '../support/slips.ts';
 import { closedPort, startLocalS3, type LocalS3 } from '../support/s3.ts';
+import { loadConfig } from '../../src/platform/config.ts';
 
 /**
  * The S3 evidence store (SLIP_EVIDENCE_STORE=s3) against a real S3-compatible server (s3rver), through the
@@ -116,5 +117,30 @@ describe('an object store that is down', () => {
     } finally {
       await down.close();
     }
+  });
+});
+
+describe('configuration of the S3 store and the retention', () => {
+  it('needs a bucket, both halves of a credential or neither, and a retention of at least 90 days; no secret in the message', () => {
+    const secret = 'a-secret-that-must-not-be-printed';
+    expect(() => loadConfig({ SLIP_EVIDENCE_STORE: 's3' })).toThrow(/SLIP_EVIDENCE_S3_BUCKET is required/);
+    expect(() => loadConfig({ SLIP_EVIDENCE_STORE: 's3', SLIP_EVIDENCE_S3_BUCKET: 'ev' })).toThrow(/SLIP_EVIDENCE_S3_BUCKET/);
+    let message = '';
+    try {
+      loadConfig({ SLIP_EVIDENCE_STORE: 's3', SLIP_EVIDENCE_S3_BUCKET: 'evidence', SLIP_EVIDENCE_S3_SECRET_ACCESS_KEY: secret });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/set together or not at all/);
+    expect(message).not.toContain(secret);
+    expect(() => loadConfig({ EVIDENCE_RETENTION_DAYS: '7' })).toThrow(/EVIDENCE_RETENTION_DAYS/);
+    expect(() => loadConfig({ SLIP_EVIDENCE_S3_PREFIX: '../other/' })).toThrow(/SLIP_EVIDENCE_S3_PREFIX/);
+    expect(loadConfig({}).evidence_retention_days).toBeNull();
+    expect(loadConfig({}).slip_evidence_s3).toBeNull();
+    expect(loadConfig({ ...s3.config, EVIDENCE_RETENTION_DAYS: '1830' })).toMatchObject({
+      slip_evidence_store: 's3',
+      evidence_retention_days: 1830,
+      slip_evidence_s3: { bucket: 'slip-evidence', prefix: 'slips/', force_path_style: true, timeout_ms: 10_000, max_attempts: 3 },
+    });
   });
 });
