@@ -186,6 +186,7 @@ export class SlipsService {
   async upload(input: UploadInput): Promise<UploadAnswer> {
     const { claims, evidence } = input;
     const receipt_id = newId('slip_receipt');
+    const fingerprint = evidenceFingerprint(evidence);
     const address: BlobAddress = { white_label_id: claims.wl, blob_key: receipt_id };
     const sealed = evidence.shape === 'reference' ? null : this.deps.cipher.seal(address, evidence.image);
     const beforeTransaction = sealed !== null && this.deps.blobs.writes === 'before_transaction';
@@ -199,8 +200,8 @@ export class SlipsService {
       const stored = await this.deps.idempotency.execute(
         capabilityScope(claims, input.idempotency_key),
         // The fingerprint is the evidence's, not the request bytes': boundaries and key order do not count.
-        { fingerprint: sha256Hex(`POST\n${input.path}\n${evidenceFingerprint(evidence)}`), request_id: input.request_id },
-        (tx) => this.storeReceipt(tx, input, { receipt_id, address, sealed, in_transaction: !beforeTransaction, written }),
+        { fingerprint: sha256Hex(`POST\n${input.path}\n${fingerprint}`), request_id: input.request_id },
+        (tx) => this.storeReceipt(tx, input, { receipt_id, fingerprint, address, sealed, in_transaction: !beforeTransaction, written }),
       );
       // A replay answers the receipt of the first upload: the blob written for this one belongs to no receipt.
       if (stored.replayed && written.blob) await this.deps.blobs.discard(address).catch(() => undefined);
@@ -222,7 +223,7 @@ export class SlipsService {
   private async storeReceipt(
     tx: Queryable,
     input: UploadInput,
-    blob: { receipt_id: string; address: BlobAddress; sealed: SealedEvidence | null; in_transaction: boolean; written: { blob: boolean } },
+    blob: { receipt_id: string; fingerprint: string; address: BlobAddress; sealed: SealedEvidence | null; in_transaction: boolean; written: { blob: boolean } },
   ) {
     const { claims, evidence } = input;
     const received_at = this.deps.clock.now();
@@ -244,7 +245,7 @@ export class SlipsService {
       blob.written.blob = true;
       await this.deps.blobs.put(tx, blob.address, blob.sealed.ciphertext);
     }
-    const row = this.receiptRow(input, { receipt_id: blob.receipt_id, merchant_id: admitted.value.merchant_id, received_at, sealed: blob.sealed });
+    const row = this.receiptRow(input, { receipt_id: blob.receipt_id, fingerprint: blob.fingerprint, merchant_id: admitted.value.merchant_id, received_at, sealed: blob.sealed });
     await repository.insertReceipt(tx, row);
     const job = await enqueueJob(tx, this.deps.clock, {
       task: PROCESS_SLIP_TASK,
@@ -259,7 +260,7 @@ export class SlipsService {
   }
 
   /** The receipt row of an upload, with the image's manifest when it has one. */
-  private receiptRow(input: UploadInput, known: { receipt_id: string; merchant_id: string; received_at: Date; sealed: SealedEvidence | null }): SlipReceiptRow {
+  private receiptRow(input: UploadInput, known: { receipt_id: string; fingerprint: string; merchant_id: string; received_at: Date; sealed: SealedEvidence | null }): SlipReceiptRow {
     const { claims, evidence } = input;
     const fields = submittedFields(evidence);
     const image =
@@ -280,7 +281,7 @@ export class SlipsService {
       deposit_id: claims.dep,
       idempotency_key: input.idempotency_key,
       request_id: input.request_id,
-      fingerprint: evidenceFingerprint(evidence),
+      fingerprint: known.fingerprint,
       shape: evidence.shape,
       ...image,
       fields_sealed: fields === null ? null : this.deps.secretBox.seal(JSON.stringify(fields), FIELDS_PURPOSE),
