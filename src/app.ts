@@ -47,6 +47,8 @@ import { localForwardingRoutes } from './webhooks/local-forwarding.ts';
 import { createWebhooks, type WebhookOptions, type Webhooks } from './webhooks/index.ts';
 import { SlipTokenSigner } from './slip-capability/capability.ts';
 import { EvidenceCipher, FilesystemBlobStore, PostgresBlobStore, type BlobStore } from './slips/evidence-store.ts';
+import { S3BlobStore } from './slips/s3-blob-store.ts';
+import { EvidenceRetention } from './slips/retention.ts';
 import { slipRoutes } from './slips/routes.ts';
 import { ReviewService } from './review/service.ts';
 import { reviewRoutes } from './review/routes.ts';
@@ -119,6 +121,10 @@ export interface Services {
   slipTokens: SlipTokenSigner;
   /** Slip intake: durable receipts of uploaded evidence. */
   slips: SlipsService;
+  /** Where slip images are kept (SLIP_EVIDENCE_STORE). */
+  evidenceStore: BlobStore;
+  /** The durable job that purges slip images past EVIDENCE_RETENTION_DAYS. */
+  evidenceRetention: EvidenceRetention;
   /** Reading, bank verification and the outcome of each slip. */
   verification: VerificationService;
   /** Each brand's live slip providers and their sealed credentials (back office and CLI). */
@@ -356,8 +362,7 @@ function createOrderServices(base: Foundation, money: MoneyServices, collaborato
   // Idempotency records keep the spec's 7 days of real time, also for requests made under a test clock:
   // retention is an operational promise about retries, not a deadline of the clock's objects.
   const idempotency = new IdempotencyService(database, base.realClock, secretBox);
-  // Slip evidence: in PostgreSQL with its receipt by default, or in a directory (SLIP_EVIDENCE_STORE).
-  const blobs: BlobStore = config.slip_evidence_store === 'filesystem' ? new FilesystemBlobStore(config.slip_evidence_dir) : new PostgresBlobStore();
+  const blobs = evidenceStoreOf(config);
   const slips = new SlipsService({
     database,
     clock,
@@ -374,7 +379,33 @@ function createOrderServices(base: Foundation, money: MoneyServices, collaborato
     }),
     on_intake_refused: (refusal) => metrics.slip_uploads_refused_total.inc({ reason: refusal }),
   });
-  return { slipTokens, claimRegistry, depositPolicies, deposits, settlement, idempotency, slips };
+  return { slipTokens, claimRegistry, depositPolicies, deposits, settlement, idempotency, slips, evidenceStore: blobs };
+}
+
+/** Slip evidence: in PostgreSQL with its receipt by default, in a directory, or in an S3 bucket (SLIP_EVIDENCE_STORE). */
+function evidenceStoreOf(config: Config): BlobStore {
+  if (config.slip_evidence_store === 'filesystem') return new FilesystemBlobStore(config.slip_evidence_dir);
+  if (config.slip_evidence_store === 's3' && config.slip_evidence_s3 !== null) return new S3BlobStore(config.slip_evidence_s3);
+  return new PostgresBlobStore();
+}
+
+/**
+ * The evidence retention (EVIDENCE_RETENTION_DAYS): an order's slips are kept while it has an open review, a
+ * claim still to decide or a dispute not resolved, each asked of the module that owns it.
+ */
+function createEvidenceRetention(base: Foundation, orders: OrderServices, decisions: DecisionServices): EvidenceRetention {
+  return new EvidenceRetention({
+    database: base.database,
+    clock: base.clock,
+    logger: base.logger,
+    blobs: orders.evidenceStore,
+    retention_days: base.config.evidence_retention_days,
+    holds: async (db, candidates) => [
+      ...(await orders.deposits.ordersUnderReview(db, candidates)),
+      ...(await decisions.claims.ordersWithOpenClaims(db, candidates)),
+      ...(await decisions.disputes.ordersWithOpenDisputes(db, candidates)),
+    ],
+  });
 }
 
 type OrderServices = ReturnType<typeof createOrderServices>;
@@ -417,6 +448,8 @@ function createDecisionServices(base: Foundation, money: MoneyServices, orders: 
   const claims = new ClaimService({ database, clock, deposits, tenancy: money.tenancy, events: money.events, registry: orders.claimRegistry, refunds });
   return { sandboxBank, verification, review, claims, disputes, refunds, backofficeRefunds, slipProviders: slipProviders.service };
 }
+
+type DecisionServices = ReturnType<typeof createDecisionServices>;
 
 /**
  * Each brand's live slip providers (src/slip-providers/): the settings service of the back office, and the live
@@ -493,6 +526,8 @@ function createServices(base: Foundation, options: CreateInstanceOptions): { ser
     checkoutLinks: collaborators.checkoutLinks,
     disputeCovers: collaborators.disputeCovers,
     ...decisions,
+    evidenceStore: orders.evidenceStore,
+    evidenceRetention: createEvidenceRetention(base, orders, decisions),
     testClocks,
     webhooks,
     loadShedder: createLoadShedder(base),
@@ -593,6 +628,8 @@ function jobHandlers(services: Services, scenarios: SandboxScenarios, extra: Rec
     ...createDisputeJobHandlers(services.disputes),
     // Slips: read, verified with the bank and settled or sent to review, one receipt at a time per order.
     ...services.verification.jobHandlers(),
+    // Slip images past the evidence retention, purged every hour (none while the retention is off).
+    ...services.evidenceRetention.jobHandlers(),
     // Sandbox scenarios: the automatic steps of test-mode orders of the spec's scenario amounts.
     ...scenarios.jobHandlers(),
     // Test clocks: an advance runs the clock's due jobs in order, each at its own time, then sets the clock.
@@ -661,6 +698,8 @@ async function housekeep(services: Services): Promise<number> {
   removed += await services.idempotency.purgeExpired(HOUSEKEEPING_BATCH);
   removed += await purgeFinishedJobs(services.database, services.clock);
   removed += await services.webhooks.purgeFinished();
+  // The retention's hourly job, scheduled again should its chain have stopped (a no-op while it is scheduled).
+  await services.evidenceRetention.ensureScheduled();
   return removed;
 }
 
@@ -718,6 +757,7 @@ function instanceOf(
       await dueJobListener?.stop();
       await worker.stop();
       await services.webhooks.dispatcher.stop();
+      services.evidenceStore.close?.();
       if (runtime.owns_database) await services.database.close();
     },
   };

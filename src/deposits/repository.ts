@@ -609,3 +609,15 @@ export async function readOpenReviewBacklog(db: Queryable): Promise<{ live: Back
   );
   return { live: backlogOf(rows.find((row) => row.livemode)), test: backlogOf(rows.find((row) => !row.livemode)) };
 }
+
+/** Which of these orders are under review (the evidence retention keeps their slips). */
+export async function ordersUnderReview(db: Queryable, orders: readonly { white_label_id: string; deposit_id: string }[]): Promise<{ white_label_id: string; deposit_id: string }[]> {
+  if (orders.length === 0) return [];
+  const { rows } = await db.query<{ white_label_id: string; deposit_id: string }>(
+    `SELECT DISTINCT t.white_label_id, t.deposit_id FROM deposit_orders t
+       JOIN unnest($1::text[], $2::text[]) AS k(white_label_id, deposit_id) ON t.white_label_id = k.white_label_id AND t.deposit_id = k.deposit_id
+      WHERE t.status = 'under_review'`,
+    [orders.map((order) => order.white_label_id), orders.map((order) => order.deposit_id)],
+  );
+  return rows;
+}

@@ -148,6 +148,11 @@ export class DepositService {
   }
 
   /** Whose a brand's deposit is (merchant and environment), for the back office acting for that merchant; null when unknown. */
+  /** Which of these orders are under review: the evidence retention keeps their slips (src/slips/retention.ts). */
+  ordersUnderReview(db: Queryable, orders: readonly { white_label_id: string; deposit_id: string }[]): Promise<{ white_label_id: string; deposit_id: string }[]> {
+    return repository.ordersUnderReview(db, orders);
+  }
+
   async ownerInBrand(db: Queryable, white_label_id: string, deposit_id: string): Promise<DepositAccount | null> {
     const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
     return row ? { white_label_id: row.white_label_id, merchant_id: row.merchant_id, livemode: row.livemode } : null;

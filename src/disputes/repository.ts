@@ -230,3 +230,15 @@ export async function listEvidence(db: Queryable, white_label_id: string, disput
   );
   return rows;
 }
+
+/** Which of these deposits have a dispute not yet resolved. */
+export async function ordersWithOpenDisputes(db: Queryable, orders: readonly { white_label_id: string; deposit_id: string }[]): Promise<{ white_label_id: string; deposit_id: string }[]> {
+  if (orders.length === 0) return [];
+  const { rows } = await db.query<{ white_label_id: string; deposit_id: string }>(
+    `SELECT DISTINCT t.white_label_id, t.deposit_id FROM withdrawal_disputes t
+       JOIN unnest($1::text[], $2::text[]) AS k(white_label_id, deposit_id) ON t.white_label_id = k.white_label_id AND t.deposit_id = k.deposit_id
+      WHERE t.status <> 'resolved'`,
+    [orders.map((order) => order.white_label_id), orders.map((order) => order.deposit_id)],
+  );
+  return rows;
+}

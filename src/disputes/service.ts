@@ -396,6 +396,11 @@ export class DisputeService {
   }
 
   /** The brand's disputes for the back office. */
+  /** Which of these deposits have a dispute not yet resolved: the evidence retention keeps their slips (src/slips/retention.ts). */
+  ordersWithOpenDisputes(db: Queryable, orders: readonly { white_label_id: string; deposit_id: string }[]): Promise<{ white_label_id: string; deposit_id: string }[]> {
+    return repository.ordersWithOpenDisputes(db, orders);
+  }
+
   async list(db: Queryable, white_label_id: string, filters: repository.DisputeListFilters): Promise<DisputeRecord[]> {
     return (await repository.listDisputes(db, white_label_id, filters)).map(disputeRecord);
   }

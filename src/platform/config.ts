@@ -69,10 +69,23 @@ const environmentSchema = z.object({
   DATABASE_LISTEN_URL: z.string().min(1).optional(),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(25_000),
   NODE_ENV: z.string().default('development'),
-  /** Where slip evidence is kept: in PostgreSQL with its receipt (default), or in a directory. */
-  SLIP_EVIDENCE_STORE: z.enum(['postgres', 'filesystem']).default('postgres'),
+  /** Where slip evidence is kept: in PostgreSQL with its receipt (default), in a directory, or in an S3 bucket. */
+  SLIP_EVIDENCE_STORE: z.enum(['postgres', 'filesystem', 's3']).default('postgres'),
   /** The directory of the filesystem evidence store; DATA_DIR/slips by default. */
   SLIP_EVIDENCE_DIR: z.string().min(1).optional(),
+  /** The S3 evidence store (src/slips/s3-blob-store.ts); the bucket is required with SLIP_EVIDENCE_STORE=s3. */
+  SLIP_EVIDENCE_S3_BUCKET: z.string().min(3).max(63).optional(),
+  /** Folders of ids-like names, each ending in `/` (no segment of dots): keys stay `<prefix><brand>/<receipt>`. */
+  SLIP_EVIDENCE_S3_PREFIX: z.string().max(200).regex(/^([A-Za-z0-9_-][A-Za-z0-9._-]*\/)*$/).default(''),
+  SLIP_EVIDENCE_S3_ENDPOINT: z.url().optional(),
+  SLIP_EVIDENCE_S3_REGION: z.string().min(1).max(50).default('us-east-1'),
+  SLIP_EVIDENCE_S3_FORCE_PATH_STYLE: booleanText.default(false),
+  SLIP_EVIDENCE_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  SLIP_EVIDENCE_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  SLIP_EVIDENCE_S3_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  SLIP_EVIDENCE_S3_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(10).default(3),
+  /** Days a slip image is kept after its receipt, then purged (docs/decisions/slips.md); unset keeps every image. */
+  EVIDENCE_RETENTION_DAYS: z.coerce.number().int().min(90).max(36_500).optional(),
   /** The live slip-verification provider (src/verification/http-adapter.ts); unset means live bank checking is off. */
   SLIP_VERIFIER_URL: z.url().optional(),
   SLIP_VERIFIER_KEY: z.string().min(1).optional(),
@@ -131,6 +144,23 @@ export interface SlipProviderSettings {
   breaker_half_open_after_ms: number;
 }
 
+/** The S3 evidence store's settings (src/slips/s3-blob-store.ts). */
+export interface S3BlobStoreSettings {
+  bucket: string;
+  /** Put before every key, for example `slips/`; may be empty. */
+  prefix: string;
+  /** The S3-compatible server's URL; null for Amazon S3 itself (the region's endpoint). */
+  endpoint: string | null;
+  region: string;
+  /** Path-style addressing (`<endpoint>/<bucket>/<key>`), which most S3-compatible servers need. */
+  force_path_style: boolean;
+  /** Static credentials; null uses the SDK's default chain (environment, profile, instance role). */
+  credentials: { access_key_id: string; secret_access_key: string } | null;
+  /** The deadline of one call, over all its attempts. */
+  timeout_ms: number;
+  max_attempts: number;
+}
+
 export interface Config {
   port: number;
   host: string;
@@ -166,9 +196,13 @@ export interface Config {
   database_listen_url: string | null;
   shutdown_timeout_ms: number;
   production: boolean;
-  slip_evidence_store: 'postgres' | 'filesystem';
+  slip_evidence_store: 'postgres' | 'filesystem' | 's3';
   /** Absolute or relative directory of the filesystem evidence store. */
   slip_evidence_dir: string;
+  /** The S3 evidence store's settings; null unless SLIP_EVIDENCE_STORE=s3. */
+  slip_evidence_s3: S3BlobStoreSettings | null;
+  /** Days a slip image is kept; null keeps every image. */
+  evidence_retention_days: number | null;
   /** The live verification provider; null when live bank checking is off. No trailing slash. */
   slip_verifier: { url: string; key: string; timeout_ms: number } | null;
   /** Each provider's base URL and resilience settings (the brands' credentials are in the database). */
@@ -263,6 +297,27 @@ function checkoutBaseUrlOf(text: string | undefined): string | null {
   return url.origin;
 }
 
+/** The S3 evidence store's settings: a bucket is required with it, and both halves of a static credential or neither. */
+function slipEvidenceS3Of(values: z.infer<typeof environmentSchema>): S3BlobStoreSettings | null {
+  if (values.SLIP_EVIDENCE_STORE !== 's3') return null;
+  if (values.SLIP_EVIDENCE_S3_BUCKET === undefined) throw new Error('invalid configuration: SLIP_EVIDENCE_S3_BUCKET is required with SLIP_EVIDENCE_STORE=s3');
+  const keyId = values.SLIP_EVIDENCE_S3_ACCESS_KEY_ID;
+  const secret = values.SLIP_EVIDENCE_S3_SECRET_ACCESS_KEY;
+  if ((keyId === undefined) !== (secret === undefined)) {
+    throw new Error('invalid configuration: SLIP_EVIDENCE_S3_ACCESS_KEY_ID and SLIP_EVIDENCE_S3_SECRET_ACCESS_KEY are set together or not at all');
+  }
+  return {
+    bucket: values.SLIP_EVIDENCE_S3_BUCKET,
+    prefix: values.SLIP_EVIDENCE_S3_PREFIX,
+    endpoint: values.SLIP_EVIDENCE_S3_ENDPOINT ?? null,
+    region: values.SLIP_EVIDENCE_S3_REGION,
+    force_path_style: values.SLIP_EVIDENCE_S3_FORCE_PATH_STYLE,
+    credentials: keyId !== undefined && secret !== undefined ? { access_key_id: keyId, secret_access_key: secret } : null,
+    timeout_ms: values.SLIP_EVIDENCE_S3_TIMEOUT_MS,
+    max_attempts: values.SLIP_EVIDENCE_S3_MAX_ATTEMPTS,
+  };
+}
+
 export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config {
   const parsed = environmentSchema.safeParse(environment);
   if (!parsed.success) {
@@ -305,6 +360,8 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     production: values.NODE_ENV === 'production',
     slip_evidence_store: values.SLIP_EVIDENCE_STORE,
     slip_evidence_dir: values.SLIP_EVIDENCE_DIR ?? `${values.DATA_DIR.replace(/\/+$/, '')}/slips`,
+    slip_evidence_s3: slipEvidenceS3Of(values),
+    evidence_retention_days: values.EVIDENCE_RETENTION_DAYS ?? null,
     slip_verifier: slipVerifierOf(values),
     slip_providers: { slipok: providerSettingsOf(values, 'SLIPOK'), easyslip: providerSettingsOf(values, 'EASYSLIP'), rdcw: providerSettingsOf(values, 'RDCW') },
     http: httpLimitsOf(values),

@@ -318,6 +318,11 @@ const catalogue = {
     message: 'The 24-hour late-slip window has closed; open a claim instead.',
     message_th: 'หมดเวลารับสลิปล่าช้า 24 ชั่วโมงแล้ว กรุณาเปิดคำร้องแทน',
   },
+  slip_evidence_purged: {
+    status: 410, type: 'invalid_request_error', retryable: false,
+    message: 'The slip image was deleted under the evidence retention; its receipt and verification result remain.',
+    message_th: 'ภาพสลิปถูกลบตามระยะเวลาการเก็บหลักฐานแล้ว ใบรับและผลการตรวจสอบยังคงอยู่',
+  },
   malformed_request: {
     status: 400, type: 'invalid_request_error', retryable: false,
     message: 'The request is not valid HTTP/1.1 (request line, target or framing headers).',

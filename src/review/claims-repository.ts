@@ -175,3 +175,15 @@ function isUniqueViolationOf(error: unknown, constraint: string): boolean {
   const fields = error as { code?: unknown; constraint?: unknown } | null;
   return typeof fields === 'object' && fields !== null && fields.code === '23505' && fields.constraint === constraint;
 }
+
+/** Which of these orders have a claim not yet decided (open or investigating). */
+export async function ordersWithOpenClaims(db: Queryable, orders: readonly { white_label_id: string; deposit_id: string }[]): Promise<{ white_label_id: string; deposit_id: string }[]> {
+  if (orders.length === 0) return [];
+  const { rows } = await db.query<{ white_label_id: string; deposit_id: string }>(
+    `SELECT DISTINCT t.white_label_id, t.deposit_id FROM claims t
+       JOIN unnest($1::text[], $2::text[]) AS k(white_label_id, deposit_id) ON t.white_label_id = k.white_label_id AND t.deposit_id = k.deposit_id
+      WHERE t.status IN ('open', 'investigating')`,
+    [orders.map((order) => order.white_label_id), orders.map((order) => order.deposit_id)],
+  );
+  return rows;
+}

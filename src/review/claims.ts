@@ -357,6 +357,11 @@ export class ClaimService {
   }
 
   /** A page of the brand's claims, oldest first; one more than asked when there is a next page. */
+  /** Which of these orders have a claim still to decide: the evidence retention keeps their slips (src/slips/retention.ts). */
+  ordersWithOpenClaims(db: Queryable, orders: readonly { white_label_id: string; deposit_id: string }[]): Promise<{ white_label_id: string; deposit_id: string }[]> {
+    return repository.ordersWithOpenClaims(db, orders);
+  }
+
   async list(db: Queryable, white_label_id: string, filters: repository.ClaimListFilters): Promise<BackofficeClaimView[]> {
     return (await repository.listClaims(db, white_label_id, filters)).map(backofficeClaimView);
   }

@@ -56,6 +56,7 @@ export const reviewDetailSchema = z
         shape: z.enum(['multipart', 'json_base64', 'reference']),
         media_type: z.enum(['image/jpeg', 'image/png', 'image/webp']).nullable(),
         size_bytes: z.number().int().nullable(),
+        evidence_purged_at: timestampSchema.nullable(),
         status: z.enum(['accepted', 'claimed', 'processed']),
         outcome: z.string().nullable(),
         verification: z.record(z.string(), z.unknown()).nullable(),

@@ -141,6 +141,8 @@ function registerReviewRoutes(registrar: RouteRegistrar, services: ReviewRouteDe
     url: '/v1/bo/reviews/:deposit_id/slips/:receipt_id/image',
     summary: 'Read a slip image (back office)',
     responses: { 200: { description: 'The slip image.', binary: ['image/jpeg', 'image/png', 'image/webp'], cache_control: 'private, no-store' } },
+    // 410 once the evidence retention deleted the image (its receipt's `evidence_purged_at`).
+    errors: ['slip_evidence_purged'],
     roles: READ_ROLES,
     query: z.object({ white_label_id: idText.optional() }).strict(),
     async handler({ context, query, params }) {

@@ -213,7 +213,7 @@ export class ReviewService {
         amount_source: decision.amount_source,
         created_at: formatTimestamp(decision.created_at),
       })),
-      slips: receipts.map((receipt) => ({ ...receipt, image_url: receipt.media_type === null ? null : image_url(receipt.receipt_id) })),
+      slips: receipts.map((receipt) => ({ ...receipt, image_url: receipt.media_type === null || receipt.evidence_purged_at !== null ? null : image_url(receipt.receipt_id) })),
       evidence: evidence.map((item) => ({ evidence_id: item.evidence_id, kind: item.kind, reference: item.reference, note: item.note, created_at: formatTimestamp(item.created_at) })),
       force_complete_requests: forceCompletes.map((item) => ({
         request_id: item.request_id,

@@ -16,9 +16,10 @@ import * as repository from './repository.ts';
  * data: a blob or a wrapped key moved to another receipt does not open.
  *
  * The ciphertext goes to a blob store: PostgreSQL (default, written in the receipt's own transaction,
- * so a receipt and its blob commit together) or a filesystem directory (written and synced before the
- * receipt commits; a blob whose receipt then fails to commit is discarded). An object store would be
- * a third adapter behind the same port.
+ * so a receipt and its blob commit together), a filesystem directory, or an S3 object store
+ * (src/slips/s3-blob-store.ts). The last two write and read back the blob before the receipt's
+ * transaction opens, so that no transaction waits on a disk or a network; a blob whose receipt then does
+ * not commit is discarded.
  */
 
 const EVIDENCE_KEY_PURPOSE = 'slips.evidence.key.v1';
@@ -33,8 +34,16 @@ export interface BlobAddress {
   blob_key: string;
 }
 
+export type BlobStoreKind = 'postgres' | 'filesystem' | 's3';
+
 export interface BlobStore {
-  readonly kind: 'postgres' | 'filesystem';
+  readonly kind: BlobStoreKind;
+  /**
+   * When an upload writes the blob: in the receipt's transaction (PostgreSQL, whose rollback removes it), or
+   * before that transaction opens (a directory or an object store, so that no transaction is held open across
+   * their I/O; a blob whose receipt then does not commit is discarded).
+   */
+  readonly writes: 'in_transaction' | 'before_transaction';
   /** Stores the bytes durably; the PostgreSQL adapter writes in `tx`, so they commit with the receipt. */
   put(tx: Queryable, address: BlobAddress, bytes: Buffer): Promise<void>;
   /** The stored bytes, or null when there are none. */
@@ -44,8 +53,15 @@ export interface BlobStore {
    * length and SHA-256 in the database, so the blob does not cross the wire a second time.
    */
   storedExactly(db: Queryable, address: BlobAddress, bytes: Buffer): Promise<boolean>;
-  /** Removes a blob whose receipt did not commit (filesystem only; a no-op where the transaction did it). */
+  /** Removes a blob whose receipt did not commit (a no-op where the transaction's rollback did it). */
   discard(address: BlobAddress): Promise<void>;
+  /**
+   * Deletes a blob for the evidence retention, after the purge's transaction has committed; idempotent (a blob
+   * already gone is not an error). A no-op for PostgreSQL, whose blobs the purge's transaction itself deletes.
+   */
+  remove(address: BlobAddress): Promise<void>;
+  /** Lets go of connections at the instance's stop (the object store's). */
+  close?(): void;
 }
 
 export interface SealedEvidence {
@@ -161,6 +177,7 @@ export class EvidenceCipher {
 /** The default blob store: the `slip_blobs` table, in the caller's transaction. */
 export class PostgresBlobStore implements BlobStore {
   readonly kind = 'postgres' as const;
+  readonly writes = 'in_transaction' as const;
 
   async put(tx: Queryable, address: BlobAddress, bytes: Buffer): Promise<void> {
     await repository.insertBlob(tx, address, bytes);
@@ -177,6 +194,10 @@ export class PostgresBlobStore implements BlobStore {
   async discard(): Promise<void> {
     // The blob was written in the receipt's transaction, so its rollback removed it.
   }
+
+  async remove(): Promise<void> {
+    // The purge's transaction deleted the row with the receipt's mark (repository.markEvidencePurged).
+  }
 }
 
 /** Ids are prefixed ULIDs: nothing else may become a path component. */
@@ -185,10 +206,12 @@ const SAFE_COMPONENT = /^[A-Za-z0-9_]{1,100}$/;
 /**
  * The filesystem blob store: one file per blob under `<directory>/<brand>/`. A blob is written to a
  * temporary name, synced, renamed into place and its directory synced, so that once `put` returns the
- * bytes survive a crash of the machine, not only of the process.
+ * bytes survive a crash of the machine, not only of the process. Written before the receipt's
+ * transaction opens, so no transaction waits on the disk's syncs.
  */
 export class FilesystemBlobStore implements BlobStore {
   readonly kind = 'filesystem' as const;
+  readonly writes = 'before_transaction' as const;
 
   constructor(private readonly directory: string) {}
 
@@ -233,6 +256,10 @@ export class FilesystemBlobStore implements BlobStore {
   }
 
   async discard(address: BlobAddress): Promise<void> {
+    await fs.rm(this.pathOf(address), { force: true });
+  }
+
+  async remove(address: BlobAddress): Promise<void> {
     await fs.rm(this.pathOf(address), { force: true });
   }
 }

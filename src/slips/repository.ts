@@ -8,7 +8,7 @@ import type { SlipReceiptRow, SlipReceiptStatus } from './types.ts';
 
 const RECEIPT_COLUMNS = `white_label_id, merchant_id, livemode, receipt_id, deposit_id, idempotency_key, request_id, fingerprint, shape,
   media_type, size_bytes, image_sha256, blob_store, wrapped_key, fields_sealed, received_at, status, outcome, verification,
-  transfer_sealed, processed_at`;
+  transfer_sealed, processed_at, evidence_purged_at`;
 
 export async function insertBlob(db: Queryable, address: BlobAddress, bytes: Buffer): Promise<void> {
   await db.query('INSERT INTO slip_blobs (white_label_id, blob_key, ciphertext, created_at) VALUES ($1, $2, $3, now())', [
@@ -46,11 +46,12 @@ export async function blobMatches(db: Queryable, address: BlobAddress, length: n
 export async function insertReceipt(db: Queryable, row: SlipReceiptRow): Promise<void> {
   await db.query(
     `INSERT INTO slip_receipts (${RECEIPT_COLUMNS})
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
     [
       row.white_label_id, row.merchant_id, row.livemode, row.receipt_id, row.deposit_id, row.idempotency_key, row.request_id, row.fingerprint,
       row.shape, row.media_type, row.size_bytes, row.image_sha256, row.blob_store, row.wrapped_key, row.fields_sealed, row.received_at,
       row.status, row.outcome, row.verification === null ? null : JSON.stringify(row.verification), row.transfer_sealed, row.processed_at,
+      row.evidence_purged_at,
     ],
   );
 }
@@ -217,4 +218,80 @@ export async function findReceiptInBrand(db: Queryable, white_label_id: string, 
     receipt_id,
   ]);
   return rows[0] ?? null;
+}
+
+/** A receipt the evidence retention works on: which order it belongs to, and which store holds its image. */
+export interface RetainedEvidence {
+  white_label_id: string;
+  deposit_id: string;
+  receipt_id: string;
+  received_at: Date;
+}
+
+/**
+ * Processed receipts with an image not yet purged, received before `before`, oldest first, after `after` (the
+ * last receipt of the previous batch, so that a batch held back by open cases does not come round again).
+ */
+export async function listEvidenceToPurge(
+  db: Queryable,
+  input: { before: Date; after: { received_at: Date; white_label_id: string; receipt_id: string } | null; limit: number },
+): Promise<RetainedEvidence[]> {
+  const after = input.after;
+  const { rows } = await db.query<RetainedEvidence>(
+    `SELECT white_label_id, deposit_id, receipt_id, received_at FROM slip_receipts
+      WHERE media_type IS NOT NULL AND evidence_purged_at IS NULL AND status = 'processed' AND received_at < $1
+        AND ($2::timestamptz IS NULL OR (received_at, white_label_id, receipt_id) > ($2::timestamptz, $3::text, $4::text))
+      ORDER BY received_at, white_label_id, receipt_id LIMIT $5`,
+    [input.before, after?.received_at ?? null, after?.white_label_id ?? null, after?.receipt_id ?? null, input.limit],
+  );
+  return rows;
+}
+
+/**
+ * Marks receipts' evidence purged and erases their wrapped data keys, in the caller's transaction, and deletes
+ * the blobs the PostgreSQL store holds for them in the same transaction. Returns the receipts marked (one
+ * purged already, or not processed, is left as it is).
+ */
+export async function markEvidencePurged(tx: Queryable, receipts: readonly { white_label_id: string; receipt_id: string }[], at: Date): Promise<number> {
+  if (receipts.length === 0) return 0;
+  const brands = receipts.map((receipt) => receipt.white_label_id);
+  const ids = receipts.map((receipt) => receipt.receipt_id);
+  const { rows } = await tx.query<{ white_label_id: string; receipt_id: string; in_postgres: boolean }>(
+    `UPDATE slip_receipts r
+        SET evidence_purged_at = $3, wrapped_key = NULL, blob_store = CASE WHEN r.blob_store = 'postgres' THEN NULL ELSE r.blob_store END
+       FROM unnest($1::text[], $2::text[]) AS k(white_label_id, receipt_id)
+      WHERE r.white_label_id = k.white_label_id AND r.receipt_id = k.receipt_id
+        AND r.media_type IS NOT NULL AND r.evidence_purged_at IS NULL AND r.status = 'processed'
+      RETURNING r.white_label_id, r.receipt_id, r.blob_store IS NULL AS in_postgres`,
+    [brands, ids, at],
+  );
+  const inPostgres = rows.filter((row) => row.in_postgres);
+  if (inPostgres.length > 0) {
+    await tx.query(
+      `DELETE FROM slip_blobs b USING unnest($1::text[], $2::text[]) AS k(white_label_id, blob_key)
+        WHERE b.white_label_id = k.white_label_id AND b.blob_key = k.blob_key`,
+      [inPostgres.map((row) => row.white_label_id), inPostgres.map((row) => row.receipt_id)],
+    );
+  }
+  return rows.length;
+}
+
+/** Purged receipts whose bytes `blob_store` (a file or an object store) still holds, oldest purge first. */
+export async function listPurgedBlobsInStore(db: Queryable, blob_store: string, limit: number): Promise<{ white_label_id: string; receipt_id: string }[]> {
+  const { rows } = await db.query<{ white_label_id: string; receipt_id: string }>(
+    `SELECT white_label_id, receipt_id FROM slip_receipts
+      WHERE evidence_purged_at IS NOT NULL AND blob_store = $1 ORDER BY evidence_purged_at, white_label_id, receipt_id LIMIT $2`,
+    [blob_store, limit],
+  );
+  return rows;
+}
+
+/** Records that a purged receipt's bytes are deleted from their store. */
+export async function clearPurgedBlobStore(db: Queryable, receipts: readonly { white_label_id: string; receipt_id: string }[]): Promise<void> {
+  if (receipts.length === 0) return;
+  await db.query(
+    `UPDATE slip_receipts r SET blob_store = NULL FROM unnest($1::text[], $2::text[]) AS k(white_label_id, receipt_id)
+      WHERE r.white_label_id = k.white_label_id AND r.receipt_id = k.receipt_id AND r.evidence_purged_at IS NOT NULL`,
+    [receipts.map((receipt) => receipt.white_label_id), receipts.map((receipt) => receipt.receipt_id)],
+  );
 }

@@ -130,6 +130,8 @@ function registerSlipRoutes(registrar: RouteRegistrar, services: SlipRouteDepend
     url: '/v1/pay/deposits/:id/slip',
     summary: "Read a deposit's slip image",
     responses: { 200: { description: 'The stored slip image.', binary: ['image/jpeg', 'image/png', 'image/webp'], cache_control: 'no-store' } },
+    // 410 once the evidence retention deleted the image (docs/decisions/slips.md, "Evidence retention").
+    errors: ['slip_evidence_purged'],
     scope: 'pay:read',
     query: z.object({ receipt_id: z.string().min(1).max(100).optional() }).strict(),
     async handler({ context, db, params, query }) {

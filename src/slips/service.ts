@@ -68,6 +68,15 @@ export interface SlipsDependencies {
 /** The wait a client is told after its upload found the intake full: a few uploads' time. */
 const INTAKE_FULL_RETRY_AFTER_SECONDS = 2;
 
+/** An upload as the route hands it over. */
+export interface UploadInput {
+  claims: SlipTokenClaims;
+  idempotency_key: string;
+  request_id: string;
+  path: string;
+  evidence: SubmittedEvidence;
+}
+
 /** What an upload stores and answers; `replayed` for an idempotent repeat. */
 export interface UploadAnswer {
   receipt: SlipReceiptView;
@@ -108,6 +117,8 @@ export interface ReviewedReceipt {
   shape: SlipReceiptRow['shape'];
   media_type: SlipReceiptRow['media_type'];
   size_bytes: number | null;
+  /** When the evidence retention deleted the image; null while it is kept. */
+  evidence_purged_at: string | null;
   status: SlipReceiptRow['status'];
   outcome: string | null;
   verification: SlipReceiptRow['verification'];
@@ -124,6 +135,12 @@ function maskedParty(party: StoredTransfer['sender']): ReviewedParty {
 function verifiedBooleans(verification: Record<string, unknown> | null): Record<string, unknown> | null {
   const booleans = verification?.booleans;
   return typeof booleans === 'object' && booleans !== null ? (booleans as Record<string, unknown>) : null;
+}
+
+/** A purged image answers 410 `slip_evidence_purged`, naming the receipt and when, instead of bytes. */
+function refuseWhenPurged(row: SlipReceiptRow): void {
+  if (row.evidence_purged_at === null) return;
+  throw new ApiError('slip_evidence_purged', { details: { receipt_id: row.receipt_id, evidence_purged_at: formatTimestamp(row.evidence_purged_at) } });
 }
 
 function receiptView(receipt_id: string, received_at: Date, livemode: boolean): SlipReceiptView {
@@ -161,92 +178,121 @@ export class SlipsService {
    * Stores an upload durably and answers its receipt (202), or throws the spec's code. Business refusals
    * (404, 409, 410) are thrown as they are; any failure to store, read back or enqueue is 503
    * `slip_intake_unavailable`, after which nothing of the upload remains.
+   *
+   * A store that writes outside the transaction (a directory, an object store) gets the sealed blob and its
+   * read-back before the transaction opens, so no transaction waits on its I/O; the blob is discarded again
+   * when no receipt commits with it (a refusal, a replay of an earlier upload, a failure).
    */
-  async upload(input: { claims: SlipTokenClaims; idempotency_key: string; request_id: string; path: string; evidence: SubmittedEvidence }): Promise<UploadAnswer> {
+  async upload(input: UploadInput): Promise<UploadAnswer> {
     const { claims, evidence } = input;
-    const fingerprint = evidenceFingerprint(evidence);
     const receipt_id = newId('slip_receipt');
+    const fingerprint = evidenceFingerprint(evidence);
     const address: BlobAddress = { white_label_id: claims.wl, blob_key: receipt_id };
-    let blobWritten = false;
+    const sealed = evidence.shape === 'reference' ? null : this.deps.cipher.seal(address, evidence.image);
+    const beforeTransaction = sealed !== null && this.deps.blobs.writes === 'before_transaction';
+    const written = { blob: false };
     try {
+      if (beforeTransaction && evidence.shape !== 'reference') {
+        written.blob = true;
+        await this.deps.blobs.put(this.deps.database, address, sealed.ciphertext);
+        await this.readBack(this.deps.database, address, sealed, evidence.image);
+      }
       const stored = await this.deps.idempotency.execute(
         capabilityScope(claims, input.idempotency_key),
         // The fingerprint is the evidence's, not the request bytes': boundaries and key order do not count.
         { fingerprint: sha256Hex(`POST\n${input.path}\n${fingerprint}`), request_id: input.request_id },
-        async (tx) => {
-          const received_at = this.deps.clock.now();
-          const admitted = await this.deps.deposits.admitSlip(tx, {
-            white_label_id: claims.wl,
-            deposit_id: claims.dep,
-            livemode: claims.livemode,
-            hold_until_seconds: claims.hold_until,
-            at: received_at,
-          });
-          if (!admitted) throw new ApiError('resource_not_found');
-          if (!admitted.ok) throw admitted.error;
-          const counts = await repository.receiptCounts(tx, claims.wl, claims.dep);
-          if (counts.total >= MAX_RECEIPTS_PER_ORDER) {
-            throw new ApiError('slip_limit_reached', { details: { deposit_id: claims.dep, max_uploads: MAX_RECEIPTS_PER_ORDER } });
-          }
-          const fields = submittedFields(evidence);
-          const row: SlipReceiptRow = {
-            white_label_id: claims.wl,
-            merchant_id: admitted.value.merchant_id,
-            livemode: claims.livemode,
-            receipt_id,
-            deposit_id: claims.dep,
-            idempotency_key: input.idempotency_key,
-            request_id: input.request_id,
-            fingerprint,
-            shape: evidence.shape,
-            media_type: null,
-            size_bytes: null,
-            image_sha256: null,
-            blob_store: null,
-            wrapped_key: null,
-            fields_sealed: fields === null ? null : this.deps.secretBox.seal(JSON.stringify(fields), FIELDS_PURPOSE),
-            received_at,
-            status: 'accepted',
-            outcome: null,
-            verification: null,
-            transfer_sealed: null,
-            processed_at: null,
-          };
-          let sealed: SealedEvidence | null = null;
-          if (evidence.shape !== 'reference') {
-            sealed = this.deps.cipher.seal(address, evidence.image);
-            blobWritten = true;
-            await this.deps.blobs.put(tx, address, sealed.ciphertext);
-            Object.assign(row, {
-              media_type: evidence.media_type,
-              size_bytes: evidence.image.length,
-              image_sha256: evidence.image_sha256,
-              blob_store: this.deps.blobs.kind,
-              wrapped_key: sealed.wrapped_key,
-            });
-          }
-          await repository.insertReceipt(tx, row);
-          const job = await enqueueJob(tx, this.deps.clock, {
-            task: PROCESS_SLIP_TASK,
-            payload: { white_label_id: claims.wl, deposit_id: claims.dep, receipt_id },
-            job_key: `${PROCESS_SLIP_TASK}:${receipt_id}`,
-            max_attempts: PROCESS_SLIP_MAX_ATTEMPTS,
-            white_label_id: claims.wl,
-          });
-          if (job === null) throw new Error('the slip processing job was not enqueued');
-          if (sealed !== null && evidence.shape !== 'reference') await this.readBack(tx, address, sealed, evidence.image);
-          return { status: 202, body: receiptView(receipt_id, received_at, row.livemode), headers: { 'Cache-Control': 'no-store' } };
-        },
+        (tx) => this.storeReceipt(tx, input, { receipt_id, fingerprint, address, sealed, in_transaction: !beforeTransaction, written }),
       );
+      // A replay answers the receipt of the first upload: the blob written for this one belongs to no receipt.
+      if (stored.replayed && written.blob) await this.deps.blobs.discard(address).catch(() => undefined);
       if (!stored.replayed) this.deps.on_accepted();
       return { receipt: JSON.parse(stored.body_text) as SlipReceiptView, replayed: stored.replayed };
     } catch (error) {
-      if (blobWritten) await this.deps.blobs.discard(address).catch(() => undefined);
+      if (written.blob) await this.deps.blobs.discard(address).catch(() => undefined);
       if (error instanceof ApiError || error instanceof InvariantViolation) throw error;
       // The evidence could not be confirmed durable: the client retries with the same key and evidence.
       this.deps.logger.error({ err: error, deposit_id: claims.dep, blob_store: this.deps.blobs.kind }, 'slip intake could not be confirmed');
       throw new ApiError('slip_intake_unavailable', { retry_after_seconds: 1 });
     }
+  }
+
+  /**
+   * The upload's transaction: the order admits the slip, the receipt with its manifest is written, its job
+   * enqueued, and (for the PostgreSQL store, `in_transaction`) the blob written and read back.
+   */
+  private async storeReceipt(
+    tx: Queryable,
+    input: UploadInput,
+    blob: { receipt_id: string; fingerprint: string; address: BlobAddress; sealed: SealedEvidence | null; in_transaction: boolean; written: { blob: boolean } },
+  ) {
+    const { claims, evidence } = input;
+    const received_at = this.deps.clock.now();
+    const admitted = await this.deps.deposits.admitSlip(tx, {
+      white_label_id: claims.wl,
+      deposit_id: claims.dep,
+      livemode: claims.livemode,
+      hold_until_seconds: claims.hold_until,
+      at: received_at,
+    });
+    if (!admitted) throw new ApiError('resource_not_found');
+    if (!admitted.ok) throw admitted.error;
+    const counts = await repository.receiptCounts(tx, claims.wl, claims.dep);
+    if (counts.total >= MAX_RECEIPTS_PER_ORDER) {
+      throw new ApiError('slip_limit_reached', { details: { deposit_id: claims.dep, max_uploads: MAX_RECEIPTS_PER_ORDER } });
+    }
+    const writesHere = blob.sealed !== null && blob.in_transaction;
+    if (writesHere && blob.sealed !== null) {
+      blob.written.blob = true;
+      await this.deps.blobs.put(tx, blob.address, blob.sealed.ciphertext);
+    }
+    const row = this.receiptRow(input, { receipt_id: blob.receipt_id, fingerprint: blob.fingerprint, merchant_id: admitted.value.merchant_id, received_at, sealed: blob.sealed });
+    await repository.insertReceipt(tx, row);
+    const job = await enqueueJob(tx, this.deps.clock, {
+      task: PROCESS_SLIP_TASK,
+      payload: { white_label_id: claims.wl, deposit_id: claims.dep, receipt_id: blob.receipt_id },
+      job_key: `${PROCESS_SLIP_TASK}:${blob.receipt_id}`,
+      max_attempts: PROCESS_SLIP_MAX_ATTEMPTS,
+      white_label_id: claims.wl,
+    });
+    if (job === null) throw new Error('the slip processing job was not enqueued');
+    if (writesHere && blob.sealed !== null && evidence.shape !== 'reference') await this.readBack(tx, blob.address, blob.sealed, evidence.image);
+    return { status: 202, body: receiptView(blob.receipt_id, received_at, row.livemode), headers: { 'Cache-Control': 'no-store' } };
+  }
+
+  /** The receipt row of an upload, with the image's manifest when it has one. */
+  private receiptRow(input: UploadInput, known: { receipt_id: string; fingerprint: string; merchant_id: string; received_at: Date; sealed: SealedEvidence | null }): SlipReceiptRow {
+    const { claims, evidence } = input;
+    const fields = submittedFields(evidence);
+    const image =
+      evidence.shape === 'reference' || known.sealed === null
+        ? { media_type: null, size_bytes: null, image_sha256: null, blob_store: null, wrapped_key: null }
+        : {
+            media_type: evidence.media_type,
+            size_bytes: evidence.image.length,
+            image_sha256: evidence.image_sha256,
+            blob_store: this.deps.blobs.kind,
+            wrapped_key: known.sealed.wrapped_key,
+          };
+    return {
+      white_label_id: claims.wl,
+      merchant_id: known.merchant_id,
+      livemode: claims.livemode,
+      receipt_id: known.receipt_id,
+      deposit_id: claims.dep,
+      idempotency_key: input.idempotency_key,
+      request_id: input.request_id,
+      fingerprint: known.fingerprint,
+      shape: evidence.shape,
+      ...image,
+      fields_sealed: fields === null ? null : this.deps.secretBox.seal(JSON.stringify(fields), FIELDS_PURPOSE),
+      received_at: known.received_at,
+      status: 'accepted',
+      outcome: null,
+      verification: null,
+      transfer_sealed: null,
+      processed_at: null,
+      evidence_purged_at: null,
+    };
   }
 
   /**
@@ -293,6 +339,7 @@ export class SlipsService {
   ): Promise<{ bytes: Buffer; media_type: SlipImageMediaType; receipt_id: string } | null> {
     const row = await repository.findImageReceipt(db, account, deposit_id, receipt_id);
     if (!row || row.media_type === null) return null;
+    refuseWhenPurged(row);
     const bytes = await this.openImage(db, row);
     invariant(bytes !== null && sha256Hex(bytes) === row.image_sha256, 'a receipt keeps its evidence');
     return { bytes, media_type: row.media_type, receipt_id: row.receipt_id };
@@ -313,6 +360,7 @@ export class SlipsService {
         shape: row.shape,
         media_type: row.media_type,
         size_bytes: row.size_bytes,
+        evidence_purged_at: row.evidence_purged_at === null ? null : formatTimestamp(row.evidence_purged_at),
         status: row.status,
         outcome: row.outcome,
         verification: row.verification,
@@ -346,6 +394,7 @@ export class SlipsService {
   async imageForReview(db: Queryable, white_label_id: string, deposit_id: string, receipt_id: string): Promise<{ bytes: Buffer; media_type: SlipImageMediaType } | null> {
     const row = await repository.findReceiptInBrand(db, white_label_id, deposit_id, receipt_id);
     if (!row || row.media_type === null) return null;
+    refuseWhenPurged(row);
     const bytes = await this.openImage(db, row);
     invariant(bytes !== null && sha256Hex(bytes) === row.image_sha256, 'a receipt keeps its evidence');
     return { bytes, media_type: row.media_type };

@@ -19,7 +19,8 @@ export interface SlipReceiptRow {
   media_type: SlipImageMediaType | null;
   size_bytes: number | null;
   image_sha256: string | null;
-  blob_store: 'postgres' | 'filesystem' | null;
+  /** The store holding the image's ciphertext; null without an image, or once a purge deleted it from its store. */
+  blob_store: 'postgres' | 'filesystem' | 's3' | null;
   wrapped_key: string | null;
   fields_sealed: string | null;
   received_at: Date;
@@ -28,6 +29,8 @@ export interface SlipReceiptRow {
   verification: Record<string, unknown> | null;
   transfer_sealed: string | null;
   processed_at: Date | null;
+  /** When the evidence retention purged the image (its manifest stays); null while it is kept. */
+  evidence_purged_at: Date | null;
 }
 
 /** What the client submitted besides the image: the mini-QR payload, or the reference of a transfer. */
