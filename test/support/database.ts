@@ -18,9 +18,6 @@ export function withDatabaseName(url: string, name: string): string {
 
 export const usingPostgres = Boolean(process.env.DATABASE_URL);
 
-/** True in the PgBouncer pass (`npm run test:pgbouncer`): the test files' databases are reached through PgBouncer. */
-export const usingPgBouncer = usingPostgres && Boolean(process.env.PGTEST_PGBOUNCER_PORT);
-
 function throughPgBouncer(url: string, port: number): string {
   const parsed = new URL(url);
   parsed.hostname = '127.0.0.1';
