@@ -789,6 +789,7 @@ export async function openConfiguredDatabase(config: Config, logger: Logger): Pr
   const database = await openDatabase({
     database_url: config.database_url,
     data_dir: config.database_url ? null : config.data_dir,
+    pooling: config.database_pooling,
     pool_size: config.db_pool_size,
   });
   if (database.engine === 'pglite') {

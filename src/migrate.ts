@@ -14,6 +14,7 @@ async function main(): Promise<void> {
   const database = await openDatabase({
     database_url: config.database_url,
     data_dir: config.database_url ? null : config.data_dir,
+    pooling: config.database_pooling,
     pool_size: 1,
   });
   try {

@@ -37,6 +37,7 @@ import { HostileBodies } from './hostile.ts';
 import { deadlockPairs, readLogs } from './logs.ts';
 import type { ReceiverReport } from './receiver.ts';
 import { ROOT, Slot, type Generation } from './supervisor.ts';
+import { ensurePgBouncer, startPgBouncer, type PgBouncer } from '../../test/support/pgbouncer.ts';
 
 /**
  * `npm run chaos`: crash chaos on PostgreSQL (issue 13, item 1). Two api-only and two worker-only
@@ -60,7 +61,9 @@ import { ROOT, Slot, type Generation } from './supervisor.ts';
  * with this command instead of a private cluster), --failover (primary killed, standby promoted), --flows <n> (concurrent client flows, default 6),
  * --merchants <n> (default 6), --drain-timeout <s> (default 420: a webhook refused twice is retried after 1
  * and then 5 minutes, the spec's schedule), --webhook-failure-rate (0.08),
- * --webhook-hang-rate (0.04), --keep (keep the database and the private cluster). DATABASE_URL names the
+ * --webhook-hang-rate (0.04), --keep (keep the database and the private cluster), --pgbouncer (the service
+ * processes reach the database through a private PgBouncer in transaction pooling with
+ * DATABASE_POOLING=transaction, test/support/pgbouncer.ts; the driver's own checks go direct). DATABASE_URL names the
  * server (default postgres://postgres@127.0.0.1:5432/postgres); the run creates a fresh database on it.
  */
 
@@ -93,6 +96,7 @@ interface Options {
   webhook_failure_rate: number;
   webhook_hang_rate: number;
   keep: boolean;
+  pgbouncer: boolean;
 }
 
 function log(line: string): void {
@@ -130,6 +134,7 @@ Options:
   --webhook-failure-rate <r>   share of webhook attempts the receiver refuses (0 to 1, default 0.08)
   --webhook-hang-rate <r>      share of webhook attempts the receiver leaves hanging (0 to 1, default 0.04)
   --keep                       keep the database and the private cluster afterwards
+  --pgbouncer                  the service processes go through a private PgBouncer in transaction pooling
   -h, --help                   print this and exit
 
 DATABASE_URL names the server (default ${DEFAULT_SERVER_URL}); the run creates a fresh database on it.
@@ -162,6 +167,7 @@ function parseOptionValues() {
       'webhook-failure-rate': { type: 'string' },
       'webhook-hang-rate': { type: 'string' },
       keep: { type: 'boolean' },
+      pgbouncer: { type: 'boolean' },
     },
     strict: true,
   });
@@ -188,6 +194,7 @@ function optionsOf(values: ReturnType<typeof parseOptionValues>): Options {
     webhook_failure_rate: numberOption(values['webhook-failure-rate'], 0.08, 'webhook-failure-rate', 0, 1),
     webhook_hang_rate: numberOption(values['webhook-hang-rate'], 0.04, 'webhook-hang-rate', 0, 1),
     keep: values.keep === true,
+    pgbouncer: values.pgbouncer === true,
   };
 }
 
@@ -310,6 +317,29 @@ async function fundMerchants(url: string, master_key: Buffer, tenants: Tenants):
   }
 }
 
+/** Each service process's pool; behind PgBouncer the four processes' pools share fewer server connections. */
+const CHAOS_DB_POOL = 6;
+const CHAOS_PGBOUNCER_POOL = 10;
+
+async function startChaosPgBouncer(database_url: string): Promise<PgBouncer> {
+  const binary = ensurePgBouncer();
+  if (binary === null) throw new Error('--pgbouncer needs Debian\'s pgbouncer (scripts/ensure-pgbouncer.sh could not install it)');
+  const pgbouncer = await startPgBouncer(binary, { server_url: database_url, pool_size: CHAOS_PGBOUNCER_POOL });
+  log(`PgBouncer (transaction pooling, ${CHAOS_PGBOUNCER_POOL} server connections) on 127.0.0.1:${pgbouncer.port}, pid ${pgbouncer.pid}`);
+  return pgbouncer;
+}
+
+/** What went through PgBouncer, by its own counters: the service's transactions must have. */
+async function pgbouncerRow(pgbouncer: PgBouncer, database: string): Promise<CheckRow> {
+  const stats = (await pgbouncer.show('SHOW STATS')).find((row) => row.database === database);
+  const transactions = Number(stats?.total_xact_count ?? 0);
+  return {
+    check: 'the service processes went through PgBouncer (transaction pooling)',
+    observed: `${transactions} transactions, ${Number(stats?.total_query_count ?? 0)} statements through it`,
+    result: transactions > 0 ? 'pass' : 'FAIL',
+  };
+}
+
 async function main(): Promise<number> {
   let chosen: Options | 'help';
   try {
@@ -335,6 +365,7 @@ async function main(): Promise<number> {
   let replicated: ReplicatedDatabase | null = null;
   let receiver: Receiver | null = null;
   let checks: Database | null = null;
+  let pgbouncer: PgBouncer | null = null;
   const slots: Slot[] = [];
   let client: ChaosClient | null = null;
   const abort = () => {
@@ -352,6 +383,8 @@ async function main(): Promise<number> {
     // Statistics are per server: after a failover they are read on the promoted standby.
     const statisticsUrl = () => replicated?.currentPrimaryUrl() ?? chaosDatabase!.url;
     log(`database ${chaosDatabase.name} on ${chaosDatabase.server}`);
+    if (options.pgbouncer) pgbouncer = await startChaosPgBouncer(chaosDatabase.url);
+    const serviceDatabaseUrl = pgbouncer ? pgbouncer.url(chaosDatabase.name) : chaosDatabase.url;
     receiver = await startReceiver();
 
     const master_key = crypto.randomBytes(32);
@@ -360,7 +393,8 @@ async function main(): Promise<number> {
     const environmentOf = (name: string, role: 'api' | 'worker', port: number | null): NodeJS.ProcessEnv => ({
       PATH: process.env.PATH,
       HOME: process.env.HOME,
-      DATABASE_URL: chaosDatabase!.url,
+      DATABASE_URL: serviceDatabaseUrl,
+      DATABASE_POOLING: pgbouncer ? 'transaction' : 'session',
       MASTER_KEY: master_key.toString('base64'),
       DATA_DIR: path.join(runDirectory, `data-${name}`),
       HOST: '127.0.0.1',
@@ -369,7 +403,7 @@ async function main(): Promise<number> {
       WORKER_ENABLED: role === 'worker' ? 'true' : 'false',
       // Workers log every job handler's start and end (debug), which the no-double-run check reads.
       LOG_LEVEL: role === 'worker' ? 'debug' : 'info',
-      DB_POOL_SIZE: '6',
+      DB_POOL_SIZE: String(CHAOS_DB_POOL),
       WORKER_CONCURRENCY: '4',
       PUBLIC_BASE_URL: publicBaseUrl,
       UPLOAD_BASE_URL: publicBaseUrl,
@@ -492,6 +526,7 @@ async function main(): Promise<number> {
     rows.push(...(await jobRows(facts)));
     rows.push(...(await replayRows(facts)));
     rows.push(...(await hostile.rows(checks)));
+    if (pgbouncer) rows.push(await pgbouncerRow(pgbouncer, chaosDatabase.name));
     const stoppedApis = await Promise.all(slots.filter((slot) => slot.role === 'api').map((slot) => slot.stop(STOP_TIMEOUT_MS)));
     rows.push(...stopRows([...stoppedWorkers, ...stoppedApis]));
 
@@ -499,7 +534,8 @@ async function main(): Promise<number> {
     const header = [
       `Chaos run ${tag}: ${options.duration_s} s of load, ${options.flows} flows, ${options.merchants} merchants, 2 api + 2 worker processes ` +
         `(\`node --import tsx src/main.ts\`), kill -9 every ${options.kill_min_s}-${options.kill_max_s} s, ` +
-        `${options.failover ? 'PostgreSQL failed over once (primary SIGKILLed, synchronous standby promoted)' : options.pg_restart ? `PostgreSQL restarted once (fast shutdown, ${options.pg_down_s} s down)` : 'no PostgreSQL restart'}; ${chaosDatabase.server}.`,
+        `${options.failover ? 'PostgreSQL failed over once (primary SIGKILLed, synchronous standby promoted)' : options.pg_restart ? `PostgreSQL restarted once (fast shutdown, ${options.pg_down_s} s down)` : 'no PostgreSQL restart'}; ${chaosDatabase.server}` +
+        `${pgbouncer ? `, through PgBouncer (transaction pooling, ${CHAOS_PGBOUNCER_POOL} server connections for ${slots.length * CHAOS_DB_POOL} client connections)` : ''}.`,
       '',
     ];
     const table = markdownTable(['check', 'observed', 'result'], ['l', 'l', 'l'], rows.map((row) => [row.check, row.observed.replaceAll('|', '\\|'), row.result === 'FAIL' ? '**FAIL**' : row.result]));
@@ -525,6 +561,7 @@ async function main(): Promise<number> {
       receiver.child.kill();
     }
     await checks?.close().catch(() => {});
+    await pgbouncer?.stop().catch((error: unknown) => log(`stopping PgBouncer failed: ${String(error)}`));
     await chaosDatabase?.dispose(options.keep).catch((error: unknown) => log(`cleaning up the database failed: ${String(error)}`));
     if (!options.keep) {
       // The data directories hold the credential files of a database that no longer exists; the logs stay.

@@ -54,6 +54,11 @@ const environmentSchema = z.object({
    */
   MIGRATE_ON_START: booleanText.default(true),
   DB_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+  /**
+   * `transaction` behind a pooler in transaction pooling (PgBouncer's `pool_mode = transaction`): statements
+   * are unnamed and nothing is kept in a server session. `session` (default) for a direct connection.
+   */
+  DATABASE_POOLING: z.enum(['session', 'transaction']).default('session'),
   WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   /**
    * The worker's fallback poll, when nothing woke it; at most a minute (src/jobs/worker.ts). On PostgreSQL
@@ -190,6 +195,8 @@ export interface Config {
   /** False: migrations are a separate step and a start only checks that the database has them all. */
   migrate_on_start: boolean;
   db_pool_size: number;
+  /** How the connections reach PostgreSQL: their own sessions, or a transaction pooler's (src/platform/db.ts). */
+  database_pooling: 'session' | 'transaction';
   worker_concurrency: number;
   worker_poll_interval_ms: number;
   /** The worker's LISTEN session's connection string; null on PGlite and when WORKER_LISTEN is off. */
@@ -353,6 +360,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     worker_enabled: values.WORKER_ENABLED,
     migrate_on_start: values.MIGRATE_ON_START,
     db_pool_size: values.DB_POOL_SIZE,
+    database_pooling: values.DATABASE_POOLING,
     worker_concurrency: values.WORKER_CONCURRENCY,
     worker_poll_interval_ms: values.WORKER_POLL_INTERVAL_MS,
     database_listen_url: values.DATABASE_URL && values.WORKER_LISTEN ? (values.DATABASE_LISTEN_URL ?? values.DATABASE_URL) : null,

@@ -113,7 +113,9 @@ pg.types.setTypeParser(20, (text: string) => {
 
 /**
  * On PostgreSQL every statement is sent as a named prepared statement, so that each connection
- * parses and plans it once instead of on every call. The name is derived from the SQL text.
+ * parses and plans it once instead of on every call. The name is derived from the SQL text. Behind a
+ * pooler in transaction pooling (`DATABASE_POOLING=transaction`) every statement is unnamed instead: a
+ * named statement lives in one server session, and the next transaction may run in another one.
  */
 const statementNames = new Map<string, string>();
 const STATEMENT_NAME_CACHE_LIMIT = 5000;
@@ -126,9 +128,9 @@ const STATEMENT_NAME_CACHE_LIMIT = 5000;
  */
 export const PLANNED_PER_CALL = '/* planned per call */';
 
-function preparedQuery(sql: string, params: readonly unknown[]): pg.QueryConfig {
+function preparedQuery(sql: string, params: readonly unknown[], named: boolean): pg.QueryConfig {
   // An unnamed statement is planned at bind time with the values bound.
-  if (sql.startsWith(PLANNED_PER_CALL)) return { text: sql, values: params as unknown[] };
+  if (!named || sql.startsWith(PLANNED_PER_CALL)) return { text: sql, values: params as unknown[] };
   let name = statementNames.get(sql);
   if (!name) {
     name = `s_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
@@ -170,10 +172,14 @@ interface ConnectionPool {
 class PostgresDatabase implements Database {
   readonly engine = 'postgres' as const;
   statement_observer: StatementObserver | null = null;
-  constructor(private readonly pool: ConnectionPool) {}
+  constructor(
+    private readonly pool: ConnectionPool,
+    /** False behind a transaction pooler: every statement is sent unnamed (`preparedQuery`). */
+    private readonly named_statements: boolean,
+  ) {}
 
   async query<Row>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
-    const result = await observed(this.statement_observer, sql, () => this.pool.query(preparedQuery(sql, params)));
+    const result = await observed(this.statement_observer, sql, () => this.pool.query(preparedQuery(sql, params, this.named_statements)));
     return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
   }
 
@@ -194,6 +200,7 @@ class PostgresDatabase implements Database {
     const asked = performance.now();
     const client = await this.pool.connect();
     const observer = this.statement_observer;
+    const named = this.named_statements;
     this.acquire_wait.record(performance.now() - asked);
     let broken = false;
     // A checked-out client has no 'error' listener of the pool's. When the server ends the session
@@ -220,11 +227,11 @@ class PostgresDatabase implements Database {
     try {
       const tx = new UnitOfWork({
         async query<Row>(sql: string, params: readonly unknown[] = []) {
-          const result = await send([{ sql, statement: preparedQuery(sql, params) }]);
+          const result = await send([{ sql, statement: preparedQuery(sql, params, named) }]);
           return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
         },
         async queryAfter<Row>(before: readonly { sql: string; params: readonly unknown[] }[], sql: string, params: readonly unknown[] = []) {
-          const result = await send([...before.map((write) => ({ sql: write.sql, statement: preparedQuery(write.sql, write.params) })), { sql, statement: preparedQuery(sql, params) }]);
+          const result = await send([...before.map((write) => ({ sql: write.sql, statement: preparedQuery(write.sql, write.params, named) })), { sql, statement: preparedQuery(sql, params, named) }]);
           return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
         },
         async exec(sql: string) {
@@ -235,7 +242,7 @@ class PostgresDatabase implements Database {
           ended = true;
           const texts = [...(begun ? [] : ['BEGIN']), ...last.map((write) => write.sql), 'COMMIT'];
           await observed(observer, texts.join(';\n'), () =>
-            allAnswered([...(begun ? [] : [client.query('BEGIN')]), ...last.map((write) => client.query(preparedQuery(write.sql, write.params))), client.query('COMMIT')]),
+            allAnswered([...(begun ? [] : [client.query('BEGIN')]), ...last.map((write) => client.query(preparedQuery(write.sql, write.params, named))), client.query('COMMIT')]),
           );
           begun = true;
         },
@@ -429,26 +436,46 @@ export interface OpenDatabaseOptions {
   /** PGlite data directory; `null` keeps the embedded database in memory (tests). */
   data_dir: string | null;
   pool_size?: number;
+  /**
+   * `session` (default): each pooled connection is a PostgreSQL session of the service's own (a direct
+   * connection, or PgBouncer in session pooling), and statements are named prepared statements.
+   * `transaction`: behind a pooler in transaction pooling (PgBouncer's `pool_mode = transaction`), where
+   * each transaction may run in another server session, so nothing may be kept in one: statements are
+   * unnamed, and no startup option is sent (PgBouncer 1.18 refuses the `options` startup parameter).
+   */
+  pooling?: DatabasePooling;
 }
+
+export type DatabasePooling = 'session' | 'transaction';
 
 export async function openDatabase(options: OpenDatabaseOptions): Promise<Database> {
   if (options.database_url) {
-    const config = {
+    const transactionPooling = options.pooling === 'transaction';
+    const config: Omit<pg.PoolConfig, 'connectionString'> = {
       // Statements are written without waiting for the answer before: a transaction's BEGIN travels with
       // its first statement and its COMMIT with its last (PostgresDatabase.transaction).
       pipeline: true,
       max: options.pool_size ?? 10,
-      // Every session runs in UTC so that date arithmetic in SQL never depends on the server's zone.
-      options: '-c TimeZone=UTC',
+      // Every session runs in UTC so that date arithmetic in SQL never depends on the server's zone. Behind
+      // a transaction pooler the time zone is set by a SET on each new connection, before the connection is
+      // handed out: TimeZone is one of the parameters PgBouncer keeps per client and applies to whichever
+      // server session the client's next transaction gets, so it is not state left behind in one session.
+      ...(transactionPooling
+        ? {
+            onConnect: async (client: pg.ClientBase) => {
+              await client.query("SET TimeZone = 'UTC'");
+            },
+          }
+        : { options: '-c TimeZone=UTC' }),
     };
     // Several hosts, or target_session_attrs: the pool picks the host (src/platform/multi-host.ts).
     const multiHost = parseMultiHostUrl(options.database_url);
-    if (multiHost) return new PostgresDatabase(new HostSelectingPool(multiHost, config));
+    if (multiHost) return new PostgresDatabase(new HostSelectingPool(multiHost, config), !transactionPooling);
     const pool = new pg.Pool({ ...config, connectionString: options.database_url });
     pool.on('error', () => {
       // An idle client that dies is dropped by the pool; the next query opens a new one.
     });
-    return new PostgresDatabase(pool);
+    return new PostgresDatabase(pool, !transactionPooling);
   }
   const { PGlite } = await import('@electric-sql/pglite');
   let releaseLock = () => {};

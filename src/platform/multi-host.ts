@@ -163,11 +163,20 @@ export class HostSelectingPool {
         super({ ...config, connectionTimeoutMillis: timeout });
       }
     }
+    // The session's own set-up (the time zone behind a transaction pooler) runs first, then the host check.
+    const setUp = this.config.onConnect;
+    const onConnect =
+      this.target.target_session_attrs === 'read-write'
+        ? async (client: pg.ClientBase) => {
+            await setUp?.(client);
+            await requireReadWrite(client);
+          }
+        : setUp;
     const pool = new pg.Pool({
       ...this.config,
       connectionString: this.target.urlOf(host),
       Client: BoundedClient,
-      ...(this.target.target_session_attrs === 'read-write' ? { onConnect: requireReadWrite } : {}),
+      ...(onConnect ? { onConnect } : {}),
     });
     pool.on('error', () => {
       // An idle client that dies is dropped by the pool; the next connection is chosen again.

@@ -371,6 +371,8 @@ describe('backend selection', () => {
   it.skipIf(!usingPostgres)('opens PostgreSQL itself when DATABASE_URL is set, whatever holds the data directory', async () => {
     const env = {
       DATABASE_URL: testApp.testDatabase.url ?? '',
+      // The PgBouncer pass's URL goes through a transaction pooler, which needs its setting.
+      DATABASE_POOLING: process.env.DATABASE_POOLING ?? 'session',
       DATA_DIR: lockedDataDirectory(),
       MASTER_KEY: TEST_MASTER_KEY.toString('base64'),
     };

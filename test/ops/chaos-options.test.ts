@@ -19,7 +19,7 @@ describe('npm run chaos options', () => {
     for (const flag of ['--help', '-h']) {
       const run = chaos(flag);
       expect(run.status, run.stderr).toBe(0);
-      for (const option of ['--duration', '--kill-every', '--pg-restart', '--pg-down', '--pg-restart-command', '--failover', '--flows', '--merchants', '--drain-timeout', '--webhook-failure-rate', '--webhook-hang-rate', '--keep']) {
+      for (const option of ['--duration', '--kill-every', '--pg-restart', '--pg-down', '--pg-restart-command', '--failover', '--flows', '--merchants', '--drain-timeout', '--webhook-failure-rate', '--webhook-hang-rate', '--keep', '--pgbouncer']) {
         expect(run.stdout).toContain(option);
       }
       expect(run.stderr).toBe('');

@@ -212,6 +212,26 @@ describe.skipIf(!usingPostgres)('the host-selecting pool and a read-only server'
   });
 });
 
+describe.skipIf(!usingPostgres)('a multi-host DATABASE_URL behind a transaction pooler', () => {
+  const fixture = forwardingFixture();
+
+  it('runs the session set-up of pooled connections (the time zone SET) and the read-write check, both, on each new session', async () => {
+    const [one, two] = [await fixture.forwarder(), await fixture.forwarder()];
+    const name = new URL(fixture.testDatabase.url!).pathname;
+    const url = `postgres://${fixture.server.username}@127.0.0.1:${one.port},127.0.0.1:${two.port}${name}?target_session_attrs=read-write`;
+    // The server's sessions start in another zone, so that only the set-up's SET can make them UTC.
+    const database = await openDatabase({ database_url: `${url}&options=-c%20TimeZone%3DAsia%2FBangkok`, data_dir: null, pool_size: 2, pooling: 'transaction' });
+    try {
+      const { rows } = await database.query<{ zone: string; read_only: string }>("SELECT current_setting('TimeZone') AS zone, current_setting('transaction_read_only') AS read_only");
+      expect(rows).toEqual([{ zone: 'UTC', read_only: 'off' }]);
+      const named = await database.query<{ count: number }>('SELECT count(*)::int AS count FROM pg_prepared_statements');
+      expect(named.rows[0]?.count).toBe(0);
+    } finally {
+      await database.close();
+    }
+  });
+});
+
 describe.skipIf(!usingPostgres)('a multi-host DATABASE_URL whose hosts all refuse', () => {
   it('fails with 08001 naming each host', async () => {
     const dead = new Forwarder({ host: '127.0.0.1', port: 1 });

@@ -18,6 +18,15 @@ export function withDatabaseName(url: string, name: string): string {
 
 export const usingPostgres = Boolean(process.env.DATABASE_URL);
 
+function throughPgBouncer(url: string, port: number): string {
+  const parsed = new URL(url);
+  parsed.hostname = '127.0.0.1';
+  parsed.port = String(port);
+  // PgBouncer trusts its loopback clients; it holds the server's password itself.
+  parsed.password = '';
+  return parsed.toString();
+}
+
 /**
  * Resolves once some session of this database waits for a lock (PostgreSQL; up to `timeout_ms`), for a test
  * that holds a lock and must know that the statement it is testing has reached it.
@@ -92,14 +101,17 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name} TEMPLATE ${runPrefix()}_template`);
   await admin.end();
-  const fileUrl = withDatabaseName(url, name);
-  const database = await openDatabase({ database_url: fileUrl, data_dir: null, pool_size: 20 });
+  // In the PgBouncer pass the file's database is reached through the run's PgBouncer (global-setup.ts).
+  const pgbouncerPort = process.env.PGTEST_PGBOUNCER_PORT;
+  const fileUrl = pgbouncerPort ? throughPgBouncer(withDatabaseName(url, name), Number(pgbouncerPort)) : withDatabaseName(url, name);
+  const pooling = pgbouncerPort ? 'transaction' : 'session';
+  const database = await openDatabase({ database_url: fileUrl, data_dir: null, pool_size: 20, pooling });
   const others: Database[] = [];
   return {
     database,
     url: fileUrl,
     async openAnother() {
-      const another = await openDatabase({ database_url: fileUrl, data_dir: null, pool_size: 20 });
+      const another = await openDatabase({ database_url: fileUrl, data_dir: null, pool_size: 20, pooling });
       others.push(another);
       return another;
     },
