@@ -106,6 +106,24 @@ async function rotateBatch(database: Database, column: SealedColumn, keys: Rekey
   });
 }
 
+/** PostgreSQL's deadlock and serialization failures: the batch's transaction was rolled back, and may simply run again. */
+const RETRIED_CODES = new Set(['40P01', '40001']);
+const BATCH_ATTEMPTS = 3;
+
+/**
+ * A batch, run again when it lost a deadlock to the service's own transactions (its row locks meet the
+ * service's in another order on a live database); any other failure ends the rotation, which resumes when run again.
+ */
+async function rotateBatchWithRetry(database: Database, column: SealedColumn, keys: Rekeying, cursor: unknown[] | null, batch_size: number): Promise<BatchResult> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await rotateBatch(database, column, keys, cursor, batch_size);
+    } catch (error) {
+      if (attempt >= BATCH_ATTEMPTS || !RETRIED_CODES.has(String((error as { code?: unknown }).code))) throw error;
+    }
+  }
+}
+
 /** Rotates one column to the end of its table; `on_batch` hears each batch's count (progress for the operator). */
 export async function rotateColumn(
   database: Database,
@@ -117,7 +135,7 @@ export async function rotateColumn(
   const result: ColumnRotation = { column: columnName(column), resealed: 0, failed: 0, first_failure: null };
   let cursor: unknown[] | null = null;
   do {
-    const batch = await rotateBatch(database, column, keys, cursor, batch_size);
+    const batch = await rotateBatchWithRetry(database, column, keys, cursor, batch_size);
     result.resealed += batch.resealed;
     result.failed += batch.failures.length;
     result.first_failure ??= batch.failures[0] ?? null;
