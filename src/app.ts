@@ -4,7 +4,7 @@ import crypto from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { ScopedClock, SystemClock, type Clock } from './platform/clock.ts';
 import type { Config } from './platform/config.ts';
-import { SecretBox } from './platform/crypto.ts';
+import { keysById, SecretBox, type MasterKeyring } from './platform/crypto.ts';
 import { invariant } from './platform/assert.ts';
 import { openDatabase, type Database } from './platform/db.ts';
 import { createLogger, type Logger } from './platform/logger.ts';
@@ -179,7 +179,15 @@ export interface CreateInstanceOptions {
   database: Database;
   clock?: Clock;
   logger?: Logger;
+  /** The current master key: it seals every new value. */
   master_key: Buffer;
+  /** Earlier master keys (MASTER_KEY_PREVIOUS), only to open values sealed before a rotation. */
+  master_key_previous?: readonly Buffer[];
+  /**
+   * The root of the derived keys (src/platform/derivation-key.ts), pinned in the database; the master key
+   * itself when not given (tests, whose databases never rotated).
+   */
+  derivation_key?: Buffer;
   extra_modules?: readonly ExtraRouteModule[];
   job_handlers?: Record<string, JobHandler>;
   /** Closes the database on stop (false when a test owns it). */
@@ -247,7 +255,10 @@ interface Foundation {
   logger: Logger;
   metrics: Metrics;
   secretBox: SecretBox;
-  master_key: Buffer;
+  /** Sealing and unwrapping of slip evidence, under the same master keys as `secretBox`. */
+  evidenceCipher: EvidenceCipher;
+  /** The root every HMAC-derived key comes from (account lookups, links, capability tokens). */
+  derivation_key: Buffer;
   addresses: Addresses;
   workerLink: WorkerLink;
 }
@@ -261,8 +272,9 @@ function foundationOf(options: CreateInstanceOptions): Foundation {
     clock: new ScopedClock(realClock),
     logger: options.logger ?? createLogger(options.config.log_level),
     metrics: createMetrics(),
-    secretBox: new SecretBox(options.master_key),
-    master_key: options.master_key,
+    secretBox: new SecretBox(options.master_key, options.master_key_previous),
+    evidenceCipher: new EvidenceCipher(options.master_key, options.master_key_previous),
+    derivation_key: options.derivation_key ?? options.master_key,
     addresses: new Addresses(options.config),
     workerLink: new WorkerLink(),
   };
@@ -276,7 +288,7 @@ function createMoneyServices(base: Foundation) {
   const ledger = new LedgerService(events, clock);
   const fees = new FeeService(clock);
   // Beneficiary account numbers are looked up by an HMAC under a key derived from the master key.
-  const accountLookupKey = deriveAccountLookupKey(base.master_key);
+  const accountLookupKey = deriveAccountLookupKey(base.derivation_key);
   const beneficiaries = new BeneficiaryService({ events, clock, secretBox, account_lookup_key: accountLookupKey });
   const tenancy = new TenancyService(database, clock, secretBox);
   const withdrawalPolicies = new WithdrawalPolicyService({ clock, database, audit: tenancy });
@@ -305,7 +317,7 @@ type MoneyServices = ReturnType<typeof createMoneyServices>;
  * built before the deposit service, and the module's workflow that calls the deposit service after it.
  */
 function createDepositCollaborators(base: Foundation, money: MoneyServices) {
-  const checkoutLinks = new CheckoutLinks(base.master_key);
+  const checkoutLinks = new CheckoutLinks(base.derivation_key);
   return {
     // Claims belong to the review module; the deposit service opens them in its own transactions.
     claimRegistry: new ClaimRegistry({ clock: base.clock, events: money.events }),
@@ -327,7 +339,7 @@ type DepositCollaborators = ReturnType<typeof createDepositCollaborators>;
 /** Deposits, idempotency and slip intake. */
 function createOrderServices(base: Foundation, money: MoneyServices, collaborators: DepositCollaborators) {
   const { clock, secretBox, database, config, metrics } = base;
-  const slipTokens = new SlipTokenSigner(base.master_key);
+  const slipTokens = new SlipTokenSigner(base.derivation_key);
   const claimRegistry = collaborators.claimRegistry;
   const depositPolicies = new DepositPolicyService({ clock, database, audit: money.tenancy, secretBox });
   const deposits = new DepositService({
@@ -341,7 +353,7 @@ function createOrderServices(base: Foundation, money: MoneyServices, collaborato
     ledger: money.ledger,
     fees: money.fees,
     slip_tokens: slipTokens,
-    qr_links: new QrImageLinks(base.master_key),
+    qr_links: new QrImageLinks(base.derivation_key),
     public_base_url: () => base.addresses.publicBaseUrl(),
     upload_base_url: () => base.addresses.uploadBaseUrl(),
     claims: claimRegistry,
@@ -368,7 +380,7 @@ function createOrderServices(base: Foundation, money: MoneyServices, collaborato
     clock,
     logger: base.logger,
     secretBox,
-    cipher: new EvidenceCipher(base.master_key),
+    cipher: base.evidenceCipher,
     blobs,
     deposits,
     idempotency,
@@ -763,16 +775,18 @@ function instanceOf(
   };
 }
 
+function decodeMasterKey(text: string, name: string): Buffer {
+  const key = Buffer.from(text, 'base64');
+  if (key.length !== 32) throw new Error(`${name} must be 32 bytes in standard base64`);
+  return key;
+}
+
 /**
  * The master key seals secrets at rest. Production passes MASTER_KEY; the embedded default keeps a
  * generated key beside its data (mode 0600) so that a fresh machine starts with no set-up.
  */
 export function resolveMasterKey(config: Config, logger: Logger): Buffer {
-  if (config.master_key_base64) {
-    const key = Buffer.from(config.master_key_base64, 'base64');
-    if (key.length !== 32) throw new Error('MASTER_KEY must be 32 bytes in standard base64');
-    return key;
-  }
+  if (config.master_key_base64) return decodeMasterKey(config.master_key_base64, 'MASTER_KEY');
   if (config.production) throw new Error('MASTER_KEY is required when NODE_ENV=production');
   const keyPath = path.join(path.resolve(config.data_dir), 'master.key');
   fs.mkdirSync(path.dirname(keyPath), { recursive: true });
@@ -783,6 +797,20 @@ export function resolveMasterKey(config: Config, logger: Logger): Buffer {
   const key = Buffer.from(fs.readFileSync(keyPath, 'utf8').trim(), 'base64');
   if (key.length !== 32) throw new Error(`the master key in ${keyPath} is not 32 bytes`);
   return key;
+}
+
+/**
+ * The current master key and the earlier ones of a rotation (MASTER_KEY_PREVIOUS, only with MASTER_KEY:
+ * the generated development key is never rotated). Each key is checked here, so a wrong one stops the start.
+ */
+export function resolveMasterKeyring(config: Config, logger: Logger): MasterKeyring {
+  if (config.master_key_previous_base64.length > 0 && !config.master_key_base64) throw new Error('MASTER_KEY_PREVIOUS is set without MASTER_KEY');
+  const ring = {
+    current: resolveMasterKey(config, logger),
+    previous: config.master_key_previous_base64.map((text, index) => decodeMasterKey(text, `MASTER_KEY_PREVIOUS (key ${index + 1})`)),
+  };
+  keysById(ring);
+  return ring;
 }
 
 export async function openConfiguredDatabase(config: Config, logger: Logger): Promise<Database> {

@@ -4,7 +4,8 @@ import { loadConfig } from './platform/config.ts';
 import { loadWebhookSettings } from './webhooks/settings.ts';
 import { createLogger } from './platform/logger.ts';
 import { DataDirectoryLocked } from './platform/db.ts';
-import { createServiceInstance, openConfiguredDatabase, resolveMasterKey } from './app.ts';
+import { createServiceInstance, openConfiguredDatabase, resolveMasterKeyring } from './app.ts';
+import { resolveDerivationKey } from './platform/derivation-key.ts';
 import { limitHeapGrowth } from './platform/heap.ts';
 
 /**
@@ -18,7 +19,7 @@ async function main(): Promise<void> {
   // with a wrong one before it opens the database.
   loadWebhookSettings(process.env, { embedded_database: config.database_url === null });
   const logger = createLogger(config.log_level);
-  const masterKey = resolveMasterKey(config, logger);
+  const keyring = resolveMasterKeyring(config, logger);
   let database;
   try {
     database = await openConfiguredDatabase(config, logger);
@@ -29,7 +30,16 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const instance = createServiceInstance({ config, database, logger, master_key: masterKey });
+  // Opening the pinned derivation root checks the key set against the database before anything is served.
+  const derivationKey = await resolveDerivationKey(database, keyring, new Date());
+  const instance = createServiceInstance({
+    config,
+    database,
+    logger,
+    master_key: keyring.current,
+    master_key_previous: keyring.previous,
+    derivation_key: derivationKey,
+  });
   const baseUrl = await instance.listen();
 
   const sandbox = await instance.services.tenancy.bootstrapSandbox();

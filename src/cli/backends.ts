@@ -2,11 +2,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { openConfiguredDatabase, resolveMasterKey } from '../app.ts';
+import { openConfiguredDatabase, resolveMasterKeyring } from '../app.ts';
 import { parseOrThrow } from '../http/validation.ts';
 import { SystemClock } from '../platform/clock.ts';
 import { loadConfig, type Config } from '../platform/config.ts';
-import { SecretBox } from '../platform/crypto.ts';
+import { SecretBox, type MasterKeyring } from '../platform/crypto.ts';
 import { DataDirectoryLocked, readLockHolder, type Database } from '../platform/db.ts';
 import { createLogger, scrubText } from '../platform/logger.ts';
 import {
@@ -316,9 +316,9 @@ export function readOperatorCredentials(config: Config, env: CliEnvironment): { 
 async function openDirectBackend(config: Config, stderr: TextSink): Promise<AdminBackend> {
   // Only errors reach the terminal: the service's informational JSON logs would bury the CLI's output.
   const logger = createLogger('error', { write: (line: string) => void stderr.write(line) });
-  let masterKey: Buffer;
+  let keyring: MasterKeyring;
   try {
-    masterKey = resolveMasterKey(config, logger);
+    keyring = resolveMasterKeyring(config, logger);
   } catch (error) {
     throw new CliError('invalid_configuration', scrubText(error instanceof Error ? error.message : String(error)));
   }
@@ -329,7 +329,7 @@ async function openDirectBackend(config: Config, stderr: TextSink): Promise<Admi
     if (error instanceof DataDirectoryLocked) throw error;
     throw new CliError('database_unavailable', scrubText(error instanceof Error ? error.message : String(error)));
   }
-  const tenancy = new TenancyService(database, new SystemClock(), new SecretBox(masterKey));
+  const tenancy = new TenancyService(database, new SystemClock(), SecretBox.fromKeyring(keyring));
   return createDirectBackend({ tenancy, close: () => database.close() });
 }
 

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
-import { openConfiguredDatabase, resolveMasterKey } from '../app.ts';
+import { openConfiguredDatabase, resolveMasterKeyring } from '../app.ts';
 import { parseOrThrow } from '../http/validation.ts';
 import { SystemClock } from '../platform/clock.ts';
-import { SecretBox } from '../platform/crypto.ts';
+import { SecretBox, type MasterKeyring } from '../platform/crypto.ts';
 import { ApiError } from '../platform/errors.ts';
 import { DataDirectoryLocked } from '../platform/db.ts';
 import { createLogger, scrubText } from '../platform/logger.ts';
@@ -189,9 +189,9 @@ export function createRemoteWebhookBackend(options: { base_url: string; token: s
 async function openDirect(env: CliEnvironment, stderr: TextSink): Promise<WebhookBackend> {
   const config = loadCliConfig(env);
   const logger = createLogger('error', { write: (line: string) => void stderr.write(line) });
-  let masterKey: Buffer;
+  let keyring: MasterKeyring;
   try {
-    masterKey = resolveMasterKey(config, logger);
+    keyring = resolveMasterKeyring(config, logger);
   } catch (error) {
     throw new CliError('invalid_configuration', scrubText(error instanceof Error ? error.message : String(error)));
   }
@@ -205,7 +205,7 @@ async function openDirect(env: CliEnvironment, stderr: TextSink): Promise<Webhoo
     throw new CliError('database_unavailable', scrubText(error instanceof Error ? error.message : String(error)));
   });
   const clock = new SystemClock();
-  const secretBox = new SecretBox(masterKey);
+  const secretBox = SecretBox.fromKeyring(keyring);
   const tenancy = new TenancyService(database, clock, secretBox);
   const webhooks = createWebhooks({ database, clock, logger, secretBox, events: new EventsService(clock, secretBox), tenancy }, { environment: env });
   return createDirectWebhookBackend({ webhooks, tenancy, close: () => database.close() });

@@ -26,6 +26,17 @@ export class EventFieldSealer {
     return text.replace(CLEAR_FIELD, (_field, value: string) => `"qr_payload":"sealed:${box.seal(JSON.parse(value) as string, SEALED_PURPOSE)}"`);
   }
 
+  /**
+   * The stored text with each sealed `qr_payload` sealed again under the current master key (key rotation).
+   * Only the sealed values change, so the envelope opens to the same text as before, byte for byte.
+   */
+  reseal(text: string): string {
+    if (!text.includes('"qr_payload":"sealed:')) return text;
+    const box = this.box;
+    invariant(box !== null, 'a stored qr_payload needs the secret box to be sealed again');
+    return text.replace(SEALED_FIELD, (_field, sealed: string) => `"qr_payload":"sealed:${box.reseal(sealed, SEALED_PURPOSE)}"`);
+  }
+
   /** The stored text as the event was written: each sealed `qr_payload` opened. */
   open(text: string): string {
     if (!text.includes('"qr_payload":"sealed:')) return text;

@@ -2,7 +2,7 @@ import type { Clock } from '../platform/clock.ts';
 import type { Database, Queryable } from '../platform/db.ts';
 import { ApiError, renderError } from '../platform/errors.ts';
 import { invariant } from '../platform/assert.ts';
-import type { SecretBox } from '../platform/crypto.ts';
+import { SecretBox } from '../platform/crypto.ts';
 import { DAY_MS } from '../platform/time.ts';
 import * as repository from './repository.ts';
 import type { IdempotentExecution, StoredResponse } from '../http/ports.ts';
@@ -33,9 +33,9 @@ export const IDEMPOTENCY_RETENTION_MS = 7 * DAY_MS;
  * an answer may carry a slip capability token or a PromptPay payload (which holds a receiver's full
  * account number), and such values never rest in plain text. The scope in the purpose keeps a sealed
  * answer from being replayed under another merchant's key. Answers stored before sealing are plain JSON,
- * which never starts with the sealed format's `v1.`, and are still replayed until they expire.
+ * which never starts with a sealed format's `v1.` or `v2.`, and are still replayed until they expire.
  */
-function responsePurpose(scope: repository.IdempotencyScope): string {
+export function responsePurpose(scope: repository.IdempotencyScope): string {
   return `idempotency.response_body:${scope.white_label_id}:${scope.merchant_id}:${scope.livemode}:${scope.idempotency_key}`;
 }
 
@@ -58,7 +58,7 @@ export class IdempotencyService implements IdempotentExecution {
   ) {}
 
   private openStored(scope: repository.IdempotencyScope, stored: string): string {
-    return stored.startsWith('v1.') ? this.secretBox.open(stored, responsePurpose(scope)) : stored;
+    return SecretBox.isSealed(stored) ? this.secretBox.open(stored, responsePurpose(scope)) : stored;
   }
 
   async execute(

@@ -43,6 +43,8 @@ const environmentSchema = z.object({
   DATA_DIR: z.string().min(1).default('./data'),
   /** 32 bytes, standard base64. Without it the embedded mode keeps a generated key in DATA_DIR. */
   MASTER_KEY: z.string().optional(),
+  /** Earlier master keys (comma-separated, each 32 bytes in base64), only to open values sealed before a rotation. */
+  MASTER_KEY_PREVIOUS: z.string().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Which key environments this deployment accepts: a key of another one answers api_key_invalid. */
   ACCEPTED_MODES: z.string().default('test,live'),
@@ -187,6 +189,8 @@ export interface Config {
   database_url: string | null;
   data_dir: string;
   master_key_base64: string | null;
+  /** MASTER_KEY_PREVIOUS split at commas, each still base64 (the keys are checked where they are decoded). */
+  master_key_previous_base64: string[];
   log_level: z.infer<typeof environmentSchema>['LOG_LEVEL'];
   accepts_test_mode: boolean;
   accepts_live_mode: boolean;
@@ -353,6 +357,7 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     database_url: values.DATABASE_URL ?? null,
     data_dir: values.DATA_DIR,
     master_key_base64: values.MASTER_KEY ?? null,
+    master_key_previous_base64: (values.MASTER_KEY_PREVIOUS ?? '').split(',').map((key) => key.trim()).filter((key) => key !== ''),
     log_level: values.LOG_LEVEL,
     accepts_test_mode: modes.has('test'),
     accepts_live_mode: modes.has('live'),

@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
-import { hmacSha256Hex, sha256Hex } from '../platform/crypto.ts';
+import { hmacSha256Hex, keysById, masterKeyId, sha256Hex, UnknownMasterKey } from '../platform/crypto.ts';
 import * as repository from './repository.ts';
 
 /**
@@ -23,7 +23,10 @@ import * as repository from './repository.ts';
  */
 
 const EVIDENCE_KEY_PURPOSE = 'slips.evidence.key.v1';
-const WRAPPED_KEY_VERSION = 'v1';
+/** `v1.<wrapped>`: wrapped before keys had identifiers, unwrapped by trying each evidence key. */
+const LEGACY_WRAPPED_KEY_VERSION = 'v1';
+/** `v2.<master key id>.<wrapped>`: the id names the master key the evidence key was derived from. */
+const WRAPPED_KEY_VERSION = 'v2';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const DATA_KEY_BYTES = 32;
@@ -67,7 +70,7 @@ export interface BlobStore {
 export interface SealedEvidence {
   /** iv ‖ tag ‖ ciphertext of the image. */
   ciphertext: Buffer;
-  /** The data key, wrapped: `v1.<iv ‖ tag ‖ wrapped key in base64url>`. */
+  /** The data key, wrapped: `v2.<master key id>.<iv ‖ tag ‖ wrapped key in base64url>` (older ones `v1.<…>`). */
   wrapped_key: string;
 }
 
@@ -131,20 +134,45 @@ function decrypt(key: Buffer, sealed: Buffer, aad: Buffer): Buffer {
 }
 
 export class EvidenceCipher {
-  private readonly evidenceKey: Buffer;
+  /** One evidence key per master key of the ring, by the master key's id; the current one first. */
+  private readonly evidenceKeys: Map<string, Buffer>;
+  readonly current_key_id: string;
 
-  constructor(master_key: Buffer) {
+  constructor(master_key: Buffer, previous_master_keys: readonly Buffer[] = []) {
     invariant(master_key.length === 32, 'the master key is 32 bytes');
-    this.evidenceKey = Buffer.from(hmacSha256Hex(master_key, EVIDENCE_KEY_PURPOSE), 'hex');
+    this.evidenceKeys = new Map();
+    for (const [id, key] of keysById({ current: master_key, previous: previous_master_keys })) {
+      this.evidenceKeys.set(id, Buffer.from(hmacSha256Hex(key, EVIDENCE_KEY_PURPOSE), 'hex'));
+    }
+    this.current_key_id = masterKeyId(master_key);
   }
 
   seal(address: BlobAddress, plaintext: Buffer): SealedEvidence {
     const aad = associatedData(address);
     const dataKey = crypto.randomBytes(DATA_KEY_BYTES);
     const ciphertext = encrypt(dataKey, plaintext, aad);
-    const wrapped = encrypt(this.evidenceKey, dataKey, aad);
+    const wrapped_key = this.wrap(dataKey, aad);
     dataKey.fill(0);
-    return { ciphertext, wrapped_key: `${WRAPPED_KEY_VERSION}.${wrapped.toString('base64url')}` };
+    return { ciphertext, wrapped_key };
+  }
+
+  /** True when the wrapped key is wrapped under the current master key's evidence key already. */
+  isUnderCurrentKey(wrapped_key: string): boolean {
+    return wrapped_key.startsWith(`${WRAPPED_KEY_VERSION}.${this.current_key_id}.`);
+  }
+
+  /**
+   * The same data key wrapped under the current master key's evidence key (key rotation): the image's
+   * ciphertext does not change, so rotation never reads or rewrites an image.
+   */
+  rewrap(address: BlobAddress, wrapped_key: string): string {
+    const aad = associatedData(address);
+    const dataKey = this.unwrap(wrapped_key, aad);
+    try {
+      return this.wrap(dataKey, aad);
+    } finally {
+      dataKey.fill(0);
+    }
   }
 
   /**
@@ -160,12 +188,34 @@ export class EvidenceCipher {
     return this.withDataKey(address, sealed, (dataKey, aad) => decrypt(dataKey, sealed.ciphertext, aad));
   }
 
+  private wrap(dataKey: Buffer, aad: Buffer): string {
+    const wrapped = encrypt(this.evidenceKeys.get(this.current_key_id)!, dataKey, aad);
+    return `${WRAPPED_KEY_VERSION}.${this.current_key_id}.${wrapped.toString('base64url')}`;
+  }
+
+  /** The data key; a v2 key names its master key, a v1 key is tried under each evidence key in turn. */
+  private unwrap(wrapped_key: string, aad: Buffer): Buffer {
+    const parts = wrapped_key.split('.');
+    if (parts.length === 3 && parts[0] === WRAPPED_KEY_VERSION) {
+      const evidenceKey = this.evidenceKeys.get(parts[1]!);
+      if (evidenceKey === undefined) throw new UnknownMasterKey(parts[1]!);
+      return decrypt(evidenceKey, Buffer.from(parts[2]!, 'base64url'), aad);
+    }
+    invariant(parts.length === 2 && parts[0] === LEGACY_WRAPPED_KEY_VERSION, 'a wrapped key of a known version');
+    for (const evidenceKey of this.evidenceKeys.values()) {
+      try {
+        return decrypt(evidenceKey, Buffer.from(parts[1]!, 'base64url'), aad);
+      } catch {
+        // Not this evidence key: the next one is tried; none opening is reported below.
+      }
+    }
+    throw new Error('a v1 wrapped evidence key opens under no master key held (MASTER_KEY, MASTER_KEY_PREVIOUS)');
+  }
+
   /** Unwraps the evidence's data key for `work`, and wipes it afterwards. */
   private withDataKey<T>(address: BlobAddress, sealed: SealedEvidence, work: (dataKey: Buffer, aad: Buffer) => T): T {
-    const [version, wrappedText] = sealed.wrapped_key.split('.');
-    invariant(version === WRAPPED_KEY_VERSION && wrappedText !== undefined, 'a wrapped key of a known version');
     const aad = associatedData(address);
-    const dataKey = decrypt(this.evidenceKey, Buffer.from(wrappedText, 'base64url'), aad);
+    const dataKey = this.unwrap(sealed.wrapped_key, aad);
     try {
       return work(dataKey, aad);
     } finally {

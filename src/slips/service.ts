@@ -42,8 +42,8 @@ export const MAX_RECEIPTS_PER_ORDER = 3;
  */
 export const PROCESS_SLIP_MAX_ATTEMPTS = 30;
 
-const FIELDS_PURPOSE = 'slips.receipt.fields';
-const TRANSFER_PURPOSE = 'slips.receipt.transfer';
+export const FIELDS_PURPOSE = 'slips.receipt.fields';
+export const TRANSFER_PURPOSE = 'slips.receipt.transfer';
 
 export interface SlipsDependencies {
   database: Database;

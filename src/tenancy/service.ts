@@ -15,7 +15,7 @@ import type { AdmissionRequest, BucketCount, CallerDirectory, RequestAdmission, 
  * stored only as a hash (keys, tokens) or sealed under the master key (HMAC signing secrets, which
  * the service must be able to read back to verify signatures).
  */
-const SIGNING_SECRET_PURPOSE = 'api_key.signing_secret';
+export const SIGNING_SECRET_PURPOSE = 'api_key.signing_secret';
 const KEY_CACHE_LIMIT = 10_000;
 
 export interface BrandView {

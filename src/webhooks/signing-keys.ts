@@ -53,7 +53,7 @@ export const SIGNER_CACHE_MS = 10 * SECOND_MS;
 const CACHED_KEY_SETS_MAX = 1_000;
 /** Opened private keys a process keeps; a sandbox set can rotate every 30 seconds, so this is bounded. */
 const OPENED_PRIVATE_KEYS_MAX = 2_000;
-const PRIVATE_KEY_PURPOSE = 'webhook_signing_key.private_key';
+export const PRIVATE_KEY_PURPOSE = 'webhook_signing_key.private_key';
 const SCENARIO_RUN_ID_MAX_LENGTH = 255;
 
 /** The live key set: the platform's, shared by every brand, exactly the keys published before sets existed. */

@@ -75,7 +75,7 @@ describe('idempotency: stored answers are sealed', () => {
     const { rows } = await app.testDatabase.database.query<{ text: string }>('SELECT response_body AS text FROM idempotency_records');
     expect(rows.length).toBeGreaterThan(0);
     for (const row of rows) {
-      expect(row.text.startsWith('v1.')).toBe(true);
+      expect(row.text.startsWith('v2.')).toBe(true);
       for (const secret of secrets) expect(row.text).not.toContain(secret);
     }
 

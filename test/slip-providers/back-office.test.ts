@@ -71,7 +71,7 @@ describe('a brand operator sets, reads, tests, rotates and removes its providers
   it('stores the credentials sealed', async () => {
     const { rows } = await app.instance.services.database.query<{ credentials_sealed: string }>('SELECT credentials_sealed FROM slip_provider_settings WHERE white_label_id = $1', [brand]);
     expect(rows).toHaveLength(1);
-    expect(rows[0]?.credentials_sealed.startsWith('v1.')).toBe(true);
+    expect(rows[0]?.credentials_sealed.startsWith('v2.')).toBe(true);
     expectNoSecret(rows[0]?.credentials_sealed ?? '', 'the sealed column');
   });
 

@@ -115,7 +115,7 @@ describe('the receipt', () => {
       [receipt.receipt_id],
     );
     const stored = Buffer.from(rows[0]!.ciphertext);
-    expect(rows[0]).toMatchObject({ image_sha256: crypto.createHash('sha256').update(png).digest('hex'), blob_store: 'postgres', wrapped_key: expect.stringMatching(/^v1\./) });
+    expect(rows[0]).toMatchObject({ image_sha256: crypto.createHash('sha256').update(png).digest('hex'), blob_store: 'postgres', wrapped_key: expect.stringMatching(/^v2\./) });
     expect(stored.length).toBe(png.length + 28);
     expect(stored.includes(png.subarray(0, 16))).toBe(false);
     expect(stored.includes(png.subarray(1000, 1064))).toBe(false);

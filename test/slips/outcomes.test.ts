@@ -215,7 +215,7 @@ describe('to review', () => {
     expect(await balanceOf(owner)).toMatchObject({ pending_clearing_minor: 0 });
     const [receipt] = await receiptsOf(order);
     expect(receipt).toMatchObject({ outcome: 'under_review', verification: { source: 'reference_fields', bank: 'found' } });
-    expect(receipt?.transfer_sealed).toMatch(/^v1\./);
+    expect(receipt?.transfer_sealed).toMatch(/^v2\./);
   });
 
   it("reasons[0]: NO_SLIP_IMAGE first for a reference-only slip, then the spec's order, our own codes last", async () => {

@@ -67,6 +67,12 @@ export interface TestAppOptions {
   logger?: Logger;
   /** The live bank verifier, instead of the one SLIP_VERIFIER_URL configures (a provider adapter at a fake). */
   live_bank_verifier?: BankVerifier;
+  /** The master keys and derivation root (key rotation tests); TEST_MASTER_KEY alone by default. */
+  master_key?: Buffer;
+  master_key_previous?: readonly Buffer[];
+  derivation_key?: Buffer;
+  /** A database that already has its sandbox (a restarted service): its credentials, instead of a new bootstrap. */
+  existing_sandbox?: { sandbox: MerchantCredentials; operator_token: string };
 }
 
 export async function createTestApp(options: TestAppOptions = {}): Promise<TestApp> {
@@ -78,7 +84,9 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     database: testDatabase.database,
     clock,
     logger: options.logger ?? createLogger('silent'),
-    master_key: TEST_MASTER_KEY,
+    master_key: options.master_key ?? TEST_MASTER_KEY,
+    master_key_previous: options.master_key_previous,
+    derivation_key: options.derivation_key,
     extra_modules: options.extra_modules,
     webhooks: options.webhooks,
     job_handlers: options.job_handlers,
@@ -88,7 +96,9 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
   const contract = createContractRecorder();
   attachContractCheck(instance.app, contract);
   await instance.app.ready();
-  const bootstrap = await instance.services.tenancy.bootstrapSandbox();
+  const bootstrap = options.existing_sandbox
+    ? { ...options.existing_sandbox.sandbox, operator_token: options.existing_sandbox.operator_token }
+    : await instance.services.tenancy.bootstrapSandbox();
   if (!bootstrap) throw new Error('the test database already had a brand');
   const sandbox: MerchantCredentials = {
     white_label_id: bootstrap.white_label_id,

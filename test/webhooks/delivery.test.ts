@@ -550,7 +550,7 @@ describe('signing key rotation', () => {
     h.app.clock.advance(24 * HOUR_MS);
     expect((await publishedKeys()).map((key) => key.kid).filter((kid) => kid === rotated.new_key.kid || kid === oldKid)).toEqual([rotated.new_key.kid]);
     const { rows } = await h.app.testDatabase.database.query<{ private_key_sealed: string }>('SELECT private_key_sealed FROM webhook_signing_keys');
-    expect(rows.every((row) => row.private_key_sealed.startsWith('v1.') && !row.private_key_sealed.includes('MC4CAQ'))).toBe(true);
+    expect(rows.every((row) => row.private_key_sealed.startsWith('v2.') && !row.private_key_sealed.includes('MC4CAQ'))).toBe(true);
   });
 });
 
