@@ -76,17 +76,31 @@ export interface ExplainedStatement {
   sequential: string[];
   /** Of those, the ones still scanned sequentially with enable_seqscan off: no index can serve the statement. */
   without_index: string[];
-  /** Rows of each table scanned sequentially (pg_class.reltuples after ANALYZE). */
+  /** Rows of each table scanned sequentially (pg_class.reltuples after ANALYZE), on the grown and on the empty database. */
   table_rows: Record<string, number>;
+  empty_rows: Record<string, number>;
   error: string | null;
 }
 
 /** A sequential scan of a table of at most this many rows is the planner's cheapest plan, not a missing index. */
 export const SMALL_TABLE_ROWS = 10_000;
 
-/** Whether a statement's plan is flagged: a sequential scan of a large table, or one no index could replace. */
+/**
+ * Whether a statement's plan is flagged: a sequential scan of a large table, or of a table that grows with
+ * the traffic (more rows in the grown database than in the empty one) that no index could replace. A
+ * reference table that does not grow (the bank directory) is read whole by design.
+ */
 export function flagged(statement: ExplainedStatement): string[] {
-  return statement.sequential.filter((table) => (statement.table_rows[table] ?? 0) > SMALL_TABLE_ROWS || statement.without_index.includes(table));
+  return statement.sequential.filter(
+    (table) =>
+      (statement.table_rows[table] ?? 0) > SMALL_TABLE_ROWS ||
+      (statement.without_index.includes(table) && (statement.table_rows[table] ?? 0) > (statement.empty_rows[table] ?? 0)),
+  );
+}
+
+async function rowsOf(client: pg.Client, table: string): Promise<number> {
+  const { rows } = await client.query<{ rows: number }>(`SELECT greatest(reltuples, 0)::float8 AS rows FROM pg_class WHERE oid = to_regclass($1)`, [table]);
+  return Number(rows[0]?.rows ?? 0);
 }
 
 async function planOf(client: pg.Client, mode: 'force_generic_plan' | 'force_custom_plan', statement: CapturedStatement, seqscan = true): Promise<string> {
@@ -108,9 +122,11 @@ function scannedTables(plans: string): string[] {
   return [...new Set([...plans.matchAll(/Seq Scan on (\w+)/g)].map((match) => match[1] as string))];
 }
 
-export async function explainAll(databaseUrl: string, statements: CapturedStatement[]): Promise<ExplainedStatement[]> {
+export async function explainAll(databaseUrl: string, emptyUrl: string, statements: CapturedStatement[]): Promise<ExplainedStatement[]> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
+  const emptyClient = new pg.Client({ connectionString: emptyUrl });
+  await emptyClient.connect();
   const explained: ExplainedStatement[] = [];
   try {
     for (const statement of statements.filter((candidate) => explainable(candidate.text))) {
@@ -121,17 +137,19 @@ export async function explainAll(databaseUrl: string, statements: CapturedStatem
         const sequential = scannedTables(`${generic}\n${custom}`);
         const without_index = sequential.length === 0 ? [] : scannedTables(await planOf(client, 'force_generic_plan', statement, false));
         const table_rows: Record<string, number> = {};
+        const empty_rows: Record<string, number> = {};
         for (const table of sequential) {
-          const { rows } = await client.query<{ rows: number }>(`SELECT greatest(reltuples, 0)::float8 AS rows FROM pg_class WHERE oid = to_regclass($1)`, [table]);
-          table_rows[table] = Number(rows[0]?.rows ?? 0);
+          table_rows[table] = await rowsOf(client, table);
+          empty_rows[table] = await rowsOf(emptyClient, table);
         }
-        explained.push({ operation: statement.operation, statement: short, generic_plan: generic, custom_plan: custom, sequential, without_index, table_rows, error: null });
+        explained.push({ operation: statement.operation, statement: short, generic_plan: generic, custom_plan: custom, sequential, without_index, table_rows, empty_rows, error: null });
       } catch (error) {
-        explained.push({ operation: statement.operation, statement: short, generic_plan: '', custom_plan: '', sequential: [], without_index: [], table_rows: {}, error: error instanceof Error ? error.message : String(error) });
+        explained.push({ operation: statement.operation, statement: short, generic_plan: '', custom_plan: '', sequential: [], without_index: [], table_rows: {}, empty_rows: {}, error: error instanceof Error ? error.message : String(error) });
       }
     }
   } finally {
     await client.end();
+    await emptyClient.end();
   }
   return explained;
 }

@@ -10,11 +10,14 @@ import type { Templates } from './growth-fixture.ts';
  *
  * Every generated order is a copy of one template order (settled through its slip, in review, or
  * expired) with its own ids, merchant, references and times (every timestamptz column shifted by the
- * same interval), and with the template's legs, slip receipt, verified transfer and events. Events get
- * their merchant's next sequence numbers (computed over the plan with a window sum, so each feed has
- * no gap), event_sequences holds each feed's last, and the big merchant's events of the last 31 days
- * have their succeeded webhook deliveries (the deliveries' retention). One merchant in three... no:
- * one order in three is the big merchant's; the rest spread over the generated merchants.
+ * same interval), and with the template's legs, slip receipt, verified transfer and events. One order in
+ * three is the big merchant's; the rest spread over the generated merchants. Each order also has the
+ * withdrawal side of its fill on the same merchant's feed (a brand's merchants take deposits and pay
+ * out): its leg reserved, then filled or released, copied from the fixture's own withdrawal events, so a
+ * month holds about four events per order. Events get their merchant's next sequence numbers (a window
+ * sum over the plan, so each feed has no gap), event_sequences holds each feed's last, and the big
+ * merchant's events of the last 31 days have their succeeded webhook deliveries (the deliveries'
+ * retention), its endpoint's feed cursor at the head.
  *
  * While the bulk loads, the loaded tables' keys, unique constraints, foreign keys and indexes are
  * dropped and then rebuilt from their own catalog definitions (pg_get_constraintdef, pg_get_indexdef),
@@ -23,7 +26,8 @@ import type { Templates } from './growth-fixture.ts';
  *
  * Not generated (documented in docs/benchmarks.md): the ledger history of the generated orders
  * (balance transactions and clearings; the copies name the template's balance transaction), the
- * withdrawal side of their fills, and the attempts of the generated deliveries.
+ * withdrawal orders and legs behind the withdrawal events, the slip images (slip_blobs; the copies name
+ * the template's blob), and the attempts of the generated deliveries.
  */
 
 export interface GrowthPlan {

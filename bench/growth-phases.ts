@@ -246,26 +246,27 @@ export async function measureOperation(settings: GrowthSettings, sides: Side[], 
 async function webhookBlock(side: Side, count: number): Promise<Sample> {
   const { events, webhooks } = side.service.instance.services;
   const database = side.service.database;
-  await database.transaction(async (tx) => {
+  const eventIds = await database.transaction(async (tx) => {
+    const ids: string[] = [];
     for (let index = 0; index < count; index += 1) {
-      await events.emitEvent(tx, {
+      const envelope = await events.emitEvent(tx, {
         ...side.fixture.big,
         type: 'deposit.settled',
         object: { object: 'deposit', id: `dep_WEBHOOK${index}`, version: 2, status: 'settled', amount_minor: 100_000 },
         previous_attributes: { version: 1, status: 'slip_processing' },
         cause: SYSTEM_CAUSE,
       });
+      ids.push(envelope.id);
     }
+    return ids;
   });
   const target = { database_url: side.service.url, database_name: side.service.name };
-  // Deliveries are made by the fan-out after the dispatcher starts: those created from now on are this block's.
-  const startedAt = side.service.clock.now();
   if (side.grown) captureAs('webhook_dispatch');
   const meter = await startMeter(target);
   webhooks.dispatcher.start();
   const deadline = performance.now() + 300_000;
   try {
-    while ((await delivered(side, startedAt)) < count) {
+    while ((await delivered(side, eventIds)) < count) {
       if (performance.now() > deadline) throw new Error(`${side.service.name}: webhooks not delivered after 5 minutes`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -277,16 +278,17 @@ async function webhookBlock(side: Side, count: number): Promise<Sample> {
   // Latency of a delivery: its attempt (signing, HTTPS, the recorded answer), as bench/webhooks.ts reports it.
   const attempts = await database.query<{ duration_ms: number }>(
     `${BENCH_STATEMENT} SELECT a.duration_ms FROM webhook_delivery_attempts a JOIN webhook_deliveries d ON d.white_label_id = a.white_label_id AND d.delivery_id = a.delivery_id
-      WHERE d.white_label_id = $1 AND d.endpoint_id = $2 AND d.created_at >= $3`,
-    [side.fixture.white_label_id, side.fixture.endpoint_id, startedAt],
+      WHERE d.white_label_id = $1 AND d.endpoint_id = $2 AND d.event_id = ANY($3)`,
+    [side.fixture.white_label_id, side.fixture.endpoint_id, eventIds],
   );
   return { operation: 'webhook_dispatch', database: side.service.name, ops: count, service_us: cost.app_cpu_us * count, postgres_us: cost.postgres_cpu_us * count, latencies: attempts.rows.map((row) => Number(row.duration_ms)) };
 }
 
-async function delivered(side: Side, since: Date): Promise<number> {
+/** This block's deliveries that succeeded, by their events (generated deliveries can be dated later than now). */
+async function delivered(side: Side, eventIds: string[]): Promise<number> {
   const { rows } = await side.service.database.query<{ done: number }>(
-    `${BENCH_STATEMENT} SELECT count(*)::int AS done FROM webhook_deliveries WHERE white_label_id = $1 AND endpoint_id = $2 AND created_at >= $3 AND status = 'succeeded'`,
-    [side.fixture.white_label_id, side.fixture.endpoint_id, since],
+    `${BENCH_STATEMENT} SELECT count(*)::int AS done FROM webhook_deliveries WHERE white_label_id = $1 AND endpoint_id = $2 AND event_id = ANY($3) AND status = 'succeeded'`,
+    [side.fixture.white_label_id, side.fixture.endpoint_id, eventIds],
   );
   return rows[0]?.done ?? 0;
 }
