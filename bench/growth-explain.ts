@@ -15,6 +15,8 @@ export interface CapturedStatement {
 
 /** The bench's own statements (polling for deliveries) start with this comment and are not the service's. */
 export const BENCH_STATEMENT = '/* bench */';
+/** The meters' statements (bench/meters.ts reads the backends' pids and the WAL position) are not the service's either. */
+const METER_STATEMENT = /pg_stat_activity|pg_current_wal_lsn/;
 
 const captured = new Map<string, CapturedStatement>();
 let capturing: string | null = null;
@@ -32,7 +34,7 @@ export function installCapture(): void {
       const first = args[0] as string | QueryConfigLike;
       const text = typeof first === 'string' ? first : first?.text;
       const values = typeof first === 'string' ? (args[1] as unknown[] | undefined) : first?.values;
-      if (typeof text === 'string' && !text.startsWith(BENCH_STATEMENT) && !captured.has(text)) captured.set(text, { operation: capturing, text, values: values ?? [] });
+      if (typeof text === 'string' && !text.startsWith(BENCH_STATEMENT) && !METER_STATEMENT.test(text) && !captured.has(text)) captured.set(text, { operation: capturing, text, values: values ?? [] });
     }
     return original.apply(this, args);
   } as typeof pg.Client.prototype.query;
