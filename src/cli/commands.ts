@@ -17,6 +17,7 @@ import { runReviewCli, type ReviewCliIo } from './reviews.ts';
 import { runProviderCli, type ProviderCliIo } from './providers.ts';
 import { runListenCli, type ListenCliIo } from './listen.ts';
 import { runRefundCli, type RefundCliIo } from './refunds.ts';
+import { runConsoleLoginCli, type ConsoleLoginCliIo } from './console-login.ts';
 import { helpRows } from './help-rows.ts';
 
 /**
@@ -344,6 +345,7 @@ function globalHelp(): string {
     `The review desk for reviewers (list, show, approve, reject, escalate): '${PROGRAM} reviews --help'.`,
     `A brand's live slip providers (show, set, test, remove): '${PROGRAM} providers --help'.`,
     `Refunds to the payer for operators (list, create, resolve-claim): '${PROGRAM} refunds --help'.`,
+    `A one-time sign-in link to the back-office console (/bo/): '${PROGRAM} bo login --help'.`,
     `Sandbox webhooks on this machine, signed like real deliveries: '${PROGRAM} listen --forward-to http://localhost:3000/hooks'.`,
     '',
   ].join('\n');
@@ -487,6 +489,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   if (groupWord === 'providers') return runProviderCli(argv, io as CliIo & ProviderCliIo);
   if (groupWord === 'listen') return runListenCli(argv, io as CliIo & ListenCliIo);
   if (groupWord === 'refunds') return runRefundCli(argv, io as CliIo & RefundCliIo);
+  if (groupWord === 'bo') return runConsoleLoginCli(argv, io as CliIo & ConsoleLoginCliIo);
   if (groupWord === undefined) {
     if (askedForHelp) {
       io.stdout.write(globalHelp());
