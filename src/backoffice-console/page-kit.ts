@@ -63,13 +63,17 @@ export interface PageKit {
 
 /**
  * A POST must come from a console page: the cookie is SameSite=Strict and the form carries the CSRF token
- * already; a browser's Fetch Metadata or Origin naming another site is refused as well (defence in depth).
+ * already; a browser's Fetch Metadata naming another site is refused as well (defence in depth, and the only
+ * check the sign-in form has, since there is no session yet). Without Fetch Metadata, an Origin naming another
+ * host is refused; a page with `Referrer-Policy: no-referrer` makes chromium send `Origin: null` on its own
+ * forms, so that value says nothing and is left to the token.
  */
 function fromOwnPages(request: FastifyRequest): boolean {
   const site = request.headers['sec-fetch-site'];
-  if (site !== undefined && site !== 'same-origin') return false;
+  if (site !== undefined) return site === 'same-origin';
   const origin = request.headers.origin;
-  return origin === undefined || (URL.canParse(origin) && new URL(origin).host === request.headers.host);
+  if (origin === undefined || origin === 'null') return true;
+  return URL.canParse(origin) && new URL(origin).host === request.headers.host;
 }
 
 export function pageKit(app: FastifyInstance, deps: ConsolePageDependencies): PageKit {

@@ -208,7 +208,7 @@ function slipsSection(language: ConsoleLanguage, detail: ReviewDetail): string {
     return `<figure class="slip card" id="slip-${index + 1}">
 <div class="slip-tools">${tool('zoom-in', 'zoom_in')}${tool('zoom-out', 'zoom_out')}${tool('rotate', 'rotate')}${tool('reset', 'reset_view')}
 <a href="${escapeHtml(slip.image_url)}" target="_blank" rel="noopener noreferrer">${e('open_image')}</a></div>
-<div class="slip-frame"><img src="${escapeHtml(slip.image_url)}" alt="${caption}"></div>
+<div class="slip-frame" tabindex="0" role="group" aria-label="${caption}"><img src="${escapeHtml(slip.image_url)}" alt="${caption}"></div>
 <figcaption>${caption}</figcaption>
 </figure>`;
   });
