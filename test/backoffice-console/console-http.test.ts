@@ -203,7 +203,7 @@ describe('the session', () => {
   });
 });
 
-describe('decisions and authority', () => {
+describe('authority', () => {
   it('a POST without the CSRF token, or from another site, changes nothing', async () => {
     const order = await caseInReview(app, merchant, `csrf-${Date.now()}`);
     const { cookie } = await signIn(app, base, { brand: brand(), role: 'reviewer', name: 'CSRF reviewer' });
@@ -270,6 +270,9 @@ describe('decisions and authority', () => {
     expect((await consoleGet(base, src!, null)).status).toBe(401);
   });
 
+});
+
+describe('decisions', () => {
   it('escalate and reject call the review service as the signed-in reviewer; notes show as text', async () => {
     const order = await caseInReview(app, merchant, `notes-${Date.now()}`);
     const first = await signIn(app, base, { brand: brand(), role: 'reviewer', name: 'Escalating reviewer' });
