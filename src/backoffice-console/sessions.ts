@@ -59,11 +59,6 @@ export interface ConsoleSessionDependencies {
   origin: () => string;
 }
 
-/** The text a sign-in link carries, or a cookie's value; null when it does not have the shape of one. */
-export function isSignInToken(text: string): boolean {
-  return LINK_TOKEN_PATTERN.test(text);
-}
-
 export class ConsoleSessions {
   private readonly csrfKey: Buffer;
 

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import sharp from 'sharp';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
@@ -15,13 +16,14 @@ import type { DepositView } from '../../src/deposits/service.ts';
  * real port: reviewers sign in by the link `npm run cli -- bo login` prints, open a case the sandbox's 101.00 THB
  * scenario sent to review, look at its slip (zoom, rotate) and decide it under four eyes, which the brand's deposit
  * policy asks for from 100.00 THB here. axe-core checks every page; each page is photographed into
- * test-results/backoffice/ (git-ignored), from which docs/images/backoffice/ is copied.
+ * test-results/backoffice/ (git-ignored), and with UPDATE_DOCS_SCREENSHOTS=1 into docs/images/backoffice/.
  */
 
 const chromiumPath = ensureChromium();
 const TH = consoleTexts('th');
 const EN = consoleTexts('en');
 const SCREENSHOTS = path.resolve('test-results/backoffice');
+const DOCS_SCREENSHOTS = path.resolve('docs/images/backoffice');
 const require = createRequire(import.meta.url);
 const AXE_SOURCE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const DESKTOP = { viewport: { width: 1280, height: 800 } } as const;
@@ -96,8 +98,16 @@ async function axeScan(page: Page, label: string): Promise<void> {
   expect(serious, `${label}: ${JSON.stringify(violations)}`).toEqual([]);
 }
 
+/**
+ * Photographs the page into test-results/backoffice/; with UPDATE_DOCS_SCREENSHOTS=1 also into
+ * docs/images/backoffice/, as a palette PNG (a few dozen kB instead of a few hundred) for docs/backoffice.md.
+ */
 async function shoot(page: Page, name: string): Promise<void> {
-  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  const bytes = await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  if (process.env.UPDATE_DOCS_SCREENSHOTS === '1') {
+    fs.mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
+    await sharp(bytes).png({ palette: true, quality: 80, compressionLevel: 9 }).toFile(path.join(DOCS_SCREENSHOTS, `${name}.png`));
+  }
 }
 
 /** Signs in through the link's page, as a person pasting the CLI's link would. */
