@@ -7,6 +7,7 @@ import { consoleTexts } from '../../src/backoffice-console/texts.ts';
 import { escapeHtml } from '../../src/backoffice-console/html.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
 import { sha256Hex } from '../../src/platform/crypto.ts';
+import { runCli, type CliIo } from '../../src/cli/commands.ts';
 
 /**
  * The back-office console over HTTP on a real socket: sign-in links made by the CLI, the session cookie and its
@@ -323,5 +324,45 @@ describe('decisions', () => {
     expect(html).toContain(escapeHtml(TH.action_approve));
     expect(await depositStatus(order.id)).toBe('settled');
     expect(await decisionCount(order.id)).toBe(1);
+  });
+});
+
+describe('npm run cli -- bo login', () => {
+  async function cli(argv: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+    let stdout = '';
+    let stderr = '';
+    const io: CliIo = {
+      stdout: { write: (text: string) => ((stdout += text), true) },
+      stderr: { write: (text: string) => ((stderr += text), true) },
+      env: { PG_BASE_URL: base, PG_OPERATOR_TOKEN: app.operator_token, DATA_DIR: '/nonexistent-console-test', LOG_LEVEL: 'silent', ...env },
+    };
+    return { code: await runCli(argv, io), stdout, stderr };
+  }
+
+  it('prints the link alone on stdout, and refuses bad usage before calling the service', async () => {
+    const printed = await cli(['bo', 'login', '--brand', brand(), '--role', 'reviewer', '--name', 'Printed reviewer']);
+    expect(printed.code, printed.stderr).toBe(0);
+    expect(printed.stdout).toMatch(new RegExp(`^${base}/bo/sign-in/bol_[A-Za-z0-9_-]{43}\\n$`));
+    expect(printed.stderr).toContain('reviewer');
+    expect((await cli(['bo', 'login', '--name', 'No role'])).code).toBe(2);
+    expect((await cli(['bo', 'login', '--token', 'bo_x'])).code).toBe(2);
+    expect((await cli(['bo', 'logout'])).code).toBe(2);
+    const help = await cli(['bo', 'login', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('one-time sign-in link');
+  });
+
+  it('the platform administrator without --brand, and a reviewer credential, are refused by the service', async () => {
+    const noBrand = await cli(['bo', 'login', '--json']);
+    expect(noBrand.code).toBe(1);
+    expect(JSON.parse(noBrand.stderr)).toMatchObject({ error: { code: 'validation_error' } });
+    const reviewer = await app.instance.services.tenancy.createBackofficeCredential(
+      { actor_type: 'system', actor_id: 'console-test', request_id: null },
+      { white_label_id: brand(), role: 'reviewer', name: 'CLI reviewer' },
+    );
+    const refused = await cli(['bo', 'login', '--json'], { PG_OPERATOR_TOKEN: reviewer.token });
+    expect(refused.code).toBe(1);
+    expect(JSON.parse(refused.stderr)).toMatchObject({ error: { code: 'scope_denied' } });
+    expect(refused.stderr).not.toContain(reviewer.token);
   });
 });
