@@ -83,9 +83,13 @@ export function pageKit(app: FastifyInstance, deps: ConsolePageDependencies): Pa
     deps,
     languageOf,
     frameOf(request, session) {
+      // The language switch links to the page's own address; a page answering a POST links to its GET page instead.
       const query: Record<string, string> = {};
-      for (const [name, value] of Object.entries(request.query ?? {})) if (typeof value === 'string') query[name] = value;
-      return { language: languageOf(request), pathname: (request.raw.url ?? '').split('?')[0] ?? CONSOLE_PATH, query, session };
+      if (request.method === 'GET') for (const [name, value] of Object.entries(request.query ?? {})) if (typeof value === 'string') query[name] = value;
+      const path = (request.raw.url ?? '').split('?')[0] ?? CONSOLE_PATH;
+      const decided = /^(\/bo\/reviews\/[^/]+)\/(approve|reject|escalate)$/.exec(path);
+      const pathname = request.method === 'GET' ? path : (decided?.[1] ?? `${CONSOLE_PATH}/reviews`);
+      return { language: languageOf(request), pathname, query, session };
     },
     async sessionOf(request, touch) {
       const session = await deps.sessions.open(cookieValues(request.headers.cookie, SESSION_COOKIE), touch);
