@@ -135,6 +135,8 @@ export interface CasePage {
   notice: CaseNotice | null;
   /** A fresh Idempotency-Key for the forms of this rendering: a form sent twice decides once. */
   decision_key: string;
+  /** The names of the people who decided or approved, by staff id. */
+  staff_names: ReadonlyMap<string, string>;
   now: Date;
 }
 
@@ -215,29 +217,30 @@ function slipsSection(language: ConsoleLanguage, detail: ReviewDetail): string {
   return `<h2>${e('slips_heading')}</h2>\n${figures.join('\n')}`;
 }
 
-function who(language: ConsoleLanguage, session: ConsoleSession, decision: { reviewer_id: string; staff_id: string | null }): string {
+function who(language: ConsoleLanguage, page: Pick<CasePage, 'session' | 'staff_names'>, decision: { reviewer_id: string; staff_id: string | null }): string {
   const { t } = wordsOf(language);
   if (decision.staff_id === null) return t.system_desk;
-  if (decision.staff_id === session.staff_id) return `${t.you} (${decision.staff_id})`;
-  return `${decision.staff_id} (${decision.reviewer_id})`;
+  const name = page.staff_names.get(decision.staff_id) ?? decision.reviewer_id;
+  if (decision.staff_id === page.session.staff_id) return `${t.you}: ${name} (${decision.staff_id})`;
+  return `${name} (${decision.staff_id})`;
 }
 
 /** An earlier decision in words: what, by whom, when, and its note and rejection code (text only). */
-export function decisionText(language: ConsoleLanguage, session: ConsoleSession, decision: ReviewDetail['decisions'][number]): string {
+export function decisionText(language: ConsoleLanguage, page: Pick<CasePage, 'session' | 'staff_names'>, decision: ReviewDetail['decisions'][number]): string {
   const { t } = wordsOf(language);
   const action = t[`action_${decision.action}`];
-  const line = `${action} — ${t[`effect_${decision.effect}`]} — ${who(language, session, decision)} — ${formatTime(language, decision.created_at)}`;
+  const line = `${action} — ${t[`effect_${decision.effect}`]} — ${who(language, page, decision)} — ${formatTime(language, decision.created_at)}`;
   return decision.rejection_code ? `${line} — ${decision.rejection_code}` : line;
 }
 
 function historySection(language: ConsoleLanguage, page: CasePage): string {
   const { e } = wordsOf(language);
-  const { detail, session } = page;
+  const { detail } = page;
   const decisions =
     detail.decisions.length === 0
       ? `<p>${e('no_decisions')}</p>`
       : `<ol class="decisions">${detail.decisions
-          .map((decision) => `<li>${escapeHtml(decisionText(language, session, decision))}${decision.note ? `<br><q>${escapeHtml(decision.note)}</q>` : ''}</li>`)
+          .map((decision) => `<li>${escapeHtml(decisionText(language, page, decision))}${decision.note ? `<br><q>${escapeHtml(decision.note)}</q>` : ''}</li>`)
           .join('')}</ol>`;
   const evidence =
     detail.evidence.length === 0
@@ -269,7 +272,7 @@ function approvalsSection(language: ConsoleLanguage, page: CasePage): { html: st
   const lines = [
     `<p>${e('approvals_status', { count: detail.approvals.length, required: detail.approvals_required })}</p>`,
     detail.approvals_required > 1 ? `<p>${e('four_eyes_needed')}</p>` : '',
-    first ? `<p>${e('four_eyes_first', { who: who(language, session, first), time: formatTime(language, first.created_at) })}</p>` : '',
+    first ? `<p id="first-approval">${e('four_eyes_first', { who: who(language, page, first), time: formatTime(language, first.created_at) })}</p>` : '',
     mine ? `<p class="notice" id="same-reviewer">${e('four_eyes_same_person')}</p>` : '',
     escalatedByMe ? `<p class="notice" id="escalated-by-me">${e('escalated_by_you')}</p>` : '',
   ];

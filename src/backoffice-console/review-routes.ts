@@ -9,7 +9,7 @@ import { REJECTION_CODES } from '../review/catalogue.ts';
 import type { Decision, ReviewDetail } from '../review/service.ts';
 import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
 import { forbiddenFor, newDecisionKey, PageRefusal, type ConsoleRequest, type PageKit } from './page-kit.ts';
-import { decisionText, renderCase, renderQueue, type CaseNotice, type QueueFilters, type QueuePage } from './review-pages.ts';
+import { decisionText, renderCase, renderQueue, type CaseNotice, type CasePage, type QueueFilters, type QueuePage } from './review-pages.ts';
 import { consoleTexts, fill, type ConsoleLanguage } from './texts.ts';
 
 /**
@@ -98,9 +98,14 @@ async function detailOf(kit: PageKit, session: ConsoleSession, request: ConsoleR
   return detail;
 }
 
-function sendCase(kit: PageKit, reply: FastifyReply, request: ConsoleRequest, session: ConsoleSession, detail: ReviewDetail, status: number, notice: CaseNotice | null): FastifyReply {
-  const page = { detail, session, state: caseState(detail), notice, decision_key: newDecisionKey(), now: kit.deps.clock.now() };
+async function sendCase(kit: PageKit, reply: FastifyReply, request: ConsoleRequest, session: ConsoleSession, detail: ReviewDetail, status: number, notice: CaseNotice | null): Promise<FastifyReply> {
+  const staff_names = await kit.deps.tenancy.staffNames(kit.deps.database, session.white_label_id, staffIdsOf(detail));
+  const page = { detail, session, state: caseState(detail), notice, decision_key: newDecisionKey(), now: kit.deps.clock.now(), staff_names };
   return kit.sendHtml(reply, status, renderCase(kit.frameOf(request, session), page));
+}
+
+function staffIdsOf(detail: ReviewDetail): string[] {
+  return [...detail.decisions, ...detail.approvals].flatMap((decision) => (decision.staff_id === null ? [] : [decision.staff_id]));
 }
 
 /** The baht a reviewer typed, in satang; a validation error names the field otherwise. */
@@ -128,11 +133,11 @@ function decisionOf(action: Decision['action'], form: URLSearchParams): Decision
 }
 
 /** A refused decision in words: the race lost (with the winner's decision), the four-eyes rules, bad input. */
-function refusalNotice(language: ConsoleLanguage, session: ConsoleSession, error: ApiError, detail: ReviewDetail): CaseNotice {
+function refusalNotice(language: ConsoleLanguage, page: Pick<CasePage, 'session' | 'staff_names'>, error: ApiError, detail: ReviewDetail): CaseNotice {
   const t = consoleTexts(language);
   if (error.code === 'review_already_decided') {
     const winner = [...detail.decisions].reverse().find((decision) => decision.effect === 'settled' || decision.effect === 'rejected');
-    const decision = winner ? decisionText(language, session, winner) : detail.deposit.status;
+    const decision = winner ? decisionText(language, page, winner) : detail.deposit.status;
     return { tone: 'error', text: fill(t.lost_race, { decision }) };
   }
   if (error.code === 'four_eyes_same_reviewer') return { tone: 'error', text: t.error_four_eyes_same_reviewer };
@@ -172,7 +177,8 @@ async function decide(kit: PageKit, request: ConsoleRequest, reply: FastifyReply
     refusal = error;
   }
   const detail = await detailOf(kit, session, request);
-  return sendCase(kit, reply, request, session, detail, refusal.status, refusalNotice(language, session, refusal, detail));
+  const staff_names = await kit.deps.tenancy.staffNames(kit.deps.database, session.white_label_id, staffIdsOf(detail));
+  return sendCase(kit, reply, request, session, detail, refusal.status, refusalNotice(language, { session, staff_names }, refusal, detail));
 }
 
 export function registerReviewPages(scope: FastifyInstance, kit: PageKit): void {

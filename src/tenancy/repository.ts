@@ -205,6 +205,15 @@ export async function findBackofficeCredentialByHash(db: Queryable, token_hash: 
   return rows[0] ?? null;
 }
 
+/** The names of the people with these staff ids, of the brand or of the platform staff. */
+export async function findStaffNames(db: Queryable, white_label_id: string, staff_ids: readonly string[]): Promise<{ staff_id: string; name: string }[]> {
+  const { rows } = await db.query<{ staff_id: string; name: string }>(
+    'SELECT staff_id, name FROM staff_identities WHERE staff_id = ANY($2::text[]) AND (white_label_id = $1 OR white_label_id IS NULL)',
+    [white_label_id, [...staff_ids]],
+  );
+  return rows;
+}
+
 /** A credential as a console session acts with it: its person's name, and the status of its brand and of the brand acted on. */
 export interface SessionCredentialRow {
   credential_id: string;

@@ -396,6 +396,13 @@ export class TenancyService implements CallerDirectory {
     return repository.findStaffOfCredential(db, white_label_id, credential_id);
   }
 
+  /** The names of the brand's (or the platform's) people among these staff ids, for pages that show who decided. */
+  async staffNames(db: Queryable, white_label_id: string, staff_ids: readonly string[]): Promise<Map<string, string>> {
+    if (staff_ids.length === 0) return new Map();
+    const rows = await repository.findStaffNames(db, white_label_id, [...new Set(staff_ids)]);
+    return new Map(rows.map((row) => [row.staff_id, row.name]));
+  }
+
   /**
    * A back-office credential as a console session acts with it on a brand (src/backoffice-console/): read on every
    * page, so that revoking or suspending the credential, or suspending either brand, ends the session at once.

@@ -161,7 +161,7 @@ describe.skipIf(chromiumPath === null)('the back-office console in a browser: fo
     await signInAs(second.page, 'ผู้ตรวจสอบ ข');
     await second.page.goto(`${base}/bo/reviews/${order.id}`);
     await slipShown(second.page);
-    expect(await second.page.textContent('main')).toContain(reviewerA.staff_id);
+    expect(await second.page.textContent('#first-approval')).toContain(`ผู้ตรวจสอบ ก (${reviewerA.staff_id})`);
     expect(await second.page.isEnabled('#approve-button')).toBe(true);
     await Promise.all([second.page.waitForURL(`${base}/bo/reviews/${order.id}?done=settled`), second.page.click('#approve-button')]);
     await expect.poll(() => second.page.textContent('#case-notice')).toBe(TH.effect_settled);

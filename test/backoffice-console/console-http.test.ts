@@ -217,7 +217,7 @@ describe('authority', () => {
     expect(wrong.status).toBe(403);
     const crossSite = await consolePost(base, `/bo/reviews/${order.id}/approve`, cookie, { decision_key, csrf_token }, { 'sec-fetch-site': 'cross-site' });
     expect(crossSite.status).toBe(403);
-    const otherOrigin = await consolePost(base, `/bo/reviews/${order.id}/approve`, cookie, { decision_key, csrf_token }, { origin: 'https://attacker.example' });
+    const otherOrigin = await consolePost(base, `/bo/reviews/${order.id}/approve`, cookie, { decision_key, csrf_token }, { origin: 'https://attacker.example', 'sec-fetch-site': '' });
     expect(otherOrigin.status).toBe(403);
     expect(await depositStatus(order.id)).toBe('under_review');
     expect(await decisionCount(order.id)).toBe(0);
@@ -307,7 +307,7 @@ describe('decisions', () => {
   it('a decision that lost the race says so, with the winner’s decision; a form sent twice decides once', async () => {
     const order = await caseInReview(app, merchant, `race-${Date.now()}`);
     const slow = await signIn(app, base, { brand: brand(), role: 'reviewer', name: 'Slow reviewer' });
-    const fast = await signIn(app, base, { brand: brand(), role: 'reviewer', name: 'Fast reviewer' });
+    const fast = await signIn(app, base, { brand: brand(), role: 'reviewer', name: `Fast "<i>reviewer</i>"` });
     const slowTokens = formTokens(await (await consoleGet(base, `/bo/reviews/${order.id}`, slow.cookie)).text());
     const fastTokens = formTokens(await (await consoleGet(base, `/bo/reviews/${order.id}`, fast.cookie)).text());
     const approved = await consolePost(base, `/bo/reviews/${order.id}/approve`, fast.cookie, fastTokens);
@@ -321,6 +321,9 @@ describe('decisions', () => {
     const html = await lost.text();
     expect(html).toContain('id="case-notice"');
     expect(html).toContain(fast.link.staff_id);
+    // The winner is named, as text.
+    expect(html).toContain(escapeHtml(`Fast "<i>reviewer</i>"`));
+    expect(html).not.toContain('<i>reviewer</i>');
     expect(html).toContain(escapeHtml(TH.action_approve));
     expect(await depositStatus(order.id)).toBe('settled');
     expect(await decisionCount(order.id)).toBe(1);

@@ -87,12 +87,13 @@ export function consoleGet(base_url: string, path: string, cookie: string | null
   return fetch(`${base_url}${path}`, { redirect: 'manual', headers: cookie ? { cookie: `pg_bo_session=${cookie}` } : {} });
 }
 
-/** A console form POST with the session cookie, as the console's own page sends it. */
+/** A console form POST with the session cookie, as the console's own page sends it; a header given as '' is left out. */
 export function consolePost(base_url: string, path: string, cookie: string | null, form: Record<string, string>, headers: Record<string, string> = {}): Promise<Response> {
+  const merged: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin', ...(cookie ? { cookie: `pg_bo_session=${cookie}` } : {}), ...headers };
   return fetch(`${base_url}${path}`, {
     method: 'POST',
     redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin', ...(cookie ? { cookie: `pg_bo_session=${cookie}` } : {}), ...headers },
+    headers: Object.fromEntries(Object.entries(merged).filter(([, value]) => value !== '')),
     body: new URLSearchParams(form).toString(),
   });
 }
