@@ -74,6 +74,9 @@ import { SlipActivity } from './slips/activity.ts';
 import { ReviewPace } from './review/pace.ts';
 import { CheckoutService } from './checkout/service.ts';
 import { checkoutAdminRoutes, registerCheckoutPages } from './checkout/routes.ts';
+import { ConsoleSessions } from './backoffice-console/sessions.ts';
+import { registerConsolePages } from './backoffice-console/routes.ts';
+import { consoleApiRoutes } from './backoffice-console/api-routes.ts';
 import { IdempotencyService } from './idempotency/service.ts';
 import { apiRoutesOf, buildServer } from './http/server.ts';
 import type { RouteModule } from './http/context.ts';
@@ -150,6 +153,8 @@ export interface Services {
   checkoutLinks: CheckoutLinks;
   /** Which late legs a resolved dispute's adjustment paid. */
   disputeCovers: DisputeCovers;
+  /** The back-office console's sign-in links and sessions. */
+  consoleSessions: ConsoleSessions;
   /** Load shedding of this process: refuses the least protected requests when it is overloaded. */
   loadShedder: LoadShedder;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
@@ -537,6 +542,13 @@ function createServices(base: Foundation, options: CreateInstanceOptions): { ser
     checkoutAddresses: collaborators.checkoutAddresses,
     checkoutLinks: collaborators.checkoutLinks,
     disputeCovers: collaborators.disputeCovers,
+    consoleSessions: new ConsoleSessions({
+      database,
+      clock,
+      tenancy: money.tenancy,
+      derivation_key: base.derivation_key,
+      origin: () => config.backoffice_base_url ?? new URL(base.addresses.publicBaseUrl()).origin,
+    }),
     ...decisions,
     evidenceStore: orders.evidenceStore,
     evidenceRetention: createEvidenceRetention(base, orders, decisions),
@@ -616,6 +628,7 @@ function routeModules(services: Services): RouteModule[] {
     testClockRoutes({ database, testClocks: services.testClocks }),
     checkoutAdminRoutes({ checkoutAddresses: services.checkoutAddresses, tenancy }),
     slipProviderRoutes({ slipProviders: services.slipProviders }),
+    consoleApiRoutes({ database, sessions: services.consoleSessions, tenancy }),
   ];
 }
 
@@ -672,6 +685,14 @@ function createServer(services: Services, checkout: CheckoutService, extra: read
   );
   registerOperationsRoutes(app, services, isReady);
   registerCheckoutPages(app, { checkout, tenancy: services.tenancy, database: services.database, clock: services.clock, config: services.config });
+  registerConsolePages(app, {
+    sessions: services.consoleSessions,
+    review: services.review,
+    tenancy: services.tenancy,
+    database: services.database,
+    clock: services.clock,
+    config: services.config,
+  });
   registerApiReference(app);
   return app;
 }
@@ -710,6 +731,7 @@ async function housekeep(services: Services): Promise<number> {
   removed += await services.idempotency.purgeExpired(HOUSEKEEPING_BATCH);
   removed += await purgeFinishedJobs(services.database, services.clock);
   removed += await services.webhooks.purgeFinished();
+  removed += await services.consoleSessions.purgeExpired(HOUSEKEEPING_BATCH);
   // The retention's hourly job, scheduled again should its chain have stopped (a no-op while it is scheduled).
   await services.evidenceRetention.ensureScheduled();
   return removed;

@@ -18,6 +18,7 @@ import { runProviderCli, type ProviderCliIo } from './providers.ts';
 import { runListenCli, type ListenCliIo } from './listen.ts';
 import { runRefundCli, type RefundCliIo } from './refunds.ts';
 import { runMasterKeyCli } from './master-key.ts';
+import { runConsoleLoginCli, type ConsoleLoginCliIo } from './console-login.ts';
 import { helpRows } from './help-rows.ts';
 
 /**
@@ -346,6 +347,7 @@ function globalHelp(): string {
     `A brand's live slip providers (show, set, test, remove): '${PROGRAM} providers --help'.`,
     `Refunds to the payer for operators (list, create, resolve-claim): '${PROGRAM} refunds --help'.`,
     `Rotating MASTER_KEY over stored values (status, rotate): '${PROGRAM} master-key --help'.`,
+    `A one-time sign-in link to the back-office console (/bo/): '${PROGRAM} bo login --help'.`,
     `Sandbox webhooks on this machine, signed like real deliveries: '${PROGRAM} listen --forward-to http://localhost:3000/hooks'.`,
     '',
   ].join('\n');
@@ -490,6 +492,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   if (groupWord === 'listen') return runListenCli(argv, io as CliIo & ListenCliIo);
   if (groupWord === 'refunds') return runRefundCli(argv, io as CliIo & RefundCliIo);
   if (groupWord === 'master-key') return runMasterKeyCli(argv, io);
+  if (groupWord === 'bo') return runConsoleLoginCli(argv, io as CliIo & ConsoleLoginCliIo);
   if (groupWord === undefined) {
     if (askedForHelp) {
       io.stdout.write(globalHelp());

@@ -565,6 +565,8 @@ export interface ReviewQueueFilters {
   /** Only orders whose review names this reason code. */
   reason_code: string | null;
   escalated: boolean | null;
+  /** Only reviews opened before this time (formatTimestamp text): the ones that have waited at least so long. */
+  opened_before?: string | null;
   /** Resume after this entry (the last of the previous page). */
   after: { opened_at: string; deposit_id: string } | null;
   limit: number;
@@ -580,11 +582,33 @@ export async function listInReview(db: Queryable, white_label_id: string, filter
         AND ($3::text IS NULL OR (review::jsonb -> 'reasons') @> jsonb_build_array(jsonb_build_object('code', $3::text)))
         AND ($4::boolean IS NULL OR (review ->> 'escalated')::boolean = $4::boolean)
         AND ($5::text IS NULL OR ((review ->> 'opened_at'), deposit_id) > ($5::text, $6::text))
+        AND ($8::text IS NULL OR (review ->> 'opened_at') < $8::text)
       ORDER BY (review ->> 'opened_at'), deposit_id
       LIMIT $7`,
-    [white_label_id, filters.livemode, filters.reason_code, filters.escalated, filters.after?.opened_at ?? null, filters.after?.deposit_id ?? null, filters.limit],
+    [
+      white_label_id,
+      filters.livemode,
+      filters.reason_code,
+      filters.escalated,
+      filters.after?.opened_at ?? null,
+      filters.after?.deposit_id ?? null,
+      filters.limit,
+      filters.opened_before ?? null,
+    ],
   );
   return rows;
+}
+
+/** How many of a brand's orders in review name each reason code (an order with two reasons counts under both). */
+export async function countInReviewByReason(db: Queryable, white_label_id: string, livemode: boolean | null): Promise<{ reason_code: string; count: number }[]> {
+  const { rows } = await db.query<{ reason_code: string; count: string | number }>(
+    `SELECT reason ->> 'code' AS reason_code, count(*) AS count
+       FROM deposit_orders, jsonb_array_elements(review::jsonb -> 'reasons') AS reason
+      WHERE white_label_id = $1 AND status = 'under_review' AND ($2::boolean IS NULL OR livemode = $2::boolean)
+      GROUP BY 1 ORDER BY 1`,
+    [white_label_id, livemode],
+  );
+  return rows.map((row) => ({ reason_code: row.reason_code, count: Number(row.count) }));
 }
 
 /** How many orders of a brand and environment wait in review: the queue ahead of a new entry. */

@@ -115,6 +115,11 @@ export class DepositReviewHooks {
     return rows.map((row) => ({ row, view: depositView(row, legs.filter((leg) => leg.deposit_id === row.deposit_id), { now }) }));
   }
 
+  /** How many of a brand's orders in review name each reason code. */
+  countInReviewByReason(db: Queryable, white_label_id: string, livemode: boolean | null): Promise<{ reason_code: string; count: number }[]> {
+    return repository.countInReviewByReason(db, white_label_id, livemode);
+  }
+
   /** How many orders of a brand and environment wait in review. */
   countInReview(db: Queryable, white_label_id: string, livemode: boolean): Promise<number> {
     return repository.countInReview(db, white_label_id, livemode);

@@ -133,6 +133,9 @@ export class DepositService {
   reviewQueue(...args: Parameters<DepositReviewHooks['reviewQueue']>): ReturnType<DepositReviewHooks['reviewQueue']> {
     return this.reviewHooks.reviewQueue(...args);
   }
+  countInReviewByReason(...args: Parameters<DepositReviewHooks['countInReviewByReason']>): ReturnType<DepositReviewHooks['countInReviewByReason']> {
+    return this.reviewHooks.countInReviewByReason(...args);
+  }
   countInReview(...args: Parameters<DepositReviewHooks['countInReview']>): ReturnType<DepositReviewHooks['countInReview']> {
     return this.reviewHooks.countInReview(...args);
   }

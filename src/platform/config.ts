@@ -39,6 +39,8 @@ const environmentSchema = z.object({
    * an origin (scheme, host and port); the service's own address by default.
    */
   CHECKOUT_BASE_URL: z.url().optional(),
+  /** The origin the back-office console (/bo/) is served on, and its sign-in links name; the service's own by default. */
+  BACKOFFICE_BASE_URL: z.url().optional(),
   DATABASE_URL: z.string().min(1).optional(),
   DATA_DIR: z.string().min(1).default('./data'),
   /** 32 bytes, standard base64. Without it the embedded mode keeps a generated key in DATA_DIR. */
@@ -186,6 +188,8 @@ export interface Config {
   upload_base_url: string | null;
   /** The origin of `checkout_url` for brands without their own; null means the service's own address. */
   checkout_base_url: string | null;
+  /** The origin of the back-office console's addresses (sign-in links); null means the service's own address. */
+  backoffice_base_url: string | null;
   database_url: string | null;
   data_dir: string;
   master_key_base64: string | null;
@@ -299,11 +303,11 @@ function providerSettingsOf(values: z.infer<typeof environmentSchema>, name: 'SL
  * The checkout pages are served at the root of their origin (`/checkout/…`), so CHECKOUT_BASE_URL names
  * an origin: a path, query or credentials in it would give addresses the service does not serve.
  */
-function checkoutBaseUrlOf(text: string | undefined): string | null {
+function checkoutBaseUrlOf(text: string | undefined, name = 'CHECKOUT_BASE_URL'): string | null {
   if (text === undefined) return null;
   const url = new URL(text);
   if (!['http:', 'https:'].includes(url.protocol) || url.username || url.password || url.search || url.hash || url.pathname !== '/') {
-    throw new Error('invalid configuration: CHECKOUT_BASE_URL must be an http(s) origin such as https://pay.example.com (no path, query or credentials)');
+    throw new Error(`invalid configuration: ${name} must be an http(s) origin such as https://pay.example.com (no path, query or credentials)`);
   }
   return url.origin;
 }
@@ -354,6 +358,8 @@ export function loadConfig(environment: NodeJS.ProcessEnv = process.env): Config
     },
     upload_base_url: values.UPLOAD_BASE_URL ? values.UPLOAD_BASE_URL.replace(/\/+$/, '') : null,
     checkout_base_url: checkoutBaseUrlOf(values.CHECKOUT_BASE_URL),
+    // The console is served at /bo/ of its origin, so BACKOFFICE_BASE_URL names an origin as CHECKOUT_BASE_URL does.
+    backoffice_base_url: checkoutBaseUrlOf(values.BACKOFFICE_BASE_URL, 'BACKOFFICE_BASE_URL'),
     database_url: values.DATABASE_URL ?? null,
     data_dir: values.DATA_DIR,
     master_key_base64: values.MASTER_KEY ?? null,

@@ -29,6 +29,7 @@ export const ID_PREFIXES = {
   dispute: 'dsp_',
   dispute_evidence: 'dse_',
   test_clock: 'clock_',
+  console_session: 'bos_',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

@@ -38,6 +38,8 @@ const SECRET_PATTERNS: RegExp[] = [
   /\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/g,
   // The secret segment of a hosted checkout link (src/checkout/links.ts) and a checkout session cookie's value.
   /\bcs_[A-Za-z0-9_-]{20,}/g,
+  // The back-office console's one-time sign-in link token and its session cookie's value (src/backoffice-console/).
+  /\bbo[lk]_[A-Za-z0-9_-]{20,}/g,
   /\bv1\.mch_[0-9A-Za-z]+\.[tl]\.[0-9]+\.[A-Za-z0-9_-]{20,}/g,
   /\b\d{6,}\b/g,
 ];

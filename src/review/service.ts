@@ -168,6 +168,16 @@ export class ReviewService {
 
   /** The brand's queue, oldest entry first, filterable by reason code and by escalation. */
   async queue(db: Queryable, white_label_id: string, filters: Omit<Parameters<DepositService['reviewQueue']>[2], 'limit'> & { limit: number }): Promise<ReviewQueueItem[]> {
+    const entries = await this.queueWithReferences(db, white_label_id, filters);
+    return entries.map(({ merchant_reference: _reference, ...item }) => item);
+  }
+
+  /** The queue with each order's `merchant_reference`, which the console shows beside the order id. */
+  async queueWithReferences(
+    db: Queryable,
+    white_label_id: string,
+    filters: Omit<Parameters<DepositService['reviewQueue']>[2], 'limit'> & { limit: number },
+  ): Promise<(ReviewQueueItem & { merchant_reference: string })[]> {
     const entries = await this.deps.deposits.reviewQueue(db, white_label_id, filters);
     return entries.map(({ row }) => {
       invariant(row.review, 'an order in review has its review');
@@ -182,8 +192,20 @@ export class ReviewService {
         four_eyes_required: row.review.four_eyes_required,
         reasons: row.review.reasons.map((reason) => reason.code),
         estimated_resolution_bucket: row.review.estimated_resolution_bucket,
+        merchant_reference: row.merchant_reference,
       };
     });
+  }
+
+  /** How many of the brand's orders in review name each reason code (the queue's counts per reason). */
+  queueCountsByReason(db: Queryable, white_label_id: string, livemode: boolean | null): Promise<{ reason_code: string; count: number }[]> {
+    return this.deps.deposits.countInReviewByReason(db, white_label_id, livemode);
+  }
+
+  /** How many of the brand's orders wait in review, in one environment or (null) both. */
+  async queueTotal(db: Queryable, white_label_id: string, livemode: boolean | null): Promise<number> {
+    if (livemode !== null) return this.deps.deposits.countInReview(db, white_label_id, livemode);
+    return (await this.deps.deposits.countInReview(db, white_label_id, false)) + (await this.deps.deposits.countInReview(db, white_label_id, true));
   }
 
   /** One order as a reviewer reads it; null when it is not an order of this brand. */

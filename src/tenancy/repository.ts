@@ -205,6 +205,41 @@ export async function findBackofficeCredentialByHash(db: Queryable, token_hash: 
   return rows[0] ?? null;
 }
 
+/** The names of the people with these staff ids, of the brand or of the platform staff. */
+export async function findStaffNames(db: Queryable, white_label_id: string, staff_ids: readonly string[]): Promise<{ staff_id: string; name: string }[]> {
+  const { rows } = await db.query<{ staff_id: string; name: string }>(
+    'SELECT staff_id, name FROM staff_identities WHERE staff_id = ANY($2::text[]) AND (white_label_id = $1 OR white_label_id IS NULL)',
+    [white_label_id, [...staff_ids]],
+  );
+  return rows;
+}
+
+/** A credential as a console session acts with it: its person's name, and the status of its brand and of the brand acted on. */
+export interface SessionCredentialRow {
+  credential_id: string;
+  white_label_id: string | null;
+  role: BackofficeCredentialRow['role'];
+  status: KeyStatus;
+  staff_id: string;
+  staff_name: string;
+  credential_brand_status: AccountStatus | null;
+  acting_brand_status: AccountStatus | null;
+}
+
+export async function findSessionCredential(db: Queryable, credential_id: string, acting_white_label_id: string): Promise<SessionCredentialRow | null> {
+  const { rows } = await db.query<SessionCredentialRow>(
+    `SELECT c.credential_id, c.white_label_id, c.role, c.status, c.staff_id, s.name AS staff_name,
+            cb.status AS credential_brand_status, ab.status AS acting_brand_status
+       FROM backoffice_credentials c
+       JOIN staff_identities s ON s.staff_id = c.staff_id
+       LEFT JOIN brands cb ON cb.white_label_id = c.white_label_id
+       LEFT JOIN brands ab ON ab.white_label_id = $2
+      WHERE c.credential_id = $1`,
+    [credential_id, acting_white_label_id],
+  );
+  return rows[0] ?? null;
+}
+
 export async function setBackofficeCredentialStatus(
   db: Queryable,
   credential_id: string,

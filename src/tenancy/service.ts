@@ -396,6 +396,30 @@ export class TenancyService implements CallerDirectory {
     return repository.findStaffOfCredential(db, white_label_id, credential_id);
   }
 
+  /** The names of the brand's (or the platform's) people among these staff ids, for pages that show who decided. */
+  async staffNames(db: Queryable, white_label_id: string, staff_ids: readonly string[]): Promise<Map<string, string>> {
+    if (staff_ids.length === 0) return new Map();
+    const rows = await repository.findStaffNames(db, white_label_id, [...new Set(staff_ids)]);
+    return new Map(rows.map((row) => [row.staff_id, row.name]));
+  }
+
+  /**
+   * A back-office credential as a console session acts with it on a brand (src/backoffice-console/): read on every
+   * page, so that revoking or suspending the credential, or suspending either brand, ends the session at once.
+   * Null when no such credential exists, when it is not active, when its brand or the brand acted on is not
+   * active, or when a brand credential would act on another brand.
+   */
+  async activeCredentialForSession(
+    db: Queryable,
+    credential_id: string,
+    acting_white_label_id: string,
+  ): Promise<{ credential_id: string; role: BackofficeRole; staff_id: string; staff_name: string; white_label_id: string } | null> {
+    const row = await repository.findSessionCredential(db, credential_id, acting_white_label_id);
+    if (!row || row.status !== 'active' || row.acting_brand_status !== 'active') return null;
+    if (row.white_label_id !== null && (row.white_label_id !== acting_white_label_id || row.credential_brand_status !== 'active')) return null;
+    return { credential_id: row.credential_id, role: row.role, staff_id: row.staff_id, staff_name: row.staff_name, white_label_id: acting_white_label_id };
+  }
+
   async setBackofficeCredentialStatus(
     actor: Actor,
     credential_id: string,

@@ -1590,6 +1590,8 @@ const ROUTE_TABLE: readonly RouteEntry[] = [
   { method: 'GET', segments: ['', 'v1', 'bo', 'deposit-policy'], kind: 'backoffice' },
   { method: 'POST', segments: ['', 'v1', 'bo', 'deposit-policy'], kind: 'backoffice' },
   { method: 'POST', segments: ['', 'v1', 'bo', 'withdrawal-policy'], kind: 'backoffice' },
+  // The back-office console's one-time sign-in links (issue 30); the console's pages are under /bo, not /v1.
+  { method: 'POST', segments: ['', 'v1', 'bo', 'console', 'sign-in-links'], kind: 'backoffice' },
   { method: 'POST', segments: TEST_ROUTE.split('/'), kind: 'merchant' },
   { method: 'POST', segments: TEST_ROUTE_ALT.split('/'), kind: 'merchant' },
   ...BACKOFFICE_ROUTES.map((route): RouteEntry => ({ method: route.method, segments: ['', 'v1', 'bo', ...route.segments], kind: 'backoffice' })),
@@ -1632,7 +1634,7 @@ const LITERAL_SEGMENTS = [
   'pay', 'events', 'banks', 'bo', 'brands', 'merchants', 'api-keys', 'credentials', 'suspend', 'resume', 'revoke', 'webhooks', 'test-vectors',
   'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup', 'beneficiaries',
   'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy', 'deposits', 'slip-token', 'senders', 'deposit-policy', 'legs', 'qr.png', 'signing-keys', 'replay-out-of-order', 'deliveries', 'resend', 'replay', 'webhook-signing-keys', 'rotate',
-  'slip-providers', 'primary', 'fallback', 'remove',
+  'slip-providers', 'primary', 'fallback', 'remove', 'console', 'sign-in-links',
 ];
 
 const pathSegment = fc.oneof(

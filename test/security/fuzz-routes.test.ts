@@ -775,6 +775,7 @@ function backofficeBodies(): Record<string, () => Record<string, Json>> {
     'POST /v1/bo/merchants': () => ({ name: `Fuzz Merchant ${unique()}`, white_label_id: V }),
     'POST /v1/bo/merchants/:merchant_id/api-keys': () => ({ mode: 'test' }),
     'POST /v1/bo/credentials': () => ({ name: `Fuzz reviewer ${unique()}`, role: 'reviewer', white_label_id: V }),
+    'POST /v1/bo/console/sign-in-links': () => ({ white_label_id: V, role: 'reviewer', name: `Fuzz console reviewer ${unique()}` }),
     'POST /v1/bo/withdrawals/:id/approve': () => ({}),
     'POST /v1/bo/withdrawals/:id/reject': () => ({ note: STAFF_NOTE }),
     'POST /v1/bo/withdrawal-policy': () => ({

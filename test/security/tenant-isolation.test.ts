@@ -522,6 +522,12 @@ const BACKOFFICE_RULES: Record<string, BackofficeRule> = {
     other_brand: 'own_brand',
     request: () => ({ method: 'POST', url: '/v1/bo/credentials', body: { name: 'Matrix reviewer', role: 'reviewer', white_label_id: V() } }),
   },
+  // A one-time console sign-in link (issue 30): with a role, a new credential of the brand, as POST /v1/bo/credentials.
+  'POST /v1/bo/console/sign-in-links': {
+    allowed: { admin: 201, operator: 201 },
+    other_brand: 'own_brand',
+    request: () => ({ method: 'POST', url: '/v1/bo/console/sign-in-links', body: { white_label_id: V(), role: 'reviewer', name: 'Matrix console reviewer' } }),
+  },
   'POST /v1/bo/credentials/:credential_id/revoke': {
     allowed: { admin: 200, operator: 200 },
     other_brand: 'not_found',

@@ -1,0 +1,144 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { consoleTexts, fill, type ConsoleLanguage, type ConsoleTextKey, type ConsoleTexts } from './texts.ts';
+import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
+
+/**
+ * The console's HTML frame and static files. Every page is rendered on the server with its data; every text
+ * that comes from the database or a person (names, references, notes, reason details) goes through `escapeHtml`,
+ * and attribute values are always quoted, so no stored text can become markup. The one script is an external
+ * file (the CSP allows no inline script); the pages work without it, and it adds the queue's refresh notice and
+ * the slip viewer's zoom and rotate.
+ */
+
+export interface StaticAsset {
+  name: string;
+  content_type: string;
+  bytes: Buffer;
+}
+
+export interface ConsoleAssets {
+  script: StaticAsset;
+  stylesheet: StaticAsset;
+  byName: Map<string, StaticAsset>;
+}
+
+const ASSET_DIRECTORY = path.join(path.dirname(fileURLToPath(import.meta.url)), 'assets');
+const require = createRequire(import.meta.url);
+
+function hashed(base: string, extension: string, content_type: string, bytes: Buffer): StaticAsset {
+  const digest = crypto.createHash('sha256').update(bytes).digest('hex').slice(0, 16);
+  return { name: `${base}.${digest}.${extension}`, content_type, bytes };
+}
+
+let loaded: ConsoleAssets | null = null;
+
+/** Reads the console's files once per process and names each by its content, so that a browser may keep them. */
+export function consoleAssets(): ConsoleAssets {
+  if (loaded) return loaded;
+  const fonts = {
+    __FONT_THAI_400__: hashed('sarabun-thai-400', 'woff2', 'font/woff2', fs.readFileSync(require.resolve('@fontsource/sarabun/files/sarabun-thai-400-normal.woff2'))),
+    __FONT_THAI_700__: hashed('sarabun-thai-700', 'woff2', 'font/woff2', fs.readFileSync(require.resolve('@fontsource/sarabun/files/sarabun-thai-700-normal.woff2'))),
+  };
+  let css = fs.readFileSync(path.join(ASSET_DIRECTORY, 'console.css'), 'utf8');
+  for (const [placeholder, font] of Object.entries(fonts)) css = css.replace(placeholder, `${CONSOLE_PATH}/assets/${font.name}`);
+  const stylesheet = hashed('console', 'css', 'text/css; charset=utf-8', Buffer.from(css, 'utf8'));
+  const script = hashed('console', 'js', 'text/javascript; charset=utf-8', fs.readFileSync(path.join(ASSET_DIRECTORY, 'console.js')));
+  const byName = new Map<string, StaticAsset>();
+  for (const asset of [stylesheet, script, ...Object.values(fonts)]) byName.set(asset.name, asset);
+  loaded = { script, stylesheet, byName };
+  return loaded;
+}
+
+const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+/** Text as HTML text or a quoted attribute value: every character that could start markup is escaped. */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (character) => HTML_ESCAPES[character] ?? character);
+}
+
+/** A console address with its query (the page's language included), escaped for an attribute. */
+export function href(pathname: string, query: Record<string, string | null | undefined>, language: ConsoleLanguage): string {
+  const parameters = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) if (value !== null && value !== undefined && value !== '') parameters.set(name, value);
+  if (language === 'en') parameters.set('lang', 'en');
+  const text = parameters.toString();
+  return escapeHtml(text === '' ? pathname : `${pathname}?${text}`);
+}
+
+/** What every page's frame needs to know. */
+export interface PageFrame {
+  language: ConsoleLanguage;
+  title: string;
+  /** The page's own address and query, for the language switch. */
+  pathname: string;
+  query: Record<string, string>;
+  session: ConsoleSession | null;
+}
+
+/** The texts of a page, and a helper that escapes one of them with its placeholders filled. */
+export function wordsOf(language: ConsoleLanguage): { t: ConsoleTexts; e: (key: ConsoleTextKey, values?: Record<string, string | number>) => string } {
+  const t = consoleTexts(language);
+  return { t, e: (key, values) => escapeHtml(values ? fill(t[key], values) : t[key]) };
+}
+
+export function roleName(language: ConsoleLanguage, role: ConsoleSession['role']): string {
+  return consoleTexts(language)[`role_${role}`];
+}
+
+function header(frame: PageFrame): string {
+  const { e } = wordsOf(frame.language);
+  const other: ConsoleLanguage = frame.language === 'th' ? 'en' : 'th';
+  const switchQuery = { ...frame.query };
+  delete switchQuery.lang;
+  const session = frame.session;
+  const staff = session
+    ? `<nav aria-label="${e('main_nav')}"><a href="${href(`${CONSOLE_PATH}/reviews`, {}, frame.language)}">${e('nav_reviews')}</a></nav>
+<p class="who">${e('signed_in_as', { name: session.staff_name, role: roleName(frame.language, session.role) })}</p>
+<form method="post" action="${href(`${CONSOLE_PATH}/sign-out`, {}, frame.language)}" class="sign-out">
+<input type="hidden" name="csrf_token" value="${escapeHtml(session.csrf_token)}">
+<button type="submit" class="secondary">${e('sign_out')}</button>
+</form>`
+    : '';
+  return `<header class="top">
+<p class="site">${e('console_title')}</p>
+${staff}
+<nav aria-label="${e('language_nav')}" class="language"><a href="${href(frame.pathname, switchQuery, other)}" lang="${other}" hreflang="${other}">${e('other_language')}</a></nav>
+</header>`;
+}
+
+/** A whole page: the frame around `main` (already HTML, built from escaped parts). */
+export function renderPage(frame: PageFrame, main: string): string {
+  const assets = consoleAssets();
+  const { e } = wordsOf(frame.language);
+  return `<!doctype html>
+<html lang="${frame.language}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex, nofollow">
+<meta name="referrer" content="no-referrer">
+<title>${escapeHtml(frame.title)} · ${e('console_title')}</title>
+<link rel="stylesheet" href="${CONSOLE_PATH}/assets/${assets.stylesheet.name}">
+<script src="${CONSOLE_PATH}/assets/${assets.script.name}" defer></script>
+</head>
+<body>
+<a class="skip-link" href="#main">${e('skip_link')}</a>
+${header(frame)}
+<main id="main" tabindex="-1">
+${main}
+</main>
+</body>
+</html>
+`;
+}
+
+/** A page with a heading and one message (sign-in needed, 403, 404, a refused request, a used link). */
+export function renderMessage(frame: Omit<PageFrame, 'title'>, heading: ConsoleTextKey, message: string, link?: { href: string; text: ConsoleTextKey }): string {
+  const { t, e } = wordsOf(frame.language);
+  const back = link ? `<p><a href="${link.href}">${e(link.text)}</a></p>` : '';
+  return renderPage({ ...frame, title: t[heading] }, `<h1>${e(heading)}</h1>\n<p class="message" role="alert">${escapeHtml(message)}</p>\n${back}`);
+}

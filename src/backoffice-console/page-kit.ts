@@ -1,0 +1,140 @@
+import crypto from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from '../platform/errors.ts';
+import type { Clock } from '../platform/clock.ts';
+import type { Queryable } from '../platform/db.ts';
+import type { HttpLimits } from '../platform/config.ts';
+import { requestBodiesOf } from '../http/server.ts';
+import type { BodyLimits } from '../http/body-reader.ts';
+import type { ReviewService } from '../review/service.ts';
+import type { TenancyService } from '../tenancy/service.ts';
+import { cookieValues } from '../checkout/links.ts';
+import { CONSOLE_PATH, SESSION_COOKIE, type ConsoleSession, type ConsoleSessions } from './sessions.ts';
+import { renderMessage, type PageFrame } from './html.ts';
+import { consoleLanguage, consoleTexts, fill, type ConsoleLanguage, type ConsoleTextKey } from './texts.ts';
+
+/**
+ * What every console page shares: the language of the request, the page frame, the session (with its 401 page),
+ * forms (from the console's own pages only, with the CSRF token) and the refusal pages (PageRefusal).
+ */
+
+/** A console form (a note of at most 2,000 characters, and a few fields) is far below this. */
+const FORM_MAX_BYTES = 32 * 1024;
+
+export type ConsoleRequest = FastifyRequest<{ Params: Record<string, string>; Querystring: Record<string, unknown> }>;
+
+/** A page that refuses: its status, heading and message, rendered by `page` as a whole HTML page. */
+export class PageRefusal extends Error {
+  constructor(
+    readonly status: number,
+    readonly heading: ConsoleTextKey,
+    readonly text: string,
+  ) {
+    super(text);
+    this.name = 'PageRefusal';
+  }
+}
+
+/** What the console's pages call. */
+export interface ConsolePageDependencies {
+  sessions: ConsoleSessions;
+  review: ReviewService;
+  tenancy: TenancyService;
+  database: Queryable;
+  clock: Clock;
+  config: { http: HttpLimits };
+}
+
+/** The helpers every console page shares: language, frame, session, forms and answers. */
+export interface PageKit {
+  deps: ConsolePageDependencies;
+  languageOf(request: ConsoleRequest): ConsoleLanguage;
+  frameOf(request: ConsoleRequest, session: ConsoleSession | null): Omit<PageFrame, 'title'>;
+  /** The signed-in session, or a 401 page; `touch` moves the idle limit on (false for polling). */
+  sessionOf(request: ConsoleRequest, touch: boolean): Promise<ConsoleSession>;
+  /** The form of a POST, from the console's own pages only. */
+  readForm(request: ConsoleRequest, reply: FastifyReply): Promise<URLSearchParams>;
+  /** A POST's session and CSRF token, checked before anything else is read from the form. */
+  postSession(request: ConsoleRequest, form: URLSearchParams): Promise<ConsoleSession>;
+  sendHtml(reply: FastifyReply, status: number, html: string): FastifyReply;
+  /** Wraps a handler: a PageRefusal becomes its page. */
+  page(handler: (request: ConsoleRequest, reply: FastifyReply) => Promise<FastifyReply>): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>;
+}
+
+/**
+ * A POST must come from a console page: the cookie is SameSite=Strict and the form carries the CSRF token
+ * already; a browser's Fetch Metadata naming another site is refused as well (defence in depth, and the only
+ * check the sign-in form has, since there is no session yet). Without Fetch Metadata, an Origin naming another
+ * host is refused; a page with `Referrer-Policy: no-referrer` makes chromium send `Origin: null` on its own
+ * forms, so that value says nothing and is left to the token.
+ */
+function fromOwnPages(request: FastifyRequest): boolean {
+  const site = request.headers['sec-fetch-site'];
+  if (site !== undefined) return site === 'same-origin';
+  const origin = request.headers.origin;
+  if (origin === undefined || origin === 'null') return true;
+  return URL.canParse(origin) && new URL(origin).host === request.headers.host;
+}
+
+export function pageKit(app: FastifyInstance, deps: ConsolePageDependencies): PageKit {
+  const formLimits: BodyLimits = { max_bytes: FORM_MAX_BYTES, deadline_ms: deps.config.http.body_deadline_ms };
+  const languageOf = (request: ConsoleRequest) => consoleLanguage(request.query?.lang);
+  const kit: PageKit = {
+    deps,
+    languageOf,
+    frameOf(request, session) {
+      // The language switch links to the page's own address; a page answering a POST links to its GET page instead.
+      const query: Record<string, string> = {};
+      if (request.method === 'GET') for (const [name, value] of Object.entries(request.query ?? {})) if (typeof value === 'string') query[name] = value;
+      const path = (request.raw.url ?? '').split('?')[0] ?? CONSOLE_PATH;
+      const decided = /^(\/bo\/reviews\/[^/]+)\/(approve|reject|escalate)$/.exec(path);
+      const pathname = request.method === 'GET' ? path : (decided?.[1] ?? `${CONSOLE_PATH}/reviews`);
+      return { language: languageOf(request), pathname, query, session };
+    },
+    async sessionOf(request, touch) {
+      const session = await deps.sessions.open(cookieValues(request.headers.cookie, SESSION_COOKIE), touch);
+      if (!session) throw new PageRefusal(401, 'session_needed_heading', consoleTexts(languageOf(request)).session_needed);
+      return session;
+    },
+    async readForm(request, reply) {
+      const t = consoleTexts(languageOf(request));
+      if (!fromOwnPages(request)) throw new PageRefusal(403, 'csrf_failed_heading', t.csrf_failed);
+      const type = (request.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase();
+      const raw = await requestBodiesOf(app).buffer(request, reply, formLimits);
+      if (raw.length > 0 && type !== 'application/x-www-form-urlencoded') throw new ApiError('unsupported_media_type');
+      return new URLSearchParams(raw.toString('utf8'));
+    },
+    async postSession(request, form) {
+      const session = await kit.sessionOf(request, true);
+      if (!deps.sessions.verifyCsrf(session, form.get('csrf_token'))) throw new PageRefusal(403, 'csrf_failed_heading', consoleTexts(languageOf(request)).csrf_failed);
+      return session;
+    },
+    sendHtml(reply, status, html) {
+      return reply.code(status).header('content-type', 'text/html; charset=utf-8').send(html);
+    },
+    page(handler) {
+      return async (request, reply) => {
+        try {
+          return await handler(request as ConsoleRequest, reply);
+        } catch (error) {
+          if (!(error instanceof PageRefusal)) throw error;
+          const consoleRequest = request as ConsoleRequest;
+          const session = error.status === 401 ? null : await deps.sessions.open(cookieValues(request.headers.cookie, SESSION_COOKIE), false);
+          return kit.sendHtml(reply, error.status, renderMessage(kit.frameOf(consoleRequest, session), error.heading, error.text));
+        }
+      };
+    },
+  };
+  return kit;
+}
+
+/** The 403 page of an action a role may not take, in the page's words. */
+export function forbiddenFor(language: ConsoleLanguage, role: ConsoleSession['role']): PageRefusal {
+  const t = consoleTexts(language);
+  return new PageRefusal(403, 'forbidden_heading', fill(t.forbidden_decide, { role: t[`role_${role}`] }));
+}
+
+/** A fresh Idempotency-Key for a rendering's decision forms. */
+export function newDecisionKey(): string {
+  return `console-${crypto.randomUUID()}`;
+}
