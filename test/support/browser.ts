@@ -1,10 +1,7 @@
-import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
+import { ensureDebianProgram } from './debian-package.ts';
 
 /**
  * Browser tests drive Debian's chromium through playwright-core; no browser is ever downloaded. When the
@@ -14,16 +11,9 @@ import { chromium, type Browser } from 'playwright-core';
  */
 
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 export function ensureChromium(): string | null {
-  if (fs.existsSync(CHROMIUM_PATH)) return CHROMIUM_PATH;
-  const result = spawnSync('bash', [path.join(ROOT, 'scripts/ensure-chromium.sh')], { encoding: 'utf8', timeout: 15 * 60 * 1000, env: { ...process.env, CHROMIUM_PATH } });
-  if (result.status === 0 && fs.existsSync(CHROMIUM_PATH)) return CHROMIUM_PATH;
-  const reason = `chromium is not installed at ${CHROMIUM_PATH} and scripts/ensure-chromium.sh could not install it (exit ${result.status}): ${(result.stderr || String(result.error ?? '')).trim().slice(-2000)}`;
-  if (process.env.CI === 'true') throw new Error(reason);
-  process.stderr.write(`[browser tests skipped] ${reason}\n`);
-  return null;
+  return ensureDebianProgram({ name: 'chromium', program_path: CHROMIUM_PATH, path_variable: 'CHROMIUM_PATH', skipped_label: 'browser tests' });
 }
 
 /** Host names the browser resolves to this machine (the tests' own servers listen on 127.0.0.1). */

@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { ensureDebianProgram } from './debian-package.ts';
 
 /**
  * A private PgBouncer in transaction pooling in front of a PostgreSQL server, for the PgBouncer pass
@@ -16,7 +16,6 @@ import pg from 'pg';
  * reload. Clients are trusted (loopback only); the server is reached as the user of its URL.
  */
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const PGBOUNCER_PATH = process.env.PGBOUNCER_PATH ?? '/usr/sbin/pgbouncer';
 
 /**
@@ -25,13 +24,7 @@ export const PGBOUNCER_PATH = process.env.PGBOUNCER_PATH ?? '/usr/sbin/pgbouncer
  * the reason on stderr, and the caller skips.
  */
 export function ensurePgBouncer(): string | null {
-  if (fs.existsSync(PGBOUNCER_PATH)) return PGBOUNCER_PATH;
-  const result = spawnSync('bash', [path.join(ROOT, 'scripts/ensure-pgbouncer.sh')], { encoding: 'utf8', timeout: 15 * 60 * 1000, env: { ...process.env, PGBOUNCER_PATH } });
-  if (result.status === 0 && fs.existsSync(PGBOUNCER_PATH)) return PGBOUNCER_PATH;
-  const reason = `pgbouncer is not installed at ${PGBOUNCER_PATH} and scripts/ensure-pgbouncer.sh could not install it (exit ${result.status}): ${(result.stderr || String(result.error ?? '')).trim().slice(-2000)}`;
-  if (process.env.CI === 'true') throw new Error(reason);
-  process.stderr.write(`[pgbouncer skipped] ${reason}\n`);
-  return null;
+  return ensureDebianProgram({ name: 'pgbouncer', program_path: PGBOUNCER_PATH, path_variable: 'PGBOUNCER_PATH', skipped_label: 'pgbouncer' });
 }
 
 export interface PgBouncerOptions {
