@@ -1,8 +1,7 @@
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { escapeHtml, hashedAsset, stylesheetWithThaiFonts, type StaticAsset } from '../http/page-assets.ts';
 import { consoleTexts, fill, type ConsoleLanguage, type ConsoleTextKey, type ConsoleTexts } from './texts.ts';
 import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
 
@@ -14,11 +13,7 @@ import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
  * the slip viewer's zoom and rotate.
  */
 
-export interface StaticAsset {
-  name: string;
-  content_type: string;
-  bytes: Buffer;
-}
+export { escapeHtml };
 
 export interface ConsoleAssets {
   script: StaticAsset;
@@ -27,37 +22,17 @@ export interface ConsoleAssets {
 }
 
 const ASSET_DIRECTORY = path.join(path.dirname(fileURLToPath(import.meta.url)), 'assets');
-const require = createRequire(import.meta.url);
-
-function hashed(base: string, extension: string, content_type: string, bytes: Buffer): StaticAsset {
-  const digest = crypto.createHash('sha256').update(bytes).digest('hex').slice(0, 16);
-  return { name: `${base}.${digest}.${extension}`, content_type, bytes };
-}
-
 let loaded: ConsoleAssets | null = null;
 
 /** Reads the console's files once per process and names each by its content, so that a browser may keep them. */
 export function consoleAssets(): ConsoleAssets {
   if (loaded) return loaded;
-  const fonts = {
-    __FONT_THAI_400__: hashed('sarabun-thai-400', 'woff2', 'font/woff2', fs.readFileSync(require.resolve('@fontsource/sarabun/files/sarabun-thai-400-normal.woff2'))),
-    __FONT_THAI_700__: hashed('sarabun-thai-700', 'woff2', 'font/woff2', fs.readFileSync(require.resolve('@fontsource/sarabun/files/sarabun-thai-700-normal.woff2'))),
-  };
-  let css = fs.readFileSync(path.join(ASSET_DIRECTORY, 'console.css'), 'utf8');
-  for (const [placeholder, font] of Object.entries(fonts)) css = css.replace(placeholder, `${CONSOLE_PATH}/assets/${font.name}`);
-  const stylesheet = hashed('console', 'css', 'text/css; charset=utf-8', Buffer.from(css, 'utf8'));
-  const script = hashed('console', 'js', 'text/javascript; charset=utf-8', fs.readFileSync(path.join(ASSET_DIRECTORY, 'console.js')));
+  const { stylesheet, fonts } = stylesheetWithThaiFonts('console', path.join(ASSET_DIRECTORY, 'console.css'), `${CONSOLE_PATH}/assets`);
+  const script = hashedAsset('console', 'js', 'text/javascript; charset=utf-8', fs.readFileSync(path.join(ASSET_DIRECTORY, 'console.js')));
   const byName = new Map<string, StaticAsset>();
-  for (const asset of [stylesheet, script, ...Object.values(fonts)]) byName.set(asset.name, asset);
+  for (const asset of [stylesheet, script, ...fonts]) byName.set(asset.name, asset);
   loaded = { script, stylesheet, byName };
   return loaded;
-}
-
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-
-/** Text as HTML text or a quoted attribute value: every character that could start markup is escaped. */
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (character) => HTML_ESCAPES[character] ?? character);
 }
 
 /** A console address with its query (the page's language included), escaped for an attribute. */

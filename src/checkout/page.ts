@@ -1,8 +1,7 @@
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { escapeHtml, hashedAsset, stylesheetWithThaiFonts, type StaticAsset } from '../http/page-assets.ts';
 import { SLIP_CONTENT_TYPES } from '../slip-capability/capability.ts';
 import { checkoutTexts, type CheckoutLanguage, type CheckoutTextKey } from './texts.ts';
 
@@ -15,12 +14,6 @@ import { checkoutTexts, type CheckoutLanguage, type CheckoutTextKey } from './te
  * a year and a new version is a new name; none of them carries anything about an order.
  */
 
-export interface StaticAsset {
-  name: string;
-  content_type: string;
-  bytes: Buffer;
-}
-
 export interface CheckoutAssets {
   script: StaticAsset;
   stylesheet: StaticAsset;
@@ -29,38 +22,19 @@ export interface CheckoutAssets {
 }
 
 const ASSET_DIRECTORY = path.join(path.dirname(fileURLToPath(import.meta.url)), 'assets');
-const require = createRequire(import.meta.url);
-
-function hashed(base: string, extension: string, content_type: string, bytes: Buffer): StaticAsset {
-  const digest = crypto.createHash('sha256').update(bytes).digest('hex').slice(0, 16);
-  return { name: `${base}.${digest}.${extension}`, content_type, bytes };
-}
-
 let loaded: CheckoutAssets | null = null;
 
 /** Reads the page's files once per process and names each by its content. */
 export function checkoutAssets(): CheckoutAssets {
   if (loaded) return loaded;
-  const fonts = {
-    __FONT_THAI_400__: hashed('sarabun-thai-400', 'woff2', 'font/woff2', fs.readFileSync(require.resolve('@fontsource/sarabun/files/sarabun-thai-400-normal.woff2'))),
-    __FONT_THAI_700__: hashed('sarabun-thai-700', 'woff2', 'font/woff2', fs.readFileSync(require.resolve('@fontsource/sarabun/files/sarabun-thai-700-normal.woff2'))),
-  };
-  let css = fs.readFileSync(path.join(ASSET_DIRECTORY, 'checkout.css'), 'utf8');
-  for (const [placeholder, font] of Object.entries(fonts)) css = css.replace(placeholder, `/checkout/assets/${font.name}`);
-  const stylesheet = hashed('checkout', 'css', 'text/css; charset=utf-8', Buffer.from(css, 'utf8'));
-  const script = hashed('checkout', 'js', 'text/javascript; charset=utf-8', fs.readFileSync(path.join(ASSET_DIRECTORY, 'checkout.js')));
+  const { stylesheet, fonts } = stylesheetWithThaiFonts('checkout', path.join(ASSET_DIRECTORY, 'checkout.css'), '/checkout/assets');
+  const script = hashedAsset('checkout', 'js', 'text/javascript; charset=utf-8', fs.readFileSync(path.join(ASSET_DIRECTORY, 'checkout.js')));
   // An icon of its own, so that the browser does not ask the brand's host for a /favicon.ico.
-  const icon = hashed('icon', 'svg', 'image/svg+xml', fs.readFileSync(path.join(ASSET_DIRECTORY, 'icon.svg')));
+  const icon = hashedAsset('icon', 'svg', 'image/svg+xml', fs.readFileSync(path.join(ASSET_DIRECTORY, 'icon.svg')));
   const byName = new Map<string, StaticAsset>();
-  for (const asset of [stylesheet, script, icon, ...Object.values(fonts)]) byName.set(asset.name, asset);
+  for (const asset of [stylesheet, script, icon, ...fonts]) byName.set(asset.name, asset);
   loaded = { script, stylesheet, icon, byName };
   return loaded;
-}
-
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (character) => HTML_ESCAPES[character] ?? character);
 }
 
 /** JSON inside a <script type="application/json"> block: `<` escaped so that no text can close the block. */
