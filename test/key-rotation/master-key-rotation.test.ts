@@ -62,8 +62,10 @@ async function startService(storage: Storage, current: Buffer, previous: Buffer[
   const database = await storage.open();
   const derivation_key = await resolveDerivationKey(database, { current, previous }, new Date());
   const testDatabase: TestDatabase = { database, url: null, openAnother: () => storage.open(), close: () => database.close() };
-  // Load shedding is off: this machine's load is not what the test is about, and a shed request would fail it.
-  const app = await createTestApp({ config: { LOAD_SHEDDING: 'false', PUBLIC_BASE_URL: 'http://localhost:3999', CHECKOUT_BASE_URL: 'http://localhost:3999' }, testDatabase, master_key: current, master_key_previous: previous, derivation_key, existing_sandbox: existing });
+  // Load shedding is off: this machine's load is not what the test is about, and a shed request would fail it. The
+  // worker is off: the test runs the due jobs itself (runJobs), and a running worker woken by the job's notification
+  // could take the slip's job first and leave it unfinished when the test reads the order.
+  const app = await createTestApp({ config: { LOAD_SHEDDING: 'false', WORKER_ENABLED: 'false', PUBLIC_BASE_URL: 'http://localhost:3999', CHECKOUT_BASE_URL: 'http://localhost:3999' }, testDatabase, master_key: current, master_key_previous: previous, derivation_key, existing_sandbox: existing });
   await app.instance.listen();
   // The advertised address is fixed (so that checkout URLs compare across starts); requests go to the bound port.
   const { port } = app.instance.app.server.address() as { port: number };
