@@ -7,6 +7,7 @@ import type { TestClockView } from '../test-clocks/service.ts';
 import { CliError, networkReason, readServiceAnswer, type CliEnvironment, type TextSink } from './backends.ts';
 import { sandboxCredentials } from './sandbox.ts';
 import { helpRows } from './help-rows.ts';
+import { writeUsageError } from './usage-error.ts';
 
 /**
  * `npm run cli -- clock create|list|show|attach|detach|advance`: the sandbox merchant's test clocks from a
@@ -189,7 +190,7 @@ function timestampOption(text: string, name: string): string {
 export async function runClockCli(argv: readonly string[], io: ClockCliIo): Promise<number> {
   const json = argv.includes('--json');
   const usage = (message: string) => {
-    io.stderr.write(json ? `${JSON.stringify({ error: { code: 'usage_error', message } })}\n` : `error: ${message}\nRun '${PROGRAM} --help' for usage.\n`);
+    writeUsageError(io.stderr, PROGRAM, message, json);
     return EXIT_USAGE;
   };
   const parseOptions = (args: string[]) => parseArgs({ args, options: OPTIONS, strict: true, allowPositionals: true });

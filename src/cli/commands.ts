@@ -20,6 +20,7 @@ import { runRefundCli, type RefundCliIo } from './refunds.ts';
 import { runMasterKeyCli } from './master-key.ts';
 import { runConsoleLoginCli, type ConsoleLoginCliIo } from './console-login.ts';
 import { helpRows } from './help-rows.ts';
+import { writeUsageError as writeUsageText } from './usage-error.ts';
 
 /**
  * The admin CLI's command table, argument parsing and output. `runCli` never throws and never prints a
@@ -422,13 +423,7 @@ function writeFailure(io: CliIo, failure: Failure, json: boolean): void {
 }
 
 function writeUsageError(io: CliIo, message: string, helpTarget: string, json: boolean): number {
-  const text = scrubText(message);
-  if (json) {
-    io.stderr.write(`${JSON.stringify({ error: { code: 'usage_error', message: text } })}\n`);
-  } else {
-    const target = helpTarget ? `${helpTarget} ` : '';
-    io.stderr.write(`error: ${text}\nRun '${PROGRAM} ${target}--help' for usage.\n`);
-  }
+  writeUsageText(io.stderr, helpTarget ? `${PROGRAM} ${helpTarget}` : PROGRAM, scrubText(message), json);
   return EXIT_USAGE;
 }
 

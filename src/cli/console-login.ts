@@ -3,6 +3,7 @@ import { scrubText } from '../platform/logger.ts';
 import { CliError, type CliEnvironment, type TextSink } from './backends.ts';
 import { ReviewClient, operatorConnectionFor } from './reviews-client.ts';
 import { helpRows } from './help-rows.ts';
+import { writeUsageError } from './usage-error.ts';
 
 /**
  * `npm run cli -- bo login`: a one-time sign-in link to the back-office console (issue 30), for the embedded
@@ -107,7 +108,7 @@ export async function runConsoleLoginCli(argv: readonly string[], io: ConsoleLog
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     const text = scrubText(error.message);
-    io.stderr.write(json ? `${JSON.stringify({ error: { code: 'usage_error', message: text } })}\n` : `error: ${text}\nRun '${PROGRAM} --help' for usage.\n`);
+    writeUsageError(io.stderr, PROGRAM, text, json);
     return EXIT_USAGE;
   }
   if ('help' in parsed) {

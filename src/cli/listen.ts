@@ -3,6 +3,7 @@ import { signedHeaders } from '../http/canonical.ts';
 import { scrubText } from '../platform/logger.ts';
 import { sandboxCredentials } from './sandbox.ts';
 import { CliError, networkReason, readServiceAnswer, type CliEnvironment, type TextSink } from './backends.ts';
+import { writeUsageError } from './usage-error.ts';
 
 /**
  * `npm run cli -- listen --forward-to http://localhost:3000/hooks`: the merchant's sandbox webhooks on
@@ -239,7 +240,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 export async function runListenCli(argv: readonly string[], io: ListenCliIo): Promise<number> {
   const json = argv.includes('--json');
   const usage = (message: string) => {
-    io.stderr.write(json ? `${JSON.stringify({ error: { code: 'usage_error', message } })}\n` : `error: ${message}\nRun '${PROGRAM} --help' for usage.\n`);
+    writeUsageError(io.stderr, PROGRAM, message, json);
     return EXIT_USAGE;
   };
   const optionSpec: Record<string, { type: 'string' | 'boolean' }> = { json: { type: 'boolean' }, help: { type: 'boolean' } };

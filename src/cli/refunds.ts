@@ -5,6 +5,7 @@ import { CliError, type CliEnvironment, type TextSink } from './backends.ts';
 import { ReviewClient, operatorConnectionFor } from './reviews-client.ts';
 import { printable } from './reviews-render.ts';
 import { helpRows } from './help-rows.ts';
+import { writeUsageError } from './usage-error.ts';
 
 /**
  * `npm run cli -- refunds <action>`: refunds to the payer from a terminal, for operators (issue 32). Like `reviews`,
@@ -290,7 +291,7 @@ export async function runRefundCli(argv: readonly string[], io: RefundCliIo): Pr
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     const text = scrubText(error.message);
-    io.stderr.write(json ? `${JSON.stringify({ error: { code: 'usage_error', message: text } })}\n` : `error: ${text}\nRun '${PROGRAM} --help' for usage.\n`);
+    writeUsageError(io.stderr, PROGRAM, text, json);
     return EXIT_USAGE;
   }
   if ('help' in parsed) {

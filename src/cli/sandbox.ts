@@ -8,6 +8,7 @@ import { scrubText } from '../platform/logger.ts';
 import type { SandboxTransferView } from '../sandbox/bank.ts';
 import type { SlipUpload } from '../slip-capability/capability.ts';
 import { CliError, loadCliConfig, networkReason, readServiceAnswer, type CliEnvironment, type TextSink } from './backends.ts';
+import { writeUsageError } from './usage-error.ts';
 
 /**
  * `npm run cli -- sandbox pay`: a sandbox payer's transfer, from the terminal. It calls the running
@@ -174,7 +175,7 @@ function transferBody(values: Record<string, string | undefined>): Record<string
 export async function runSandboxCli(argv: readonly string[], io: SandboxCliIo): Promise<number> {
   const json = argv.includes('--json');
   const usage = (message: string) => {
-    io.stderr.write(json ? `${JSON.stringify({ error: { code: 'usage_error', message } })}\n` : `error: ${message}\nRun '${PROGRAM} --help' for usage.\n`);
+    writeUsageError(io.stderr, PROGRAM, message, json);
     return EXIT_USAGE;
   };
   const optionSpec: Record<string, { type: 'string' | 'boolean' }> = {};

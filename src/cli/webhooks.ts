@@ -15,6 +15,7 @@ import { createEndpointBody, endpointCreationOf, endpointUpdateOf, replayBody, u
 import type { DeliveryView, EndpointView, ReplayResult } from '../webhooks/service.ts';
 import type { RotationResult, SigningKeyRecord } from '../webhooks/signing-keys.ts';
 import { chooseBackend, CliError, cliActor, loadCliConfig, readOperatorCredentials, readServiceAnswer, type BackendPreference, type CliEnvironment, type TextSink } from './backends.ts';
+import { writeUsageError } from './usage-error.ts';
 
 /**
  * `npm run cli -- webhooks <action>`: webhook endpoints, their deliveries, resend and replay, and the
@@ -435,7 +436,7 @@ export async function runWebhookCli(argv: readonly string[], io: WebhookCliIo): 
   const wantsHelp = offset === 1 || argv.includes('--help') || argv.includes('-h');
   const json = argv.includes('--json');
   const usage = (message: string) => {
-    io.stderr.write(json ? `${JSON.stringify({ error: { code: 'usage_error', message } })}\n` : `error: ${message}\nRun '${PROGRAM} --help' for usage.\n`);
+    writeUsageError(io.stderr, PROGRAM, message, json);
     return EXIT_USAGE;
   };
   if (action === undefined) {
