@@ -64,6 +64,25 @@ export function roleName(language: ConsoleLanguage, role: ConsoleSession['role']
   return consoleTexts(language)[`role_${role}`];
 }
 
+/**
+ * The main menu: one entry per area of the console, in this order. An entry names the roles that may open its
+ * pages; a session of another role does not see it (the pages refuse it with 403 anyway).
+ */
+const NAVIGATION: ReadonlyArray<{ path: string; text: ConsoleTextKey; roles: ReadonlyArray<ConsoleSession['role']> }> = [
+  { path: `${CONSOLE_PATH}/reviews`, text: 'nav_reviews', roles: ['reviewer', 'operator', 'platform_admin'] },
+];
+
+function navigation(frame: PageFrame): string {
+  const { e } = wordsOf(frame.language);
+  const role = frame.session?.role;
+  return NAVIGATION.filter((entry) => role !== undefined && entry.roles.includes(role))
+    .map((entry) => {
+      const current = frame.pathname === entry.path || frame.pathname.startsWith(`${entry.path}/`);
+      return `<a href="${href(entry.path, {}, frame.language)}"${current ? ' aria-current="page"' : ''}>${e(entry.text)}</a>`;
+    })
+    .join(' ');
+}
+
 function header(frame: PageFrame): string {
   const { e } = wordsOf(frame.language);
   const other: ConsoleLanguage = frame.language === 'th' ? 'en' : 'th';
@@ -71,7 +90,7 @@ function header(frame: PageFrame): string {
   delete switchQuery.lang;
   const session = frame.session;
   const staff = session
-    ? `<nav aria-label="${e('main_nav')}"><a href="${href(`${CONSOLE_PATH}/reviews`, {}, frame.language)}">${e('nav_reviews')}</a></nav>
+    ? `<nav aria-label="${e('main_nav')}">${navigation(frame)}</nav>
 <p class="who">${e('signed_in_as', { name: session.staff_name, role: roleName(frame.language, session.role) })}</p>
 <form method="post" action="${href(`${CONSOLE_PATH}/sign-out`, {}, frame.language)}" class="sign-out">
 <input type="hidden" name="csrf_token" value="${escapeHtml(session.csrf_token)}">

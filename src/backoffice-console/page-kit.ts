@@ -128,10 +128,14 @@ export function pageKit(app: FastifyInstance, deps: ConsolePageDependencies): Pa
   return kit;
 }
 
-/** The 403 page of an action a role may not take, in the page's words. */
-export function forbiddenFor(language: ConsoleLanguage, role: ConsoleSession['role']): PageRefusal {
+/**
+ * Refuses a session whose role is not among `roles` with the 403 page, which says why in the page's words
+ * (`why`: a text key whose `{role}` is filled with the session's role).
+ */
+export function requireRole(session: ConsoleSession, roles: ReadonlyArray<ConsoleSession['role']>, language: ConsoleLanguage, why: ConsoleTextKey): void {
+  if (roles.includes(session.role)) return;
   const t = consoleTexts(language);
-  return new PageRefusal(403, 'forbidden_heading', fill(t.forbidden_decide, { role: t[`role_${role}`] }));
+  throw new PageRefusal(403, 'forbidden_heading', fill(t[why], { role: t[`role_${session.role}`] }));
 }
 
 /** A fresh Idempotency-Key for a rendering's decision forms. */

@@ -8,7 +8,7 @@ import { requireStaffNote } from '../http/staff-note.ts';
 import { REJECTION_CODES } from '../review/catalogue.ts';
 import type { Decision, ReviewDetail } from '../review/service.ts';
 import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
-import { forbiddenFor, newDecisionKey, PageRefusal, type ConsoleRequest, type PageKit } from './page-kit.ts';
+import { newDecisionKey, requireRole, PageRefusal, type ConsoleRequest, type PageKit } from './page-kit.ts';
 import { decisionText, renderCase, renderQueue, type CaseNotice, type CasePage, type QueueFilters, type QueuePage } from './review-pages.ts';
 import { consoleTexts, fill, type ConsoleLanguage } from './texts.ts';
 
@@ -154,7 +154,7 @@ async function decide(kit: PageKit, request: ConsoleRequest, reply: FastifyReply
   const language = kit.languageOf(request);
   const form = await kit.readForm(request, reply);
   const session = await kit.postSession(request, form);
-  if (session.role !== 'reviewer') throw forbiddenFor(language, session.role);
+  requireRole(session, ['reviewer'], language, 'forbidden_decide');
   const deposit_id = request.params.deposit_id ?? '';
   if (!DEPOSIT_ID_PATTERN.test(deposit_id)) throw new PageRefusal(404, 'not_found_heading', consoleTexts(language).not_found);
   const key = form.get('decision_key');

@@ -6,7 +6,13 @@
 
 export type ConsoleLanguage = 'th' | 'en';
 
-const TH = {
+/**
+ * Each area of the console (review desk, claims, orders, merchants, ...) may keep its words in a file of its own,
+ * `<area>-texts.ts`, exporting `<AREA>_TH` (`as const`) and `<AREA>_EN` (a `Record` over the Thai keys, so a
+ * missing English text fails the typecheck), spread into `TH` and `EN` below. Keys are global: prefix an area's
+ * keys with its name.
+ */
+const CORE_TH = {
   console_title: 'คอนโซลหลังบ้าน',
   skip_link: 'ข้ามไปยังเนื้อหาหลัก',
   language_nav: 'ภาษา',
@@ -147,9 +153,11 @@ const TH = {
   action_escalate: 'ส่งต่อ',
 } as const;
 
+const TH = { ...CORE_TH } as const;
+
 export type ConsoleTextKey = keyof typeof TH;
 
-const EN: Record<ConsoleTextKey, string> = {
+const CORE_EN: Record<keyof typeof CORE_TH, string> = {
   console_title: 'Back-office console',
   skip_link: 'Skip to the main content',
   language_nav: 'Language',
@@ -289,6 +297,8 @@ const EN: Record<ConsoleTextKey, string> = {
   action_reject: 'Rejected',
   action_escalate: 'Escalated',
 };
+
+const EN: Record<ConsoleTextKey, string> = { ...CORE_EN };
 
 export type ConsoleTexts = Record<ConsoleTextKey, string>;
 
