@@ -552,3 +552,25 @@ describe('reversal by an operator', () => {
     expect(errorOf(await reverse(operator, awaiting.id, { reason_code: 'OPS_ERROR', note: NOTE }))).toMatchObject({ code: 'deposit_state_conflict', details: { status: 'awaiting_payment' } });
   });
 });
+
+// Runs last: by now this file's orders have entered review, been escalated, approved by one and by two
+// reviewers, rejected, settled and reversed, so the projection has followed every kind of change.
+describe('the queue’s reasons (migration 0042)', () => {
+  it('deposit_review_reasons holds exactly the reasons of the orders in review, with their opened_at and escalation', async () => {
+    const { rows } = await app.testDatabase.database.query<{ in_projection_only: number; in_orders_only: number; projected: number }>(
+      `WITH expected AS (
+         SELECT DISTINCT o.white_label_id, o.deposit_id, reason ->> 'code' AS reason_code, o.livemode, o.review ->> 'opened_at' AS opened_at,
+                coalesce((o.review ->> 'escalated')::boolean, false) AS escalated
+           FROM deposit_orders o, jsonb_array_elements(o.review::jsonb -> 'reasons') AS reason
+          WHERE o.status = 'under_review'),
+       projected AS (SELECT white_label_id, deposit_id, reason_code, livemode, opened_at, escalated FROM deposit_review_reasons)
+       SELECT (SELECT count(*)::int FROM (SELECT * FROM projected EXCEPT SELECT * FROM expected) AS extra) AS in_projection_only,
+              (SELECT count(*)::int FROM (SELECT * FROM expected EXCEPT SELECT * FROM projected) AS missing) AS in_orders_only,
+              (SELECT count(*)::int FROM projected) AS projected`,
+    );
+    expect(rows[0]).toMatchObject({ in_projection_only: 0, in_orders_only: 0 });
+    expect(rows[0]!.projected).toBeGreaterThan(0);
+    const escalated = await app.testDatabase.database.query<{ count: number }>(`SELECT count(*)::int AS count FROM deposit_review_reasons WHERE escalated`);
+    expect(escalated.rows[0]!.count).toBeGreaterThan(0);
+  });
+});
