@@ -72,6 +72,7 @@ import { CheckoutService } from './checkout/service.ts';
 import { checkoutAdminRoutes, registerCheckoutPages } from './checkout/routes.ts';
 import { ConsoleSessions } from './backoffice-console/sessions.ts';
 import { registerConsolePages } from './backoffice-console/routes.ts';
+import { consolePageDependencies } from './console-composition.ts';
 import { consoleApiRoutes } from './backoffice-console/api-routes.ts';
 import { IdempotencyService } from './idempotency/service.ts';
 import { apiRoutesOf, buildServer } from './http/server.ts';
@@ -681,14 +682,7 @@ function createServer(services: Services, checkout: CheckoutService, extra: read
   );
   registerOperationsRoutes(app, services, isReady);
   registerCheckoutPages(app, { checkout, tenancy: services.tenancy, database: services.database, clock: services.clock, config: services.config });
-  registerConsolePages(app, {
-    sessions: services.consoleSessions,
-    review: services.review,
-    tenancy: services.tenancy,
-    database: services.database,
-    clock: services.clock,
-    config: services.config,
-  });
+  registerConsolePages(app, consolePageDependencies(services));
   registerApiReference(app);
   return app;
 }

@@ -11,6 +11,7 @@ import type { TenancyService } from '../tenancy/service.ts';
 import { cookieValues } from '../checkout/links.ts';
 import { CONSOLE_PATH, SESSION_COOKIE, type ConsoleSession, type ConsoleSessions } from './sessions.ts';
 import { renderMessage, type PageFrame } from './html.ts';
+import type { CasePresence } from './presence.ts';
 import { consoleLanguage, consoleTexts, fill, type ConsoleLanguage, type ConsoleTextKey } from './texts.ts';
 
 /**
@@ -38,6 +39,7 @@ export class PageRefusal extends Error {
 /** What the console's pages call. */
 export interface ConsolePageDependencies {
   sessions: ConsoleSessions;
+  presence: CasePresence;
   review: ReviewService;
   tenancy: TenancyService;
   database: Queryable;

@@ -3,13 +3,15 @@ import { REJECTION_CODES, rejectionOf } from '../review/catalogue.ts';
 import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
 import { escapeHtml, href, renderPage, wordsOf, type PageFrame } from './html.ts';
 import type { ConsoleLanguage, ConsoleTextKey } from './texts.ts';
+import type { CaseViewer } from './presence.ts';
 
 /**
  * The review desk's pages: the queue and one case. Pure rendering from what the review service answered; every
  * stored text is escaped (html.ts). Money is shown in baht with two decimals, times in Bangkok time.
  */
 
-export type QueueItem = ReviewQueueItem & { merchant_reference: string };
+/** A queue entry with its `merchant_reference` and who else has the case open now. */
+export type QueueItem = ReviewQueueItem & { merchant_reference: string; viewers: readonly CaseViewer[] };
 
 export interface QueueFilters {
   reason: string | null;
@@ -72,12 +74,24 @@ function filterQuery(filters: QueueFilters): Record<string, string | null> {
   return { reason: filters.reason, escalated: filters.escalated, mode: filters.mode, age: filters.age };
 }
 
+/** The viewers' names as one text, earliest first (escaped where it is written, like any text). */
+export function viewerNames(viewers: readonly CaseViewer[]): string {
+  return viewers.map((viewer) => viewer.name).join(', ');
+}
+
+/** What a case page says about the other people on the case now ('' when nobody else is). */
+export function presenceText(language: ConsoleLanguage, viewers: readonly CaseViewer[]): string {
+  const { t } = wordsOf(language);
+  return viewers.length === 0 ? '' : t.presence_case.replace('{names}', viewerNames(viewers));
+}
+
 function queueRow(language: ConsoleLanguage, item: QueueItem, now: Date): string {
   const { e } = wordsOf(language);
   const flags = [
     item.escalated ? `<span class="flag">${e('flag_escalated')}</span>` : '',
     item.four_eyes_required ? `<span class="flag">${e('flag_four_eyes')}</span>` : '',
     item.livemode ? '' : `<span class="flag">${e('flag_test')}</span>`,
+    item.viewers.length > 0 ? `<span class="flag presence">${e('flag_open_by', { names: viewerNames(item.viewers) })}</span>` : '',
   ].join('');
   return `<tr>
 <td><a href="${href(`${CONSOLE_PATH}/reviews/${item.deposit_id}`, {}, language)}">${escapeHtml(item.deposit_id)}</a></td>
@@ -137,6 +151,8 @@ export interface CasePage {
   decision_key: string;
   /** The names of the people who decided or approved, by staff id. */
   staff_names: ReadonlyMap<string, string>;
+  /** The other people who have the case open now. */
+  viewers: readonly CaseViewer[];
   now: Date;
 }
 
@@ -321,6 +337,7 @@ export function renderCase(frame: Omit<PageFrame, 'title'>, page: CasePage): str
 <p>${e('case_status', { status: detail.deposit.status })} · ${escapeHtml(formatBaht(detail.deposit.amount_minor))}</p>
 <div id="case" data-poll-url="${CONSOLE_PATH}/reviews/${escapeHtml(detail.deposit_id)}/state" data-poll-state="${escapeHtml(page.state)}" data-poll-notice="case-changed">
 <p id="case-changed" class="notice" role="status" hidden>${e('case_changed')} <a href="${self}">${e('reload_case')}</a></p>
+<p id="case-presence" class="presence" role="status" data-presence>${escapeHtml(presenceText(frame.language, page.viewers))}</p>
 </div>
 ${notice}
 <div class="columns">

@@ -9,7 +9,7 @@ import { REJECTION_CODES } from '../review/catalogue.ts';
 import type { Decision, ReviewDetail } from '../review/service.ts';
 import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
 import { newDecisionKey, requireRole, PageRefusal, type ConsoleRequest, type PageKit } from './page-kit.ts';
-import { decisionText, renderCase, renderQueue, type CaseNotice, type CasePage, type QueueFilters, type QueuePage } from './review-pages.ts';
+import { decisionText, presenceText, renderCase, renderQueue, type CaseNotice, type CasePage, type QueueFilters, type QueuePage } from './review-pages.ts';
 import { consoleTexts, fill, type ConsoleLanguage } from './texts.ts';
 
 /**
@@ -72,13 +72,14 @@ async function queuePage(kit: PageKit, session: ConsoleSession, filters: QueueFi
     limit: QUEUE_PAGE_SIZE + 1,
   });
   const counts = await review.queueCountsByReason(database, session.white_label_id, livemode);
-  const page = items.slice(0, QUEUE_PAGE_SIZE);
+  const viewers = await kit.deps.presence.viewers(session, items.slice(0, QUEUE_PAGE_SIZE).map((item) => item.deposit_id));
+  const page = items.slice(0, QUEUE_PAGE_SIZE).map((item) => ({ ...item, viewers: viewers.get(item.deposit_id) ?? [] }));
   const last = page.at(-1);
   const next_cursor = items.length > QUEUE_PAGE_SIZE && last ? encodeCursor({ v: 1, opened_at: last.opened_at, deposit_id: last.deposit_id, filters: JSON.stringify(filters) }) : null;
   const total = await review.queueTotal(database, session.white_label_id, livemode);
   const state = crypto
     .createHash('sha256')
-    .update(JSON.stringify([total, counts, page.map((item) => [item.deposit_id, item.escalated, item.reasons])]))
+    .update(JSON.stringify([total, counts, page.map((item) => [item.deposit_id, item.escalated, item.reasons, item.viewers.map((viewer) => viewer.staff_id)])]))
     .digest('base64url')
     .slice(0, 22);
   return { items: page, counts, total, filters, cursor: after ? cursor : null, next_cursor, state, now };
@@ -100,7 +101,8 @@ async function detailOf(kit: PageKit, session: ConsoleSession, request: ConsoleR
 
 async function sendCase(kit: PageKit, reply: FastifyReply, request: ConsoleRequest, session: ConsoleSession, detail: ReviewDetail, status: number, notice: CaseNotice | null): Promise<FastifyReply> {
   const staff_names = await kit.deps.tenancy.staffNames(kit.deps.database, session.white_label_id, staffIdsOf(detail));
-  const page = { detail, session, state: caseState(detail), notice, decision_key: newDecisionKey(), now: kit.deps.clock.now(), staff_names };
+  const viewers = (await kit.deps.presence.viewers(session, [detail.deposit_id])).get(detail.deposit_id) ?? [];
+  const page = { detail, session, state: caseState(detail), notice, decision_key: newDecisionKey(), now: kit.deps.clock.now(), staff_names, viewers };
   return kit.sendHtml(reply, status, renderCase(kit.frameOf(request, session), page));
 }
 
@@ -199,6 +201,7 @@ export function registerReviewPages(scope: FastifyInstance, kit: PageKit): void 
   scope.get('/reviews/:deposit_id', kit.page(async (request, reply) => {
     const session = await kit.sessionOf(request, true);
     const detail = await detailOf(kit, session, request);
+    await kit.deps.presence.record(session, detail.deposit_id);
     const done = DONE_EFFECTS.find((effect) => effect === request.query?.done);
     const notice: CaseNotice | null = done ? { tone: 'success', text: consoleTexts(kit.languageOf(request))[`effect_${done}`] } : null;
     return sendCase(kit, reply, request, session, detail, 200, notice);
@@ -207,7 +210,11 @@ export function registerReviewPages(scope: FastifyInstance, kit: PageKit): void 
   scope.get('/reviews/:deposit_id/state', kit.page(async (request, reply) => {
     const session = await kit.sessionOf(request, false);
     const detail = await detailOf(kit, session, request);
-    return reply.code(200).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify({ state: caseState(detail) }));
+    // The page's polling keeps its view alive and brings back who else is on the case, as text for the page.
+    await kit.deps.presence.record(session, detail.deposit_id);
+    const viewers = (await kit.deps.presence.viewers(session, [detail.deposit_id])).get(detail.deposit_id) ?? [];
+    const body = { state: caseState(detail), viewers: presenceText(kit.languageOf(request), viewers) };
+    return reply.code(200).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(body));
   }));
 
   scope.get('/reviews/:deposit_id/slips/:receipt_id/image', kit.page(async (request, reply) => {

@@ -1,6 +1,6 @@
 import type { Queryable } from '../platform/db.ts';
 
-/** The console's sign-in links and sessions (migration 0038): SQL only. */
+/** The console's sign-in links, sessions (migration 0041) and case views (migration 0043): SQL only. */
 
 export interface SignInLinkRow {
   token_hash: string;
@@ -82,5 +82,42 @@ export async function purgeExpired(db: Queryable, before: Date, limit: number): 
     [before, limit],
   );
   const sessions = await db.query('DELETE FROM console_sessions WHERE session_id IN (SELECT session_id FROM console_sessions WHERE expires_at < $1 LIMIT $2)', [before, limit]);
-  return (links.rowCount ?? 0) + (sessions.rowCount ?? 0);
+  const views = await db.query(
+    'DELETE FROM console_case_views WHERE (session_id, deposit_id) IN (SELECT session_id, deposit_id FROM console_case_views WHERE last_seen_at < $1 LIMIT $2)',
+    [before, limit],
+  );
+  return (links.rowCount ?? 0) + (sessions.rowCount ?? 0) + (views.rowCount ?? 0);
+}
+
+export interface CaseViewRow {
+  deposit_id: string;
+  staff_id: string;
+  first_seen_at: Date;
+}
+
+/** Records that a session has a case open now: its first sight is kept, its last moves on. */
+export async function recordCaseView(db: Queryable, row: { session_id: string; white_label_id: string; deposit_id: string; staff_id: string; now: Date }): Promise<void> {
+  await db.query(
+    `INSERT INTO console_case_views (session_id, white_label_id, deposit_id, staff_id, first_seen_at, last_seen_at) VALUES ($1, $2, $3, $4, $5, $5)
+     ON CONFLICT (session_id, deposit_id) DO UPDATE SET last_seen_at = excluded.last_seen_at`,
+    [row.session_id, row.white_label_id, row.deposit_id, row.staff_id, row.now],
+  );
+}
+
+/**
+ * Who else has these cases open: views seen since `since` by another person than `except_staff_id`, one per
+ * person and case (the earliest first sight), at most `limit` rows (a page's cases times a few viewers each).
+ */
+export async function caseViewers(
+  db: Queryable,
+  input: { white_label_id: string; deposit_ids: readonly string[]; since: Date; except_staff_id: string; limit: number },
+): Promise<CaseViewRow[]> {
+  if (input.deposit_ids.length === 0) return [];
+  const { rows } = await db.query<CaseViewRow>(
+    `SELECT deposit_id, staff_id, min(first_seen_at) AS first_seen_at FROM console_case_views
+      WHERE white_label_id = $1 AND deposit_id = ANY($2::text[]) AND last_seen_at >= $3 AND staff_id <> $4
+      GROUP BY deposit_id, staff_id ORDER BY deposit_id, min(first_seen_at), staff_id LIMIT $5`,
+    [input.white_label_id, input.deposit_ids, input.since, input.except_staff_id, input.limit],
+  );
+  return rows;
 }

@@ -4,7 +4,8 @@
  *
  * - on the review queue, a notice when the queue changed (polling its state at most every 5 seconds, and not
  *   while the tab is hidden), with a link that reloads it;
- * - on a review case, the same notice when the case changed after the page was rendered;
+ * - on a review case, the same notice when the case changed after the page was rendered, and who else has the
+ *   case open (kept current by the same polling);
  * - on slip images, zoom and rotate buttons.
  *
  * It reads what it needs from data- attributes and writes only text and element properties (no HTML from
@@ -32,6 +33,9 @@ function watchForChanges(element) {
         return response.json();
       })
       .then(function (body) {
+        // A case's answer also says who else is on it: shown as text, kept current while nothing else changed.
+        var presence = element.querySelector('[data-presence]');
+        if (presence && body && typeof body.viewers === 'string') presence.textContent = body.viewers;
         if (body && typeof body.state === 'string' && body.state !== known) {
           notice.hidden = false;
           stopped = true;
