@@ -684,6 +684,8 @@ function createServer(services: Services, checkout: CheckoutService, extra: read
   registerConsolePages(app, {
     sessions: services.consoleSessions,
     review: services.review,
+    claims: services.claims,
+    disputes: services.disputes,
     tenancy: services.tenancy,
     database: services.database,
     clock: services.clock,
