@@ -163,7 +163,7 @@ function actionsSection(language: ConsoleLanguage, page: DisputePage): string {
   const { dispute, session } = page;
   if (dispute.status === 'resolved') return `<p class="message">${e('disputes_closed')}</p>`;
   const outcome = (value: 'withdrawer' | 'depositor') =>
-    `<div><input type="radio" id="outcome-${value}" name="outcome" value="${value}" required aria-describedby="outcome-${value}-hint"><label for="outcome-${value}">${e(`disputes_outcome_${value}`)}</label><p class="hint" id="outcome-${value}-hint">${e(`disputes_outcome_${value}_hint`)}</p></div>`;
+    `<div class="choice"><input type="radio" id="outcome-${value}" name="outcome" value="${value}" required aria-describedby="outcome-${value}-hint"><label for="outcome-${value}">${e(`disputes_outcome_${value}`)}</label><p class="hint" id="outcome-${value}-hint">${e(`disputes_outcome_${value}_hint`)}</p></div>`;
   return `<form method="post" action="${href(`${CONSOLE_PATH}/disputes/${dispute.id}/resolve`, {}, language)}" id="resolve-form">
 <input type="hidden" name="csrf_token" value="${escapeHtml(session.csrf_token)}"><input type="hidden" name="decision_key" value="${escapeHtml(page.decision_key)}">
 <fieldset><legend>${e('disputes_outcome_label')}</legend>${outcome('withdrawer')}${outcome('depositor')}</fieldset>

@@ -26,6 +26,9 @@ let merchant: MerchantCredentials;
 let deposit_id: string;
 /** The API's operator token in the sandbox brand, for the twins decided through /v1/bo. */
 let apiOperator: string;
+/** A brand of its own with four disputed fills, each with the withdrawer's note and one evidence item. */
+let world: DisputeWorld;
+const disputes: DisputeDetail[] = [];
 
 beforeAll(async () => {
   const port = await freePort();
@@ -36,7 +39,9 @@ beforeAll(async () => {
   deposit_id = await expiredOrder(app, merchant);
   const system = { actor_type: 'system' as const, actor_id: 'console-claims-test', request_id: null };
   apiOperator = (await app.instance.services.tenancy.createBackofficeCredential(system, { white_label_id: brand(), role: 'operator', name: 'API operator' })).token;
-}, 120_000);
+  world = await disputeWorld(app);
+  for (let index = 0; index < 4; index += 1) disputes.push(await disputedFill(app, world, { note: HOSTILE, reference: `STMT-${index} ${HOSTILE}`, evidence_note: `No credit ${HOSTILE}` }));
+}, 240_000);
 
 afterAll(async () => {
   await app.close();
@@ -59,6 +64,12 @@ async function claimOverApi(id: string): Promise<BackofficeClaimView> {
 async function auditOf(id: string): Promise<{ action: string; actor_id: string }[]> {
   const { rows } = await app.testDatabase.database.query<{ action: string; actor_id: string }>('SELECT action, actor_id FROM audit_log WHERE target_id = $1 ORDER BY created_at, audit_id', [id]);
   return rows;
+}
+
+async function disputeOverApi(id: string): Promise<DisputeDetail> {
+  const response = await app.backoffice({ url: `/v1/bo/disputes/${id}?white_label_id=${world.brand}` });
+  expect(response.statusCode, response.body).toBe(200);
+  return response.json<DisputeDetail>();
 }
 
 function expectPageHeaders(response: Response): void {
@@ -118,7 +129,7 @@ describe('claims: list and detail', () => {
   });
 });
 
-describe('claims: decisions', () => {
+describe('claims: decisions and roles', () => {
   it("a reviewer's attempt to resolve a claim gets the 403 page; nothing changes", async () => {
     const claim = await newClaim();
     const { cookie } = await signIn(app, base, { brand: brand(), role: 'reviewer', name: 'Resolving reviewer' });
@@ -176,6 +187,9 @@ describe('claims: decisions', () => {
     expect((await claimOverApi(throughConsole.id)).version).toBe(consoleClaim.version);
   });
 
+});
+
+describe('claims: races, CSRF and other brands', () => {
   it('a decision that lost the race answers 409 with the claim as it now is', async () => {
     const claim = await newClaim();
     const first = await signIn(app, base, { brand: brand(), role: 'operator', name: 'Fast operator' });
@@ -222,22 +236,7 @@ describe('claims: decisions', () => {
   });
 });
 
-describe('disputes', () => {
-  let world: DisputeWorld;
-  let disputes: DisputeDetail[];
-
-  beforeAll(async () => {
-    world = await disputeWorld(app);
-    disputes = [];
-    for (let index = 0; index < 4; index += 1) disputes.push(await disputedFill(app, world, { note: HOSTILE, reference: `STMT-${index} ${HOSTILE}`, evidence_note: `No credit ${HOSTILE}` }));
-  }, 120_000);
-
-  async function disputeOverApi(id: string): Promise<DisputeDetail> {
-    const response = await app.backoffice({ url: `/v1/bo/disputes/${id}?white_label_id=${world.brand}` });
-    expect(response.statusCode, response.body).toBe(200);
-    return response.json<DisputeDetail>();
-  }
-
+describe('disputes: list, detail and roles', () => {
   it('an operator lists disputes with filters and reads one with its deadline and every evidence item as text', async () => {
     const { cookie } = await signIn(app, base, { brand: world.brand, role: 'operator', name: 'Disputes operator' });
     const list = await consoleGet(base, '/bo/disputes?status=open', cookie);
@@ -288,6 +287,9 @@ describe('disputes', () => {
     expect((await disputeOverApi(disputes[0]!.id)).status).toBe('open');
   });
 
+});
+
+describe('disputes: resolutions', () => {
   it('a resolution through the console ends as the same one through the API; a late second one answers 409', async () => {
     const [throughConsole, throughApi] = [disputes[0]!, disputes[1]!];
     const first = await signIn(app, base, { brand: world.brand, role: 'operator', name: 'Resolving operator' });
