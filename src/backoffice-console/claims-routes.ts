@@ -136,13 +136,13 @@ async function decide(kit: PageKit, request: ConsoleRequest, reply: FastifyReply
 export function registerClaimPages(scope: FastifyInstance, kit: PageKit): void {
   scope.get('/claims', kit.page(async (request, reply) => {
     const session = await kit.sessionOf(request, true);
-    requireRole(session, CLAIM_READ_ROLES, kit.languageOf(request), 'claims_forbidden_decide');
+    requireRole(session, CLAIM_READ_ROLES, kit.languageOf(request), 'claims_forbidden_read');
     return kit.sendHtml(reply, 200, renderClaimList(kit.frameOf(request, session), await listPage(kit, session, request.query)));
   }));
 
   scope.get('/claims/:claim_id', kit.page(async (request, reply) => {
     const session = await kit.sessionOf(request, true);
-    requireRole(session, CLAIM_READ_ROLES, kit.languageOf(request), 'claims_forbidden_decide');
+    requireRole(session, CLAIM_READ_ROLES, kit.languageOf(request), 'claims_forbidden_read');
     const claim = await claimOf(kit, session, request);
     const done = DONE_STATUSES.find((status) => status === request.query?.done);
     const notice: CaseNotice | null = done ? { tone: 'success', text: consoleTexts(kit.languageOf(request))[`claims_done_${done}`] } : null;

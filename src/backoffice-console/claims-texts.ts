@@ -73,6 +73,7 @@ export const CLAIMS_TH = {
   claims_done_resolved: 'ปิดเคลมพร้อมผลสรุปแล้ว',
   claims_done_rejected: 'ปฏิเสธเคลมแล้ว',
   claims_lost_race: 'เจ้าหน้าที่คนอื่นตัดสินเคลมนี้ก่อนแล้ว สถานะปัจจุบัน: {status} การตัดสินของคุณไม่ถูกบันทึก',
+  claims_forbidden_read: 'บทบาท {role} ไม่มีสิทธิ์ดูเคลม',
   claims_forbidden_decide: 'การตัดสินเคลม (ตรวจสอบ ปิด ปฏิเสธ) เป็นหน้าที่ของเจ้าหน้าที่ปฏิบัติการและผู้ดูแลแพลตฟอร์ม บทบาทของคุณคือ {role}',
 } as const;
 
@@ -147,5 +148,6 @@ export const CLAIMS_EN: Record<keyof typeof CLAIMS_TH, string> = {
   claims_done_resolved: 'The claim is resolved.',
   claims_done_rejected: 'The claim is rejected.',
   claims_lost_race: 'Someone else decided this claim first; it is now {status}. Your decision was not recorded.',
+  claims_forbidden_read: 'The role {role} may not read claims.',
   claims_forbidden_decide: 'Claims are decided (investigated, resolved, rejected) by operators and the platform administrator; your role is {role}.',
 };
