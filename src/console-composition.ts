@@ -12,6 +12,8 @@ export function consolePageDependencies(services: Services): ConsolePageDependen
     sessions: services.consoleSessions,
     presence: new CasePresence({ database: services.database, clock: services.clock, tenancy: services.tenancy }),
     review: services.review,
+    claims: services.claims,
+    disputes: services.disputes,
     tenancy: services.tenancy,
     database: services.database,
     clock: services.clock,

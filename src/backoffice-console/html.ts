@@ -4,6 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { escapeHtml, hashedAsset, stylesheetWithThaiFonts, type StaticAsset } from '../http/page-assets.ts';
 import { consoleTexts, fill, type ConsoleLanguage, type ConsoleTextKey, type ConsoleTexts } from './texts.ts';
 import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
+import { CLAIM_READ_ROLES } from '../review/claims.ts';
+import { DISPUTE_ROLES } from '../disputes/service.ts';
 
 /**
  * The console's HTML frame and static files. Every page is rendered on the server with its data; every text
@@ -70,6 +72,8 @@ export function roleName(language: ConsoleLanguage, role: ConsoleSession['role']
  */
 const NAVIGATION: ReadonlyArray<{ path: string; text: ConsoleTextKey; roles: ReadonlyArray<ConsoleSession['role']> }> = [
   { path: `${CONSOLE_PATH}/reviews`, text: 'nav_reviews', roles: ['reviewer', 'operator', 'platform_admin'] },
+  { path: `${CONSOLE_PATH}/claims`, text: 'claims_nav', roles: CLAIM_READ_ROLES },
+  { path: `${CONSOLE_PATH}/disputes`, text: 'disputes_nav', roles: DISPUTE_ROLES },
 ];
 
 function navigation(frame: PageFrame): string {

@@ -7,6 +7,8 @@ import type { HttpLimits } from '../platform/config.ts';
 import { requestBodiesOf } from '../http/server.ts';
 import type { BodyLimits } from '../http/body-reader.ts';
 import type { ReviewService } from '../review/service.ts';
+import type { ClaimService } from '../review/claims.ts';
+import type { DisputeService } from '../disputes/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import { cookieValues } from '../checkout/links.ts';
 import { CONSOLE_PATH, SESSION_COOKIE, type ConsoleSession, type ConsoleSessions } from './sessions.ts';
@@ -41,6 +43,8 @@ export interface ConsolePageDependencies {
   sessions: ConsoleSessions;
   presence: CasePresence;
   review: ReviewService;
+  claims: ClaimService;
+  disputes: DisputeService;
   tenancy: TenancyService;
   database: Queryable;
   clock: Clock;
@@ -89,7 +93,8 @@ export function pageKit(app: FastifyInstance, deps: ConsolePageDependencies): Pa
       const query: Record<string, string> = {};
       if (request.method === 'GET') for (const [name, value] of Object.entries(request.query ?? {})) if (typeof value === 'string') query[name] = value;
       const path = (request.raw.url ?? '').split('?')[0] ?? CONSOLE_PATH;
-      const decided = /^(\/bo\/reviews\/[^/]+)\/(approve|reject|escalate)$/.exec(path);
+      // A decision's POST (`/bo/{area}/{id}/{action}`) links to the page of the object it decided.
+      const decided = /^(\/bo\/[a-z-]+\/[^/]+)\/[a-z-]+$/.exec(path);
       const pathname = request.method === 'GET' ? path : (decided?.[1] ?? `${CONSOLE_PATH}/reviews`);
       return { language: languageOf(request), pathname, query, session };
     },

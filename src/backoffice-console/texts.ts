@@ -4,6 +4,9 @@
  * filled by `fill`, after which the whole text is escaped like any other.
  */
 
+import { CLAIMS_EN, CLAIMS_TH } from './claims-texts.ts';
+import { DISPUTES_EN, DISPUTES_TH } from './disputes-texts.ts';
+
 export type ConsoleLanguage = 'th' | 'en';
 
 /**
@@ -155,7 +158,11 @@ const CORE_TH = {
   action_escalate: 'ส่งต่อ',
 } as const;
 
-const TH = { ...CORE_TH } as const;
+const TH = {
+  ...CORE_TH,
+  ...CLAIMS_TH,
+  ...DISPUTES_TH,
+} as const;
 
 export type ConsoleTextKey = keyof typeof TH;
 
@@ -302,7 +309,11 @@ const CORE_EN: Record<keyof typeof CORE_TH, string> = {
   action_escalate: 'Escalated',
 };
 
-const EN: Record<ConsoleTextKey, string> = { ...CORE_EN };
+const EN: Record<ConsoleTextKey, string> = {
+  ...CORE_EN,
+  ...CLAIMS_EN,
+  ...DISPUTES_EN,
+};
 
 export type ConsoleTexts = Record<ConsoleTextKey, string>;
 

@@ -202,17 +202,24 @@ export interface DisputeListFilters {
   status: DisputeStatus | null;
   livemode: boolean | null;
   newest_first: boolean;
+  /** The (opened_at, dispute_id) of the last dispute of the previous page, in the list's own direction. */
+  after: { opened_at: Date; dispute_id: string } | null;
   limit: number;
 }
 
-/** A brand's disputes by opening time, oldest or newest first. */
+/**
+ * A brand's disputes by opening time, oldest or newest first, keyset-paged on (opened_at, dispute_id): the index
+ * withdrawal_disputes_by_status serves a status filter, withdrawal_disputes_desk (migration 0044) the rest.
+ */
 export async function listDisputes(db: Queryable, white_label_id: string, filters: DisputeListFilters): Promise<DisputeRow[]> {
   const direction = filters.newest_first ? 'DESC' : 'ASC';
+  const beyond = filters.newest_first ? '<' : '>';
   const { rows } = await db.query<DisputeRow>(
     `SELECT ${DISPUTE_COLUMNS} FROM withdrawal_disputes
       WHERE white_label_id = $1 AND ($2::text IS NULL OR status = $2) AND ($3::boolean IS NULL OR livemode = $3)
+        AND ($5::timestamptz IS NULL OR (opened_at, dispute_id) ${beyond} ($5::timestamptz, $6::text))
       ORDER BY opened_at ${direction}, dispute_id ${direction} LIMIT $4`,
-    [white_label_id, filters.status, filters.livemode, filters.limit],
+    [white_label_id, filters.status, filters.livemode, filters.limit, filters.after?.opened_at ?? null, filters.after?.dispute_id ?? null],
   );
   return rows;
 }

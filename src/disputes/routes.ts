@@ -7,7 +7,7 @@ import { idText } from '../tenancy/schemas.ts';
 import { merchantEvidenceSchema } from '../http/order-fields.ts';
 import { limitParameter } from '../http/paging.ts';
 import { requireStaffNote, staffNoteSchema } from '../http/staff-note.ts';
-import { DISPUTE_REASON_CODES, type DisputeService } from './service.ts';
+import { DISPUTE_REASON_CODES, DISPUTE_ROLES, type DisputeService } from './service.ts';
 import { backofficeDisputeDetailSchema, backofficeDisputeListSchema, disputeResolutionSchema, merchantDisputeSchema } from './resources.ts';
 import { withdrawalOrderSchema } from '../withdrawals/resources.ts';
 import type { Queryable } from '../platform/db.ts';
@@ -107,7 +107,7 @@ function registerDisputeRoutes(registrar: RouteRegistrar, services: DisputeRoute
     summary: 'List disputes',
     responses: { 200: { description: "The brand's disputes.", schema: backofficeDisputeListSchema } },
     errors: ['resource_not_found'],
-    roles: ['platform_admin', 'operator'],
+    roles: DISPUTE_ROLES,
     query: listQuerySchema,
     async handler({ context, query }) {
       const brand = brandToActOn(context, query.white_label_id);
@@ -116,6 +116,7 @@ function registerDisputeRoutes(registrar: RouteRegistrar, services: DisputeRoute
         status: query.status ?? null,
         livemode: query.mode === undefined ? null : query.mode === 'live',
         newest_first: query.order === 'newest',
+        after: null,
         limit: limit + 1,
       });
       return { status: 200, body: { object: 'list', data: rows.slice(0, limit), has_more: rows.length > limit } };
@@ -127,7 +128,7 @@ function registerDisputeRoutes(registrar: RouteRegistrar, services: DisputeRoute
     url: '/v1/bo/disputes/:id',
     summary: 'Read a dispute',
     responses: { 200: { description: 'The dispute with its evidence.', schema: backofficeDisputeDetailSchema, cache_control: 'no-store' } },
-    roles: ['platform_admin', 'operator'],
+    roles: DISPUTE_ROLES,
     query: z.object({ white_label_id: idText.optional() }).strict(),
     async handler({ context, query, params }) {
       const brand = brandToActOn(context, query.white_label_id);
@@ -143,7 +144,7 @@ function registerDisputeRoutes(registrar: RouteRegistrar, services: DisputeRoute
     summary: 'Resolve a dispute',
     responses: { 200: { description: 'The resolved dispute.', schema: disputeResolutionSchema } },
     errors: ['dispute_already_resolved', 'dispute_not_resolvable', 'review_note_required'],
-    roles: ['platform_admin', 'operator'],
+    roles: DISPUTE_ROLES,
     body: resolveSchema,
     async handler({ context, body, params }) {
       const brand = brandToActOn(context, body.white_label_id);

@@ -8,7 +8,7 @@ import { SYSTEM_CAUSE, type EventCause } from '../platform/cause.ts';
 import { cancelJobsByKey, scheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
-import type { Actor } from '../platform/access.ts';
+import type { Actor, BackofficeRole } from '../platform/access.ts';
 import type { DepositService } from '../deposits/service.ts';
 import type { LegCover, SettlementService } from '../settlement/service.ts';
 import type { DepositRow } from '../deposits/types.ts';
@@ -44,6 +44,11 @@ export const MAX_EVIDENCE_PER_DISPUTE = 10;
 /** The reasons a withdrawer may give today (`dispute.reason_code` is an open enum). */
 export const DISPUTE_REASON_CODES = ['FUNDS_NOT_RECEIVED', 'AMOUNT_DIFFERS'] as const;
 export type DisputeReasonCode = (typeof DISPUTE_REASON_CODES)[number];
+/**
+ * Who reads and resolves disputes, the one rule for the API (routes.ts) and the console's pages: operators and the
+ * platform administrator. Reviewers decide deposits; a dispute is money between two merchants.
+ */
+export const DISPUTE_ROLES = ['platform_admin', 'operator'] as const satisfies readonly BackofficeRole[];
 export const ALLOCATION_CONFLICT_REASON_CODE = 'ALLOCATION_CONFLICT';
 
 const SYSTEM_ACTOR: Actor = { actor_type: 'system', actor_id: 'withdrawals.dispute_deadline', request_id: null };

@@ -6,7 +6,7 @@ import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { amountMinorSchema } from '../http/order-fields.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { CLAIM_RESOLUTION_CODES, REFUNDED_IN_SERVICE } from './claims-repository.ts';
-import type { ClaimDecision, ClaimRefund, ClaimStaff, ClaimService } from './claims.ts';
+import { CLAIM_DECIDE_ROLES, CLAIM_READ_ROLES, type ClaimDecision, type ClaimRefund, type ClaimStaff, type ClaimService } from './claims.ts';
 import { REFUND_REASON_CODES } from '../withdrawals/service.ts';
 import { REFUND_ERROR_CODES } from '../refunds/service.ts';
 import { decodeCursor, encodeCursor, limitParameter } from '../http/paging.ts';
@@ -22,14 +22,9 @@ import type { Queryable } from '../platform/db.ts';
  * end user's door is the capability route at `claim_url` (src/slips/routes.ts).
  */
 
-/** Everyone in the back office reads claims and opens them for a payer (a reviewer meets late slips too). */
-const READ_ROLES = ['platform_admin', 'operator', 'reviewer'] as const;
-/**
- * Deciding a claim is the operators' (and the platform administrator's): its outcome is money handed back
- * (a refund to the payer, outside the service or through it, a credit by the merchant), which is brand
- * administration, while reviewers decide payments inside it.
- */
-const DECIDE_ROLES = ['platform_admin', 'operator'] as const;
+/** Who reads, opens and decides claims: the service's rule (claims.ts), which the console's pages use too. */
+const READ_ROLES = CLAIM_READ_ROLES;
+const DECIDE_ROLES = CLAIM_DECIDE_ROLES;
 const LIST_MAX_LIMIT = 100;
 const LIST_DEFAULT_LIMIT = 20;
 const CLAIM_STATUSES = ['open', 'investigating', 'resolved', 'rejected'] as const;

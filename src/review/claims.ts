@@ -8,7 +8,7 @@ import { computePreviousAttributes } from '../events/envelope.ts';
 import { CURRENT_API_VERSION } from '../platform/cause.ts';
 import type { EventsService } from '../events/service.ts';
 import type { EventCause } from '../platform/cause.ts';
-import type { Actor } from '../platform/access.ts';
+import type { Actor, BackofficeRole } from '../platform/access.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { RefundService } from '../refunds/service.ts';
 import { FINAL_WITHDRAWAL_STATUSES, type RefundReasonCode, type WithdrawalView } from '../withdrawals/service.ts';
@@ -44,6 +44,16 @@ import { REFUNDED_IN_SERVICE, type ClaimResolutionCode, type ClaimRow } from './
  * carrying the merchant's view, never the internal note) in the transaction of the change, and every
  * back-office change writes its audit row there too.
  */
+
+/**
+ * Who may do what with claims, the one rule for the API (claim-routes.ts) and the console's pages. Everyone in the
+ * back office reads claims and opens them for a payer (a reviewer meets late slips too). Deciding a claim is the
+ * operators' (and the platform administrator's): its outcome is money handed back (a refund to the payer, outside
+ * the service or through it, a credit by the merchant), which is brand administration, while reviewers decide
+ * payments inside it.
+ */
+export const CLAIM_READ_ROLES = ['platform_admin', 'operator', 'reviewer'] as const satisfies readonly BackofficeRole[];
+export const CLAIM_DECIDE_ROLES = ['platform_admin', 'operator'] as const satisfies readonly BackofficeRole[];
 
 export type ClaimOpenedBy = { type: 'end_user'; credential_id: null } | { type: 'backoffice'; credential_id: string } | { type: 'system'; credential_id: null };
 
