@@ -685,6 +685,7 @@ function createServer(services: Services, checkout: CheckoutService, extra: read
     sessions: services.consoleSessions,
     review: services.review,
     tenancy: services.tenancy,
+    ledger: services.ledger, webhooks: services.webhooks.service,
     database: services.database,
     clock: services.clock,
     config: services.config,

@@ -6,6 +6,8 @@ import { consoleAssets, escapeHtml, href, renderMessage, renderPage, wordsOf } f
 import { consoleTexts } from './texts.ts';
 import { pageKit, PageRefusal, type ConsolePageDependencies, type ConsoleRequest, type PageKit } from './page-kit.ts';
 import { registerReviewPages } from './review-routes.ts';
+import { registerMerchantsPages } from './merchants-routes.ts';
+import { registerMerchantWebhookPages } from './merchant-webhooks-routes.ts';
 
 /**
  * The back-office console's HTTP side (docs/backoffice.md), under /bo on the console's origin
@@ -17,6 +19,8 @@ import { registerReviewPages } from './review-routes.ts';
  * - POST /bo/sign-out               ends the session at once (CSRF)
  * - GET  /bo/assets/{name}          the script, stylesheet and fonts, named by their hash
  * - the review desk's pages (review-routes.ts)
+ * - the merchants area: merchants, wallets, API keys (merchants-routes.ts), webhook endpoints and deliveries
+ *   (merchant-webhooks-routes.ts)
  *
  * Routes are registered on the Fastify instance itself, like the checkout pages: they answer HTML, redirects and
  * cookies, and are not part of the API. Every answer carries the pages' security headers and, except the hashed
@@ -128,6 +132,8 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePageDepe
       });
       registerSignIn(scope, kit);
       registerReviewPages(scope, kit);
+      registerMerchantsPages(scope, kit);
+      registerMerchantWebhookPages(scope, kit);
     },
     { prefix: CONSOLE_PATH },
   );
