@@ -8,6 +8,7 @@ import { escapeHtml } from '../../src/backoffice-console/html.ts';
 import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 import type { ApiKeyView, MerchantView } from '../../src/tenancy/service.ts';
 import type { WalletAccount } from '../../src/ledger/types.ts';
+import type { BalanceTransactionView } from '../../src/ledger/service.ts';
 import type { DeliveryView, EndpointView } from '../../src/webhooks/service.ts';
 
 /**
@@ -137,7 +138,7 @@ describe('the merchant list and page', () => {
   });
 });
 
-describe('API keys', () => {
+describe('API keys: creation', () => {
   it('creating shows the secrets once, on a no-store 201 answer, and never again; the key works', async () => {
     const keysPage = await page(`/bo/merchants/${hostileMerchant.id}/api-keys`);
     expect(keysPage.status).toBe(200);
@@ -170,6 +171,9 @@ describe('API keys', () => {
     expect((await app.signed({ url: '/v1/pay/balance', credentials })).statusCode).toBe(200);
   });
 
+});
+
+describe('API keys: suspend, resume, revoke and refusals', () => {
   it('suspend, resume and revoke end in the state the API shows; a revoked key cannot be resumed (409, nothing changes)', async () => {
     const merchant = await app.createMerchant({ white_label_id: brand() });
     const [key] = await apiKeys(merchant.merchant_id);
@@ -225,31 +229,32 @@ describe('API keys', () => {
   });
 });
 
-describe('the wallet', () => {
-  async function walletWithHistory(): Promise<WalletAccount> {
-    const merchant = await app.createMerchant({ white_label_id: brand() });
-    const account = { white_label_id: brand(), merchant_id: merchant.merchant_id, livemode: false };
-    const { ledger } = app.instance.services;
-    const tx = app.testDatabase.database.transaction.bind(app.testDatabase.database);
-    const start = app.clock.now().getTime();
-    const credits = [];
-    for (let index = 0; index < 30; index += 1) {
-      const deposit_id = `dep_01K0WALLETPAGE${String(index).padStart(12, '0')}`;
-      credits.push(await tx((db) => ledger.creditSettledDeposit(db, { account, deposit_id, amount_minor: 1_000 + index * 7, cause: SYSTEM_CAUSE })));
-      app.clock.set(new Date(start + (index + 1) * HOUR));
-    }
-    // The first two credits clear; one is held (a dispute) with a hostile reason; then a withdrawal reserves money.
-    app.clock.set(new Date(start + 73 * HOUR + 30 * 60_000));
-    await app.instance.worker.runDueJobs();
-    expect(await tx((db) => ledger.holdClearing(db, account, credits[5]!.id, HOSTILE))).toBe(true);
-    const reserved = await tx((db) =>
-      ledger.post(db, { account, type: 'withdrawal_reserved', amount_minor: 1_500, bucket_from: 'available', bucket_to: 'reserved', movement_key: 'console:reserve', source: { type: 'withdrawal_order', id: 'wdr_console' }, cause: SYSTEM_CAUSE }),
-    );
-    expect(reserved.ok).toBe(true);
-    await signInBoth();
-    return account;
+/** A test-mode wallet with 33 movements: 30 credits an hour apart, two of them cleared, one held (with a hostile reason), and a reservation. */
+async function walletWithHistory(): Promise<WalletAccount> {
+  const merchant = await app.createMerchant({ white_label_id: brand() });
+  const account = { white_label_id: brand(), merchant_id: merchant.merchant_id, livemode: false };
+  const { ledger } = app.instance.services;
+  const tx = app.testDatabase.database.transaction.bind(app.testDatabase.database);
+  const start = app.clock.now().getTime();
+  const credits: BalanceTransactionView[] = [];
+  for (let index = 0; index < 30; index += 1) {
+    const deposit_id = `dep_01K0WALLETPAGE${String(index).padStart(12, '0')}`;
+    credits.push(await tx((db) => ledger.creditSettledDeposit(db, { account, deposit_id, amount_minor: 1_000 + index * 7, cause: SYSTEM_CAUSE })));
+    app.clock.set(new Date(start + (index + 1) * HOUR));
   }
+  // The first two credits clear; one is held (a dispute) with a hostile reason; then a withdrawal reserves money.
+  app.clock.set(new Date(start + 73 * HOUR + 30 * 60_000));
+  await app.instance.worker.runDueJobs();
+  expect(await tx((db) => ledger.holdClearing(db, account, credits[5]!.id, HOSTILE))).toBe(true);
+  const reserved = await tx((db) =>
+    ledger.post(db, { account, type: 'withdrawal_reserved', amount_minor: 1_500, bucket_from: 'available', bucket_to: 'reserved', movement_key: 'console:reserve', source: { type: 'withdrawal_order', id: 'wdr_console' }, cause: SYSTEM_CAUSE }),
+  );
+  expect(reserved.ok).toBe(true);
+  await signInBoth();
+  return account;
+}
 
+describe('the wallet', () => {
   it('shows the three buckets as the API does, and running totals that are right on every page', async () => {
     const account = await walletWithHistory();
     const api = (await app.backoffice({ url: `/v1/bo/wallet?merchant_id=${account.merchant_id}&mode=test` })).json<{ available_minor: number; pending_clearing_minor: number; reserved_minor: number; ledger_consistent: boolean }>();
@@ -310,22 +315,23 @@ describe('the wallet', () => {
   });
 });
 
-describe('webhook endpoints and deliveries', () => {
-  async function endpointWithDelivery(answerPath = '/hooks'): Promise<{ merchant: MerchantCredentials; endpoint: EndpointView; delivery: DeliveryView }> {
-    const merchant = await app.createMerchant({ white_label_id: brand() });
-    const created = await app.backoffice({ method: 'POST', url: '/v1/bo/webhooks', body: { merchant_id: merchant.merchant_id, mode: 'test', deposit_url: `${receiver.url}${answerPath}`, description: HOSTILE } });
-    expect(created.statusCode, created.body).toBe(201);
-    const endpoint = created.json<EndpointView>();
-    const { database, events } = app.instance.services;
-    await database.transaction((tx) =>
-      events.emitEvent(tx, { white_label_id: brand(), merchant_id: merchant.merchant_id, livemode: false, type: 'deposit.expired', object: { object: 'deposit_order', id: 'dep_01K0CONSOLEHOOK0000000000', version: 2 }, previous_attributes: { version: 1 }, cause: SYSTEM_CAUSE }),
-    );
-    await app.instance.services.webhooks.dispatcher.runUntilIdle();
-    const list = (await app.backoffice({ url: `/v1/bo/webhooks/${endpoint.id}/deliveries` })).json<{ data: DeliveryView[] }>().data;
-    expect(list).toHaveLength(1);
-    return { merchant, endpoint, delivery: list[0]! };
-  }
+/** A merchant's test endpoint (at `answerPath` of the receiver, with a hostile description) with one delivery, attempted once. */
+async function endpointWithDelivery(answerPath = '/hooks'): Promise<{ merchant: MerchantCredentials; endpoint: EndpointView; delivery: DeliveryView }> {
+  const merchant = await app.createMerchant({ white_label_id: brand() });
+  const created = await app.backoffice({ method: 'POST', url: '/v1/bo/webhooks', body: { merchant_id: merchant.merchant_id, mode: 'test', deposit_url: `${receiver.url}${answerPath}`, description: HOSTILE } });
+  expect(created.statusCode, created.body).toBe(201);
+  const endpoint = created.json<EndpointView>();
+  const { database, events } = app.instance.services;
+  await database.transaction((tx) =>
+    events.emitEvent(tx, { white_label_id: brand(), merchant_id: merchant.merchant_id, livemode: false, type: 'deposit.expired', object: { object: 'deposit_order', id: 'dep_01K0CONSOLEHOOK0000000000', version: 2 }, previous_attributes: { version: 1 }, cause: SYSTEM_CAUSE }),
+  );
+  await app.instance.services.webhooks.dispatcher.runUntilIdle();
+  const list = (await app.backoffice({ url: `/v1/bo/webhooks/${endpoint.id}/deliveries` })).json<{ data: DeliveryView[] }>().data;
+  expect(list).toHaveLength(1);
+  return { merchant, endpoint, delivery: list[0]! };
+}
 
+describe('webhook endpoints and deliveries', () => {
   it('the endpoint page lists deliveries; the delivery page shows each attempt’s answer; texts are escaped', async () => {
     const { merchant, endpoint, delivery } = await endpointWithDelivery();
     const merchantPage = await page(`/bo/merchants/${merchant.merchant_id}`, reviewerCookie);
