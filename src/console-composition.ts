@@ -14,6 +14,8 @@ export function consolePageDependencies(services: Services): ConsolePageDependen
     review: services.review,
     claims: services.claims,
     disputes: services.disputes,
+    ledger: services.ledger,
+    webhooks: services.webhooks.service,
     tenancy: services.tenancy,
     database: services.database,
     clock: services.clock,

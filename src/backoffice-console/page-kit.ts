@@ -10,6 +10,8 @@ import type { ReviewService } from '../review/service.ts';
 import type { ClaimService } from '../review/claims.ts';
 import type { DisputeService } from '../disputes/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
+import type { LedgerService } from '../ledger/service.ts';
+import type { WebhookService } from '../webhooks/service.ts';
 import { cookieValues } from '../checkout/links.ts';
 import { CONSOLE_PATH, SESSION_COOKIE, type ConsoleSession, type ConsoleSessions } from './sessions.ts';
 import { renderMessage, type PageFrame } from './html.ts';
@@ -46,6 +48,8 @@ export interface ConsolePageDependencies {
   claims: ClaimService;
   disputes: DisputeService;
   tenancy: TenancyService;
+  ledger: LedgerService;
+  webhooks: WebhookService;
   database: Queryable;
   clock: Clock;
   config: { http: HttpLimits };
@@ -82,6 +86,24 @@ function fromOwnPages(request: FastifyRequest): boolean {
   return URL.canParse(origin) && new URL(origin).host === request.headers.host;
 }
 
+/**
+ * The GET page an action's answer belongs to, for its language switch: a decision's case, a delivery's or an
+ * endpoint's page after a resend or replay, the keys page a key was created on; an action on a key by its id
+ * alone (as the API's) belongs to the merchant list.
+ */
+function pageOfAction(path: string): string {
+  const decided = /^(\/bo\/reviews\/[^/]+)\/(approve|reject|escalate)$/.exec(path);
+  if (decided?.[1]) return decided[1];
+  const webhook = /^(\/bo\/merchants\/[^/]+\/webhooks\/[^/]+(?:\/deliveries\/[^/]+)?)\/(resend|replay)$/.exec(path);
+  if (webhook?.[1]) return webhook[1];
+  if (/^\/bo\/merchants\/[^/]+\/api-keys$/.test(path)) return path;
+  if (path.startsWith(`${CONSOLE_PATH}/api-keys/`)) return `${CONSOLE_PATH}/merchants`;
+  // Any other decision's POST (`/bo/{area}/{id}/{action}`: claims, disputes) links to the page of the object it decided.
+  const other = /^(\/bo\/[a-z-]+\/[^/]+)\/[a-z-]+$/.exec(path);
+  if (other?.[1]) return other[1];
+  return `${CONSOLE_PATH}/reviews`;
+}
+
 export function pageKit(app: FastifyInstance, deps: ConsolePageDependencies): PageKit {
   const formLimits: BodyLimits = { max_bytes: FORM_MAX_BYTES, deadline_ms: deps.config.http.body_deadline_ms };
   const languageOf = (request: ConsoleRequest) => consoleLanguage(request.query?.lang);
@@ -93,9 +115,7 @@ export function pageKit(app: FastifyInstance, deps: ConsolePageDependencies): Pa
       const query: Record<string, string> = {};
       if (request.method === 'GET') for (const [name, value] of Object.entries(request.query ?? {})) if (typeof value === 'string') query[name] = value;
       const path = (request.raw.url ?? '').split('?')[0] ?? CONSOLE_PATH;
-      // A decision's POST (`/bo/{area}/{id}/{action}`) links to the page of the object it decided.
-      const decided = /^(\/bo\/[a-z-]+\/[^/]+)\/[a-z-]+$/.exec(path);
-      const pathname = request.method === 'GET' ? path : (decided?.[1] ?? `${CONSOLE_PATH}/reviews`);
+      const pathname = request.method === 'GET' ? path : pageOfAction(path);
       return { language: languageOf(request), pathname, query, session };
     },
     async sessionOf(request, touch) {

@@ -8,6 +8,8 @@ import { pageKit, PageRefusal, type ConsolePageDependencies, type ConsoleRequest
 import { registerReviewPages } from './review-routes.ts';
 import { registerClaimPages } from './claims-routes.ts';
 import { registerDisputePages } from './disputes-routes.ts';
+import { registerMerchantsPages } from './merchants-routes.ts';
+import { registerMerchantWebhookPages } from './merchant-webhooks-routes.ts';
 
 /**
  * The back-office console's HTTP side (docs/backoffice.md), under /bo on the console's origin
@@ -19,6 +21,8 @@ import { registerDisputePages } from './disputes-routes.ts';
  * - POST /bo/sign-out               ends the session at once (CSRF)
  * - GET  /bo/assets/{name}          the script, stylesheet and fonts, named by their hash
  * - the review desk's pages (review-routes.ts), the claims desk's (claims-routes.ts) and the disputes' (disputes-routes.ts)
+ * - the merchants area: merchants, wallets, API keys (merchants-routes.ts), webhook endpoints and deliveries
+ *   (merchant-webhooks-routes.ts)
  *
  * Routes are registered on the Fastify instance itself, like the checkout pages: they answer HTML, redirects and
  * cookies, and are not part of the API. Every answer carries the pages' security headers and, except the hashed
@@ -132,6 +136,8 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePageDepe
       registerReviewPages(scope, kit);
       registerClaimPages(scope, kit);
       registerDisputePages(scope, kit);
+      registerMerchantsPages(scope, kit);
+      registerMerchantWebhookPages(scope, kit);
     },
     { prefix: CONSOLE_PATH },
   );

@@ -6,6 +6,7 @@
 
 import { CLAIMS_EN, CLAIMS_TH } from './claims-texts.ts';
 import { DISPUTES_EN, DISPUTES_TH } from './disputes-texts.ts';
+import { MERCHANTS_EN, MERCHANTS_TH } from './merchants-texts.ts';
 
 export type ConsoleLanguage = 'th' | 'en';
 
@@ -162,6 +163,7 @@ const TH = {
   ...CORE_TH,
   ...CLAIMS_TH,
   ...DISPUTES_TH,
+  ...MERCHANTS_TH,
 } as const;
 
 export type ConsoleTextKey = keyof typeof TH;
@@ -313,6 +315,7 @@ const EN: Record<ConsoleTextKey, string> = {
   ...CORE_EN,
   ...CLAIMS_EN,
   ...DISPUTES_EN,
+  ...MERCHANTS_EN,
 };
 
 export type ConsoleTexts = Record<ConsoleTextKey, string>;

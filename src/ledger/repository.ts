@@ -268,3 +268,63 @@ export async function nextClearingAt(db: Queryable, account: WalletAccount): Pro
   );
   return rows[0]?.next_at ?? null;
 }
+
+/**
+ * A page of a wallet's movements, newest first: those before `before_sequence` (null: from the newest). The
+ * unique (brand, merchant, mode, sequence) index serves the order and the cursor.
+ */
+export async function listBalanceTransactions(db: Queryable, account: WalletAccount, before_sequence: number | null, limit: number): Promise<BalanceTransactionRow[]> {
+  const { rows } = await db.query<BalanceTransactionRow>(
+    `SELECT * FROM balance_transactions
+      WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3 AND ($4::bigint IS NULL OR sequence < $4::bigint)
+      ORDER BY sequence DESC LIMIT $5`,
+    [account.white_label_id, account.merchant_id, account.livemode, before_sequence, limit],
+  );
+  return rows;
+}
+
+/** A clearing with the origin of its credit (the deposit it came from). */
+export interface ClearingScheduleRow extends ClearingRow {
+  source_type: string;
+  source_id: string;
+}
+
+/** Where a page of the clearing schedule starts: after this clearing, in the list's own order. */
+export interface ClearingCursor {
+  at: Date;
+  credit_balance_transaction_id: string;
+}
+
+const CLEARING_SCHEDULE = {
+  // Pending clearings by the time they clear (index clearings_pending).
+  pending: `SELECT c.*, b.source_type, b.source_id FROM clearings c
+      JOIN balance_transactions b ON b.white_label_id = c.white_label_id AND b.balance_transaction_id = c.credit_balance_transaction_id
+     WHERE c.white_label_id = $1 AND c.merchant_id = $2 AND c.livemode = $3 AND c.status = 'pending'
+       AND ($4::timestamptz IS NULL OR (c.available_at, c.credit_balance_transaction_id) > ($4::timestamptz, $5::text))
+     ORDER BY c.available_at, c.credit_balance_transaction_id LIMIT $6`,
+  // Held clearings have no time: by when they were credited (index clearings_held, migration 0045).
+  held: `SELECT c.*, b.source_type, b.source_id FROM clearings c
+      JOIN balance_transactions b ON b.white_label_id = c.white_label_id AND b.balance_transaction_id = c.credit_balance_transaction_id
+     WHERE c.white_label_id = $1 AND c.merchant_id = $2 AND c.livemode = $3 AND c.status = 'held'
+       AND ($4::timestamptz IS NULL OR (c.created_at, c.credit_balance_transaction_id) > ($4::timestamptz, $5::text))
+     ORDER BY c.created_at, c.credit_balance_transaction_id LIMIT $6`,
+} as const;
+
+/** A page of a wallet's pending or held clearings, in the order of `CLEARING_SCHEDULE`. */
+export async function listClearings(
+  db: Queryable,
+  account: WalletAccount,
+  status: 'pending' | 'held',
+  after: ClearingCursor | null,
+  limit: number,
+): Promise<ClearingScheduleRow[]> {
+  const { rows } = await db.query<ClearingScheduleRow>(CLEARING_SCHEDULE[status], [
+    account.white_label_id,
+    account.merchant_id,
+    account.livemode,
+    after?.at ?? null,
+    after?.credit_balance_transaction_id ?? null,
+    limit,
+  ]);
+  return rows;
+}

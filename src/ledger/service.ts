@@ -58,6 +58,29 @@ export interface BalanceView extends Balances {
   as_of: string;
 }
 
+/** A credit waiting in pending clearing: when it clears (null while held) and where it came from. */
+export interface ClearingView {
+  credit_balance_transaction_id: string;
+  amount_minor: number;
+  status: 'pending' | 'held' | 'released' | 'reversed';
+  available_at: string | null;
+  hold_reason: string | null;
+  source: { type: string; id: string };
+  created_at: string;
+}
+
+function clearingView(row: repository.ClearingScheduleRow): ClearingView {
+  return {
+    credit_balance_transaction_id: row.credit_balance_transaction_id,
+    amount_minor: Number(row.amount_minor),
+    status: row.status,
+    available_at: formatNullableTimestamp(row.available_at),
+    hold_reason: row.hold_reason,
+    source: { type: row.source_type, id: row.source_id },
+    created_at: formatTimestamp(row.created_at),
+  };
+}
+
 export interface PostInput {
   account: WalletAccount;
   type: BalanceTransactionType;
@@ -643,6 +666,34 @@ export class LedgerService {
 
   nextClearingAt(db: Queryable, account: WalletAccount): Promise<Date | null> {
     return repository.nextClearingAt(db, account);
+  }
+
+  /**
+   * A page of a wallet's movements, newest first, each with its sequence (the cursor: pass the last one as
+   * `before_sequence` for the next page). Every movement carries the balances after it, written under the
+   * wallet's lock, so a running total read from them is right on every page, whatever page came before.
+   */
+  async balanceTransactionsPage(
+    db: Queryable,
+    account: WalletAccount,
+    before_sequence: number | null,
+    limit: number,
+  ): Promise<{ data: { sequence: number; transaction: BalanceTransactionView }[]; has_more: boolean }> {
+    const rows = await repository.listBalanceTransactions(db, account, before_sequence, limit + 1);
+    const data = rows.slice(0, limit).map((row) => ({ sequence: Number(row.sequence), transaction: balanceTransactionView(row) }));
+    return { data, has_more: rows.length > limit };
+  }
+
+  /** A page of the clearing schedule: the pending clearings by the time they clear, or the held ones by when they were credited. */
+  async clearingSchedulePage(
+    db: Queryable,
+    account: WalletAccount,
+    status: 'pending' | 'held',
+    after: repository.ClearingCursor | null,
+    limit: number,
+  ): Promise<{ data: ClearingView[]; has_more: boolean }> {
+    const rows = await repository.listClearings(db, account, status, after, limit + 1);
+    return { data: rows.slice(0, limit).map(clearingView), has_more: rows.length > limit };
   }
 
   /** Re-derives the balances from the movements and compares them with the wallet row. */

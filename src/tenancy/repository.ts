@@ -85,6 +85,16 @@ export async function listMerchants(db: Queryable, white_label_id: string, limit
   return rows;
 }
 
+/** A page of a brand's merchants in id order (ids are ULIDs: creation order), after `starting_after`; the primary key serves it. */
+export async function listMerchantsAfter(db: Queryable, white_label_id: string, starting_after: string | null, limit: number): Promise<MerchantRow[]> {
+  const { rows } = await db.query<MerchantRow>(
+    `SELECT * FROM merchants WHERE white_label_id = $1 AND NOT system_owned AND ($2::text IS NULL OR merchant_id > $2::text)
+      ORDER BY merchant_id LIMIT $3`,
+    [white_label_id, starting_after, limit],
+  );
+  return rows;
+}
+
 export async function setMerchantStatus(
   db: Queryable,
   white_label_id: string,
@@ -128,6 +138,16 @@ export async function listApiKeys(db: Queryable, white_label_id: string, merchan
   const { rows } = await db.query<ApiKeyRow>(
     'SELECT * FROM api_keys WHERE white_label_id = $1 AND merchant_id = $2 ORDER BY created_at, api_key_id LIMIT 1000',
     [white_label_id, merchant_id],
+  );
+  return rows;
+}
+
+/** A page of a merchant's keys in id order (ULIDs: creation order), after `starting_after`. */
+export async function listApiKeysAfter(db: Queryable, white_label_id: string, merchant_id: string, starting_after: string | null, limit: number): Promise<ApiKeyRow[]> {
+  const { rows } = await db.query<ApiKeyRow>(
+    `SELECT * FROM api_keys WHERE white_label_id = $1 AND merchant_id = $2 AND ($3::text IS NULL OR api_key_id > $3::text)
+      ORDER BY api_key_id LIMIT $4`,
+    [white_label_id, merchant_id, starting_after, limit],
   );
   return rows;
 }

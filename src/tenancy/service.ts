@@ -250,6 +250,12 @@ export class TenancyService implements CallerDirectory {
     return (await repository.listMerchants(this.database, white_label_id, 1000)).map(merchantView);
   }
 
+  /** A page of a brand's merchants, in creation order, after `starting_after` (the console's cursor). */
+  async listMerchantsPage(white_label_id: string, starting_after: string | null, limit: number): Promise<{ data: MerchantView[]; has_more: boolean }> {
+    const rows = await repository.listMerchantsAfter(this.database, white_label_id, starting_after, limit + 1);
+    return { data: rows.slice(0, limit).map(merchantView), has_more: rows.length > limit };
+  }
+
   async setMerchantStatus(actor: Actor, merchant_id: string, scope_white_label_id: string | null, status: AccountStatus): Promise<MerchantView> {
     const row = await this.database.transaction(async (tx) => {
       const merchant = await repository.findMerchant(tx, merchant_id, scope_white_label_id);
@@ -310,6 +316,19 @@ export class TenancyService implements CallerDirectory {
     const merchant = await repository.findMerchant(this.database, merchant_id, scope_white_label_id);
     if (!merchant) throw new ApiError('resource_not_found');
     return (await repository.listApiKeys(this.database, merchant.white_label_id, merchant_id)).map(apiKeyView);
+  }
+
+  /** A page of a merchant's keys, without secrets, after `starting_after`; another brand's merchant is not found. */
+  async listApiKeysPage(
+    merchant_id: string,
+    scope_white_label_id: string | null,
+    starting_after: string | null,
+    limit: number,
+  ): Promise<{ data: ApiKeyView[]; has_more: boolean }> {
+    const merchant = await repository.findMerchant(this.database, merchant_id, scope_white_label_id);
+    if (!merchant) throw new ApiError('resource_not_found');
+    const rows = await repository.listApiKeysAfter(this.database, merchant.white_label_id, merchant_id, starting_after, limit + 1);
+    return { data: rows.slice(0, limit).map(apiKeyView), has_more: rows.length > limit };
   }
 
   /**

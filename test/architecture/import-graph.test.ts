@@ -24,8 +24,10 @@ const LOWER_LAYERS = new Set(['platform', 'http']);
 const ALLOWED = new Set([
   'backoffice-console -> checkout',
   'backoffice-console -> disputes',
+  'backoffice-console -> ledger',
   'backoffice-console -> review',
   'backoffice-console -> tenancy',
+  'backoffice-console -> webhooks',
   'bank-directory -> banks',
   'beneficiaries -> bank-directory',
   'beneficiaries -> banks',
