@@ -1,14 +1,15 @@
+import crypto from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { createTestCertificates } from '../test/support/webhook-receivers.ts';
 import { dropDatabase, fixed, log, markdownTable, percentile } from './support.ts';
 import { BENCH_ACTOR, makeTemplates, prepareFixture, startService, type BenchService } from './growth-fixture.ts';
-import { generate, type GeneratedCounts } from './growth-generate.ts';
+import { generate, tableCounts, type GeneratedCounts } from './growth-generate.ts';
 import { BENCH_STATEMENT, captureAs, capturedStatements, explainAll, flagged, installCapture, SMALL_TABLE_ROWS, type ExplainedStatement } from './growth-explain.ts';
 import { startReceiver } from './growth-receiver.ts';
 
 /**
- * `npm run bench:console [-- --orders N] [-- --reviews N] [-- --keep]` (issue 30, "Speed"): the back-office
+ * `npm run bench:console [-- --orders N] [-- --reviews N] [-- --keep | --reuse]` (issue 30, "Speed"): the back-office
  * console's review queue and review case pages on a brand with 100,000 open reviews among 1,000,000 orders.
  *
  * One fresh database (bench_console) on the PostgreSQL of DATABASE_URL, with a service instance in this process
@@ -30,6 +31,9 @@ import { startReceiver } from './growth-receiver.ts';
  * answer's end), recorded by an onResponse hook in this process; the time the bench saw over loopback is shown
  * beside it. Every statement the pages send is EXPLAINed (generic and custom plan) and a sequential scan of a
  * large table is flagged. Goal: p99 server time under 100 ms for every page, and no flagged scan.
+ *
+ * --keep leaves the database; --reuse measures again on a kept one (after the migrations, which the service runs
+ * at its start as always) without generating it.
  */
 
 const GOAL_P99_MS = 100;
@@ -46,6 +50,8 @@ interface ConsoleBenchSettings {
   requests: number;
   warmup: number;
   keep: boolean;
+  /** Measure on the database an earlier run kept (--keep), without generating it again. */
+  reuse: boolean;
 }
 
 function argument(name: string): string | null {
@@ -69,7 +75,8 @@ function readSettings(): ConsoleBenchSettings {
     reviews,
     requests: positive(process.env.BENCH_CONSOLE_REQUESTS, 400, 'BENCH_CONSOLE_REQUESTS'),
     warmup: positive(process.env.BENCH_CONSOLE_WARMUP, 40, 'BENCH_CONSOLE_WARMUP'),
-    keep: process.argv.includes('--keep'),
+    keep: process.argv.includes('--keep') || process.argv.includes('--reuse'),
+    reuse: process.argv.includes('--reuse'),
   };
 }
 
@@ -145,6 +152,20 @@ async function seed(settings: ConsoleBenchSettings, service: BenchService, recei
     fixture.endpoint_id,
   );
   return { white_label_id: fixture.white_label_id, counts, seconds: (performance.now() - started) / 1000 };
+}
+
+/** The brand and table counts of a database an earlier run kept. */
+async function reused(service: BenchService): Promise<{ white_label_id: string; counts: GeneratedCounts[]; seconds: number }> {
+  const client = new pg.Client({ connectionString: service.url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ white_label_id: string }>(`${BENCH_STATEMENT} SELECT white_label_id FROM brands ORDER BY created_at LIMIT 1`);
+    if (!rows[0]) throw new Error(`${DATABASE_NAME} holds no brand: run without --reuse first (with --keep)`);
+    log(`reusing ${DATABASE_NAME}`);
+    return { white_label_id: rows[0].white_label_id, counts: await tableCounts(client), seconds: 0 };
+  } finally {
+    await client.end();
+  }
 }
 
 interface PageKind {
@@ -258,11 +279,13 @@ async function main(): Promise<void> {
   const receiver = await startReceiver(certs.directory);
   let service: BenchService | null = null;
   try {
-    service = await startService(settings.server_url, DATABASE_NAME, 10, certs.ca_pem);
+    // A key of the bench's own, the same in every run, so that a reused database's sealed values open again.
+    const master_key = crypto.createHash('sha256').update(`bench-console:${DATABASE_NAME}`).digest();
+    service = await startService(settings.server_url, DATABASE_NAME, 10, certs.ca_pem, { reuse: settings.reuse, master_key });
     const client = new ConsoleClient(service);
     await service.instance.app.listen({ port: 0, host: '127.0.0.1' });
     client.base = `http://127.0.0.1:${(service.instance.app.server.address() as { port: number }).port}`;
-    const seeded = await seed(settings, service, receiver.url);
+    const seeded = settings.reuse ? await reused(service) : await seed(settings, service, receiver.url);
     await signInReviewer(service, client, seeded.white_label_id);
     const results: Measured[] = [];
     for (const kind of await pageKinds(client, service.url, seeded.white_label_id, settings)) {

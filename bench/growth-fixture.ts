@@ -9,7 +9,7 @@ import { SYSTEM_CAUSE } from '../src/platform/cause.ts';
 import type { SlipUpload } from '../src/slip-capability/capability.ts';
 import type { WalletAccount } from '../src/ledger/types.ts';
 import { DEFAULT_WEBHOOK_SETTINGS } from '../src/webhooks/settings.ts';
-import { createFreshDatabase } from './support.ts';
+import { createFreshDatabase, withDatabaseName } from './support.ts';
 import { fundWithdrawer } from './setup.ts';
 
 /**
@@ -46,8 +46,16 @@ export interface BenchService {
   clock: OffsetClock;
 }
 
-export async function startService(serverUrl: string, name: string, pool: number, tls_ca_pem: string): Promise<BenchService> {
-  const url = await createFreshDatabase(serverUrl, name);
+export async function startService(
+  serverUrl: string,
+  name: string,
+  pool: number,
+  tls_ca_pem: string,
+  options: { reuse?: boolean; master_key?: Buffer } = {},
+): Promise<BenchService> {
+  const reuse = options.reuse ?? false;
+  // A reused database (bench:console --reuse) keeps what an earlier run with --keep generated.
+  const url = reuse ? withDatabaseName(serverUrl, name) : await createFreshDatabase(serverUrl, name);
   const database = await openDatabase({ database_url: url, data_dir: null, pool_size: pool });
   await migrate(database);
   const clock = new OffsetClock();
@@ -56,7 +64,7 @@ export async function startService(serverUrl: string, name: string, pool: number
     database,
     clock,
     logger: createLogger(process.env.BENCH_LOG_LEVEL ?? 'error', process.stderr),
-    master_key: crypto.randomBytes(32),
+    master_key: options.master_key ?? crypto.randomBytes(32),
     owns_database: false,
     webhooks: { settings: { ...DEFAULT_WEBHOOK_SETTINGS, sandbox_loopback: true, extra_ca_pem: [tls_ca_pem] }, environment: {} },
   });
