@@ -685,6 +685,7 @@ function createServer(services: Services, checkout: CheckoutService, extra: read
     sessions: services.consoleSessions,
     review: services.review,
     tenancy: services.tenancy,
+    deposits: services.deposits, withdrawals: services.withdrawals, verification: services.verification, events: services.events, ledger: services.ledger,
     database: services.database,
     clock: services.clock,
     config: services.config,

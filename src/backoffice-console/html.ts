@@ -70,6 +70,8 @@ export function roleName(language: ConsoleLanguage, role: ConsoleSession['role']
  */
 const NAVIGATION: ReadonlyArray<{ path: string; text: ConsoleTextKey; roles: ReadonlyArray<ConsoleSession['role']> }> = [
   { path: `${CONSOLE_PATH}/reviews`, text: 'nav_reviews', roles: ['reviewer', 'operator', 'platform_admin'] },
+  { path: `${CONSOLE_PATH}/orders`, text: 'nav_orders', roles: ['reviewer', 'operator', 'platform_admin'] },
+  { path: `${CONSOLE_PATH}/audit`, text: 'nav_audit', roles: ['operator', 'platform_admin'] },
 ];
 
 function navigation(frame: PageFrame): string {

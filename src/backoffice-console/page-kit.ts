@@ -8,6 +8,11 @@ import { requestBodiesOf } from '../http/server.ts';
 import type { BodyLimits } from '../http/body-reader.ts';
 import type { ReviewService } from '../review/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
+import type { DepositService } from '../deposits/service.ts';
+import type { WithdrawalService } from '../withdrawals/service.ts';
+import type { EventsService } from '../events/service.ts';
+import type { LedgerService } from '../ledger/service.ts';
+import type { VerificationService } from '../verification/service.ts';
 import { cookieValues } from '../checkout/links.ts';
 import { CONSOLE_PATH, SESSION_COOKIE, type ConsoleSession, type ConsoleSessions } from './sessions.ts';
 import { renderMessage, type PageFrame } from './html.ts';
@@ -40,6 +45,12 @@ export interface ConsolePageDependencies {
   sessions: ConsoleSessions;
   review: ReviewService;
   tenancy: TenancyService;
+  /** The orders pages read these (search, an order, its transfers, timeline and ledger movements). */
+  deposits: DepositService;
+  withdrawals: WithdrawalService;
+  verification: VerificationService;
+  events: EventsService;
+  ledger: LedgerService;
   database: Queryable;
   clock: Clock;
   config: { http: HttpLimits };

@@ -6,6 +6,8 @@ import { consoleAssets, escapeHtml, href, renderMessage, renderPage, wordsOf } f
 import { consoleTexts } from './texts.ts';
 import { pageKit, PageRefusal, type ConsolePageDependencies, type ConsoleRequest, type PageKit } from './page-kit.ts';
 import { registerReviewPages } from './review-routes.ts';
+import { registerOrderPages } from './orders-routes.ts';
+import { registerAuditPages } from './audit-routes.ts';
 
 /**
  * The back-office console's HTTP side (docs/backoffice.md), under /bo on the console's origin
@@ -16,7 +18,7 @@ import { registerReviewPages } from './review-routes.ts';
  * - POST /bo/sign-in                uses the link, sets the session cookie, on to the queue
  * - POST /bo/sign-out               ends the session at once (CSRF)
  * - GET  /bo/assets/{name}          the script, stylesheet and fonts, named by their hash
- * - the review desk's pages (review-routes.ts)
+ * - the review desk's pages (review-routes.ts), the orders pages (orders-routes.ts), the audit log (audit-routes.ts)
  *
  * Routes are registered on the Fastify instance itself, like the checkout pages: they answer HTML, redirects and
  * cookies, and are not part of the API. Every answer carries the pages' security headers and, except the hashed
@@ -128,6 +130,8 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePageDepe
       });
       registerSignIn(scope, kit);
       registerReviewPages(scope, kit);
+      registerOrderPages(scope, kit);
+      registerAuditPages(scope, kit);
     },
     { prefix: CONSOLE_PATH },
   );

@@ -1,3 +1,6 @@
+import { AUDIT_EN, AUDIT_TH } from './audit-texts.ts';
+import { ORDERS_EN, ORDERS_TH } from './orders-texts.ts';
+
 /**
  * The console's words in Thai (the default) and English. A page is rendered in one language, chosen by `?lang=`
  * and kept in the links it makes; nothing else about a page changes with it. Texts with `{name}` placeholders are
@@ -153,7 +156,11 @@ const CORE_TH = {
   action_escalate: 'ส่งต่อ',
 } as const;
 
-const TH = { ...CORE_TH } as const;
+const TH = {
+  ...CORE_TH,
+  ...ORDERS_TH,
+  ...AUDIT_TH,
+} as const;
 
 export type ConsoleTextKey = keyof typeof TH;
 
@@ -298,7 +305,11 @@ const CORE_EN: Record<keyof typeof CORE_TH, string> = {
   action_escalate: 'Escalated',
 };
 
-const EN: Record<ConsoleTextKey, string> = { ...CORE_EN };
+const EN: Record<ConsoleTextKey, string> = {
+  ...CORE_EN,
+  ...ORDERS_EN,
+  ...AUDIT_EN,
+};
 
 export type ConsoleTexts = Record<ConsoleTextKey, string>;
 
