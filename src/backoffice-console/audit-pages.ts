@@ -62,7 +62,7 @@ function auditRow(language: ConsoleLanguage, page: AuditPage, row: AuditRow): st
 <td>${escapeHtml(row.action)}</td>
 <td>${escapeHtml(row.target_type)}: ${target}</td>
 <td>${escapeHtml(row.request_id ?? '')}</td>
-<td><code>${escapeHtml(shown)}</code></td>
+<td class="wrap">${escapeHtml(shown)}</td>
 </tr>`;
 }
 
@@ -72,13 +72,13 @@ export function renderAuditLog(frame: Omit<PageFrame, 'title'>, page: AuditPage)
   const table =
     page.rows.length === 0
       ? `<p class="message">${e('audit_none')}</p>`
-      : `<table>
+      : `<div class="table-scroll" role="region" aria-label="${e('audit_heading')}" tabindex="0"><table>
 <caption class="visually-hidden">${e('audit_heading')}</caption>
 <thead><tr><th scope="col">${e('audit_col_time')}</th><th scope="col">${e('audit_col_who')}</th><th scope="col">${e('audit_col_action')}</th><th scope="col">${e('audit_col_target')}</th><th scope="col">${e('audit_col_request')}</th><th scope="col">${e('audit_col_details')}</th></tr></thead>
 <tbody>
 ${page.rows.map((row) => auditRow(frame.language, page, row)).join('\n')}
 </tbody>
-</table>`;
+</table></div>`;
   const pager = [
     page.cursor ? `<a href="${href(`${CONSOLE_PATH}/audit`, query, frame.language)}">${e('first_page')}</a>` : '',
     page.next_cursor ? `<a href="${href(`${CONSOLE_PATH}/audit`, { ...query, cursor: page.next_cursor }, frame.language)}" rel="next">${e('next_page')}</a>` : '',

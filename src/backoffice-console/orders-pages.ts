@@ -129,13 +129,13 @@ export function renderOrderSearch(frame: Omit<PageFrame, 'title'>, page: OrderSe
   const table =
     page.items.length === 0
       ? `<p class="message">${e('orders_none')}</p>`
-      : `<table>
+      : `<div class="table-scroll" role="region" aria-label="${e('orders_results')}" tabindex="0"><table>
 <caption class="visually-hidden">${e('orders_results')}</caption>
 <thead><tr><th scope="col">${e('orders_col_id')}</th><th scope="col">${e('orders_kind')}</th><th scope="col">${e('orders_col_merchant')}</th><th scope="col">${e('merchant_reference')}</th><th scope="col">${e('end_user_ref')}</th><th scope="col" class="amount">${e('amount')}</th><th scope="col">${e('orders_col_status')}</th><th scope="col">${e('orders_col_mode')}</th><th scope="col">${e('orders_col_created')}</th></tr></thead>
 <tbody>
 ${page.items.map((item) => resultRow(frame.language, item)).join('\n')}
 </tbody>
-</table>`;
+</table></div>`;
   const pager = [
     page.cursor ? `<a href="${href(`${CONSOLE_PATH}/orders`, query, frame.language)}">${e('first_page')}</a>` : '',
     page.next_cursor ? `<a href="${href(`${CONSOLE_PATH}/orders`, { ...query, cursor: page.next_cursor }, frame.language)}" rel="next">${e('next_page')}</a>` : '',
