@@ -43,7 +43,7 @@ export const BRAND_SEARCH_MAX_IDS = 50;
 /**
  * One page of a brand's deposits, newest first. The statement names only the filters that are set and is
  * planned per call with its values, so that each shape takes the index that fits it (the primary key for ids,
- * deposit_orders_brand_reference, _end_user, _status, or _created for the time range alone): one catch-all
+ * deposit_orders_brand_reference, _end_user, _status, _mode, or _created for the time range alone): one catch-all
  * statement's generic plan could only use the brand's scope and would walk its whole history for a rare value.
  */
 export async function searchOrdersInBrand(db: Queryable, white_label_id: string, filters: BrandSearchFilters): Promise<DepositSearchRow[]> {

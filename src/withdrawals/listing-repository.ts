@@ -99,7 +99,7 @@ export const BRAND_SEARCH_MAX_IDS = 50;
 /**
  * One page of a brand's withdrawals, newest first, built like `listOrdersOfMerchant` (only the filters that are
  * set, planned per call) over migration 0042's brand-scoped indexes: the primary key for ids,
- * withdrawal_orders_brand_reference, _end_user, _status, or _created for the time range alone.
+ * withdrawal_orders_brand_reference, _end_user, _status, _mode, or _created for the time range alone.
  */
 export async function searchOrdersInBrand(db: Queryable, white_label_id: string, filters: BrandSearchFilters): Promise<WithdrawalSearchRow[]> {
   invariant(Number.isSafeInteger(filters.limit) && filters.limit >= 1 && filters.limit <= ORDER_LIST_MAX_ROWS, 'a search reads a bounded page');

@@ -133,7 +133,7 @@ function orderFilters(chosen: readonly (typeof ORDER_FILTERS)[number][], status:
     merchant_reference: has('merchant_reference') ? 'gen-4242' : null,
     end_user_ref: has('end_user_ref') ? 'user-4242' : null,
     status: has('status') ? status : null,
-    livemode: has('livemode') ? true : null,
+    livemode: has('livemode') ? status === 'settled' || status === 'open' : null,
     created_from: has('dates') ? new Date('2026-02-01T00:00:00Z') : null,
     created_to: has('dates') ? new Date('2026-02-08T00:00:00Z') : null,
     limit: 26,
