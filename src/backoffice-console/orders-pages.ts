@@ -109,10 +109,8 @@ function modeText(language: ConsoleLanguage, livemode: boolean): string {
 }
 
 function resultRow(language: ConsoleLanguage, item: OrderSearchItem): string {
-  const { e } = wordsOf(language);
   return `<tr>
 <td><a href="${href(orderPath(item.id), {}, language)}">${escapeHtml(item.id)}</a></td>
-<td>${e(item.kind === 'deposit' ? 'orders_kind_deposit' : 'orders_kind_withdrawal')}</td>
 <td>${escapeHtml(item.merchant_id)}</td>
 <td>${escapeHtml(item.merchant_reference)}</td>
 <td>${escapeHtml(item.end_user_ref)}</td>
@@ -131,7 +129,7 @@ export function renderOrderSearch(frame: Omit<PageFrame, 'title'>, page: OrderSe
       ? `<p class="message">${e('orders_none')}</p>`
       : `<div class="table-scroll" role="region" aria-label="${e('orders_results')}" tabindex="0"><table>
 <caption class="visually-hidden">${e('orders_results')}</caption>
-<thead><tr><th scope="col">${e('orders_col_id')}</th><th scope="col">${e('orders_kind')}</th><th scope="col">${e('orders_col_merchant')}</th><th scope="col">${e('merchant_reference')}</th><th scope="col">${e('end_user_ref')}</th><th scope="col" class="amount">${e('amount')}</th><th scope="col">${e('orders_col_status')}</th><th scope="col">${e('orders_col_mode')}</th><th scope="col">${e('orders_col_created')}</th></tr></thead>
+<thead><tr><th scope="col">${e('orders_col_id')}</th><th scope="col">${e('orders_col_merchant')}</th><th scope="col">${e('merchant_reference')}</th><th scope="col">${e('end_user_ref')}</th><th scope="col" class="amount">${e('amount')}</th><th scope="col">${e('orders_col_status')}</th><th scope="col">${e('orders_col_mode')}</th><th scope="col">${e('orders_col_created')}</th></tr></thead>
 <tbody>
 ${page.items.map((item) => resultRow(frame.language, item)).join('\n')}
 </tbody>
