@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
 import { freePort } from '../support/browser.ts';
-import { consoleGet, signIn } from '../support/console.ts';
+import { caseInReview, consoleGet, consolePost, formTokens, signIn } from '../support/console.ts';
 import { createDeposit, getDeposit, runJobs, sandboxTransfer, slipBytes, SOMCHAI_SENDER, uploadMultipart } from '../support/slips.ts';
 import { accountOf, fundAvailable, verifiedBeneficiary } from '../support/withdrawals.ts';
 import { consoleTexts } from '../../src/backoffice-console/texts.ts';
@@ -277,12 +277,18 @@ describe('the audit log page', () => {
     expect(rowsOf((await page(`/bo/audit?created_from=${today}&who=${link.credential_id}`, cookie)).html)).toHaveLength(1);
   });
 
-  it('links an order target to its order page, and shows who by name', async () => {
-    // A review decision names the order as its target: approve the hostile order? It is not in review; an operator's
-    // reversal is not at hand either, so the link is checked on a row the log already holds for an order, if any.
-    const html = (await page('/bo/audit?target_type=deposit_order')).html;
-    for (const match of html.matchAll(/href="\/bo\/orders\/([^"?]+)/g)) expect(match[1]).toMatch(/^dep_/);
-    const names = (await page('/bo/audit?action=console.signed_in')).html;
-    expect(names).toContain('Orders operator');
-  });
+  it('links an order target to its order page, and shows who by name; an order in review links to its case', async () => {
+    const order = await caseInReview(app, merchant, `audit-${crypto.randomUUID().slice(0, 8)}`);
+    const reviewer = await signIn(app, base, { brand: brand(), role: 'reviewer', name: 'Escalating reviewer' });
+    const { csrf_token } = formTokens((await page(`/bo/reviews/${order.id}`, reviewer.cookie)).html);
+    const escalated = await consolePost(base, `/bo/reviews/${order.id}/escalate`, reviewer.cookie, { csrf_token, note: 'Escalated for the orders page audit test' });
+    expect(escalated.status).toBe(303);
+    const html = (await page(`/bo/audit?target_type=deposit_order&target_id=${order.id}`)).html;
+    expect(html).toContain(`<a href="/bo/orders/${order.id}">${order.id}</a>`);
+    expect(html).toContain('review.escalated');
+    expect(html).toContain('Escalating reviewer');
+    const detail = (await page(`/bo/orders/${order.id}`)).html;
+    expect(detail).toContain(`href="/bo/reviews/${order.id}"`);
+    expect(detail).toContain('<td>deposit.review_updated</td>');
+  }, 60_000);
 });
