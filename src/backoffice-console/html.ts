@@ -75,6 +75,8 @@ const NAVIGATION: ReadonlyArray<{ path: string; text: ConsoleTextKey; roles: Rea
   { path: `${CONSOLE_PATH}/claims`, text: 'claims_nav', roles: CLAIM_READ_ROLES },
   { path: `${CONSOLE_PATH}/disputes`, text: 'disputes_nav', roles: DISPUTE_ROLES },
   { path: `${CONSOLE_PATH}/merchants`, text: 'nav_merchants', roles: ['operator', 'platform_admin'] },
+  { path: `${CONSOLE_PATH}/orders`, text: 'nav_orders', roles: ['reviewer', 'operator', 'platform_admin'] },
+  { path: `${CONSOLE_PATH}/audit`, text: 'nav_audit', roles: ['operator', 'platform_admin'] },
 ];
 
 function navigation(frame: PageFrame): string {

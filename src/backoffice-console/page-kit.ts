@@ -12,6 +12,10 @@ import type { DisputeService } from '../disputes/service.ts';
 import type { TenancyService } from '../tenancy/service.ts';
 import type { LedgerService } from '../ledger/service.ts';
 import type { WebhookService } from '../webhooks/service.ts';
+import type { DepositService } from '../deposits/service.ts';
+import type { WithdrawalService } from '../withdrawals/service.ts';
+import type { EventsService } from '../events/service.ts';
+import type { VerificationService } from '../verification/service.ts';
 import { cookieValues } from '../checkout/links.ts';
 import { CONSOLE_PATH, SESSION_COOKIE, type ConsoleSession, type ConsoleSessions } from './sessions.ts';
 import { renderMessage, type PageFrame } from './html.ts';
@@ -50,6 +54,11 @@ export interface ConsolePageDependencies {
   tenancy: TenancyService;
   ledger: LedgerService;
   webhooks: WebhookService;
+  /** The orders pages read these (search, an order, its transfers, timeline and ledger movements). */
+  deposits: DepositService;
+  withdrawals: WithdrawalService;
+  verification: VerificationService;
+  events: EventsService;
   database: Queryable;
   clock: Clock;
   config: { http: HttpLimits };

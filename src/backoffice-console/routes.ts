@@ -10,6 +10,8 @@ import { registerClaimPages } from './claims-routes.ts';
 import { registerDisputePages } from './disputes-routes.ts';
 import { registerMerchantsPages } from './merchants-routes.ts';
 import { registerMerchantWebhookPages } from './merchant-webhooks-routes.ts';
+import { registerOrderPages } from './orders-routes.ts';
+import { registerAuditPages } from './audit-routes.ts';
 
 /**
  * The back-office console's HTTP side (docs/backoffice.md), under /bo on the console's origin
@@ -23,6 +25,7 @@ import { registerMerchantWebhookPages } from './merchant-webhooks-routes.ts';
  * - the review desk's pages (review-routes.ts), the claims desk's (claims-routes.ts) and the disputes' (disputes-routes.ts)
  * - the merchants area: merchants, wallets, API keys (merchants-routes.ts), webhook endpoints and deliveries
  *   (merchant-webhooks-routes.ts)
+ * - the orders pages (orders-routes.ts) and the audit log (audit-routes.ts)
  *
  * Routes are registered on the Fastify instance itself, like the checkout pages: they answer HTML, redirects and
  * cookies, and are not part of the API. Every answer carries the pages' security headers and, except the hashed
@@ -138,6 +141,8 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePageDepe
       registerDisputePages(scope, kit);
       registerMerchantsPages(scope, kit);
       registerMerchantWebhookPages(scope, kit);
+      registerOrderPages(scope, kit);
+      registerAuditPages(scope, kit);
     },
     { prefix: CONSOLE_PATH },
   );

@@ -1,3 +1,6 @@
+import { AUDIT_EN, AUDIT_TH } from './audit-texts.ts';
+import { ORDERS_EN, ORDERS_TH } from './orders-texts.ts';
+
 /**
  * The console's words in Thai (the default) and English. A page is rendered in one language, chosen by `?lang=`
  * and kept in the links it makes; nothing else about a page changes with it. Texts with `{name}` placeholders are
@@ -164,6 +167,8 @@ const TH = {
   ...CLAIMS_TH,
   ...DISPUTES_TH,
   ...MERCHANTS_TH,
+  ...ORDERS_TH,
+  ...AUDIT_TH,
 } as const;
 
 export type ConsoleTextKey = keyof typeof TH;
@@ -316,6 +321,8 @@ const EN: Record<ConsoleTextKey, string> = {
   ...CLAIMS_EN,
   ...DISPUTES_EN,
   ...MERCHANTS_EN,
+  ...ORDERS_EN,
+  ...AUDIT_EN,
 };
 
 export type ConsoleTexts = Record<ConsoleTextKey, string>;

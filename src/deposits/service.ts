@@ -8,6 +8,7 @@ import type { Backlog } from '../platform/backlog.ts';
 import { cancelJobsByKey, scheduleJob, unscheduleJob, type JobHandler, type JobSpec } from '../jobs/index.ts';
 import { findBank } from '../banks/service.ts';
 import * as repository from './repository.ts';
+import * as searchRepository from './search-repository.ts';
 import { renderQrPng } from './qr-image.ts';
 import type { DepositDependencies } from './dependencies.ts';
 import { DepositChanges, windowToClose, type OrderChange } from './order-changes.ts';
@@ -26,6 +27,8 @@ export { LegsChangedMeanwhile } from './order-locks.ts';
 export { additionalTransferClaimKey } from './claim-keys.ts';
 export { CANCELED_ORDER_SLIP_REASON, DEPOSIT_TRANSITIONS, POLICY_HOLD_REASON } from './transitions.ts';
 export { senderVerified, type DepositView, type LegView, type SenderView } from './views.ts';
+export { DEPOSIT_STATUSES, type DepositLegRow, type DepositStatus } from './types.ts';
+export { BRAND_SEARCH_MAX_IDS, BRAND_SEARCH_MAX_ROWS, type BrandSearchFilters, type DepositSearchRow } from './search-repository.ts';
 
 /**
  * The deposit module's service: what other modules and the routes call. It is split by job into parts that
@@ -446,6 +449,25 @@ export class DepositService {
     const policy = row.status === 'awaiting_liquidity' ? await this.deps.policies.policyFor(db, row.white_label_id, row.livemode) : null;
     const view = await this.changes.view(db, row, policy ? await this.creation.liquidityInfo(db, row, policy) : undefined);
     return { view: await this.changes.withPaymentInstructions(db, view, row.white_label_id), return_url: row.return_url };
+  }
+
+  /**
+   * The back office's search over a brand's deposits (the console's orders page), newest first; the caller asks
+   * for one row more than its page to learn whether another follows.
+   */
+  searchInBrand(db: Queryable, white_label_id: string, filters: searchRepository.BrandSearchFilters): Promise<searchRepository.DepositSearchRow[]> {
+    return searchRepository.searchOrdersInBrand(db, white_label_id, filters);
+  }
+
+  /**
+   * A brand's deposit as the back office's order page shows it: the order's view, whose it is, and its legs with
+   * the withdrawal each pays (which the API's leg view leaves out). Null for an unknown id or another brand's.
+   */
+  async backOfficeDetail(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ view: DepositView; merchant_id: string; legs: DepositLegRow[] } | null> {
+    const row = await repository.findOrderInBrand(db, white_label_id, deposit_id);
+    if (!row) return null;
+    const legs = await repository.listLegs(db, white_label_id, deposit_id);
+    return { view: depositView(row, legs, { now: this.changes.now() }), merchant_id: row.merchant_id, legs };
   }
 }
 

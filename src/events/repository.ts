@@ -228,3 +228,22 @@ export async function testClockOfObject(db: Queryable, white_label_id: string, o
   );
   return rows[0]?.test_clock_id ?? null;
 }
+
+/** One event of an object's timeline: what the back office's order page lists, without the envelope. */
+export interface TimelineEventRow {
+  event_id: string;
+  type: string;
+  object_status: string | null;
+  livemode: boolean;
+  created_at: Date;
+}
+
+/** An object's events in the order they were written, at most `limit`, by the `events_object` index. */
+export async function timelineOfObject(db: Queryable, white_label_id: string, object_id: string, limit: number): Promise<TimelineEventRow[]> {
+  const { rows } = await db.query<TimelineEventRow>(
+    `SELECT event_id, type, object_status, livemode, created_at FROM events
+      WHERE white_label_id = $1 AND object_id = $2 ORDER BY created_at, sequence LIMIT $3`,
+    [white_label_id, object_id, limit],
+  );
+  return rows;
+}

@@ -207,6 +207,14 @@ export class EventsService {
     return stored ? { ...stored, text: this.sealer.open(stored.text) } : null;
   }
 
+  /**
+   * The events written about one object of a brand (an order), oldest first and at most `limit`: the back office's
+   * timeline. Types, statuses and times only, so no sealed envelope is opened for it.
+   */
+  timelineOfObject(db: Queryable, white_label_id: string, object_id: string, limit: number): Promise<repository.TimelineEventRow[]> {
+    return repository.timelineOfObject(db, white_label_id, object_id, limit);
+  }
+
   async listEvents(db: Queryable, filter: repository.EventListFilter): Promise<EventEnvelope[]> {
     const rows = await repository.listEvents(db, filter);
     // The driver parsed the stored json; its compact text is the stored text, so it opens as a delivery's body does.

@@ -328,3 +328,33 @@ export async function listClearings(
   ]);
   return rows;
 }
+
+/**
+ * The movements of one order of a brand: those whose source is the order, those named by id (a fill's
+ * movements), and the clearing releases of any of them, oldest first and at most `limit`. By
+ * balance_transactions_source and the primary key.
+ */
+export async function movementsOfSource(
+  db: Queryable,
+  white_label_id: string,
+  source: { type: string; id: string },
+  balance_transaction_ids: readonly string[],
+  limit: number,
+): Promise<BalanceTransactionRow[]> {
+  const { rows } = await db.query<BalanceTransactionRow>(
+    `WITH own AS (
+       SELECT * FROM balance_transactions
+        WHERE white_label_id = $1 AND ((source_type = $2 AND source_id = $3) OR balance_transaction_id = ANY($4::text[]))
+        LIMIT $5
+     )
+     SELECT * FROM (
+       SELECT * FROM own
+       UNION
+       SELECT b.* FROM balance_transactions b
+        WHERE b.white_label_id = $1 AND b.source_type = 'balance_transaction' AND b.source_id IN (SELECT balance_transaction_id FROM own)
+     ) AS movements
+     ORDER BY created_at, sequence LIMIT $5`,
+    [white_label_id, source.type, source.id, [...balance_transaction_ids], limit],
+  );
+  return rows;
+}

@@ -651,6 +651,16 @@ export class LedgerService {
     return posted.value;
   }
 
+  /**
+   * The ledger movements of one order of a brand, for the back office's order page: those whose source is the
+   * order, those named by id (its fills' movements), and the clearing releases of any of them; oldest first, at
+   * most `limit`.
+   */
+  async movementsOfOrder(db: Queryable, white_label_id: string, source: { type: string; id: string }, balance_transaction_ids: readonly string[], limit: number): Promise<BalanceTransactionView[]> {
+    const rows = await repository.movementsOfSource(db, white_label_id, source, balance_transaction_ids, limit);
+    return rows.map(balanceTransactionView);
+  }
+
   async balance(db: Queryable, account: WalletAccount): Promise<BalanceView> {
     const wallet = await repository.findWallet(db, account);
     return {

@@ -1,4 +1,4 @@
-import type { Queryable } from '../platform/db.ts';
+import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
 import { invariant } from '../platform/assert.ts';
 import { appendParts } from '../platform/read-part.ts';
 import type { AccountStatus, ApiKeyRow, BackofficeCredentialRow, BrandRow, KeyStatus, MerchantRow, StaffIdentityRow } from './types.ts';
@@ -435,4 +435,77 @@ export async function purgeExpiredAccessState(db: Queryable, now: Date, stale_wi
     [stale_window_before, limit],
   );
   return nonces.rowCount + counters.rowCount;
+}
+
+/** The filters of the audit log page (`searchAudit`); null leaves a filter out. */
+export interface AuditSearchFilters {
+  /** The acting credentials (or system actors) named by who; at most `AUDIT_SEARCH_MAX_ACTORS`. */
+  actor_ids: readonly string[] | null;
+  action: string | null;
+  target_type: string | null;
+  target_id: string | null;
+  /** Inclusive lower bound on `created_at`. */
+  created_from: Date | null;
+  /** Exclusive upper bound on `created_at`. */
+  created_to: Date | null;
+  /** The (created_at, audit_id) of the last row of the previous page; pages run newest first. */
+  after: { created_at: Date; audit_id: string } | null;
+  /** Rows to read: a page and one more. */
+  limit: number;
+}
+
+export const AUDIT_SEARCH_MAX_ROWS = 101;
+export const AUDIT_SEARCH_MAX_ACTORS = 100;
+
+/**
+ * One page of a brand's audit rows, newest first. Only the filters that are set are named, and the statement is
+ * planned per call, so that each shape takes the index of migration 0046 that leads with its filter (actor,
+ * action, target type and id; audit_log_target for an id alone; the brand's time index otherwise).
+ */
+export async function searchAudit(db: Queryable, white_label_id: string, filters: AuditSearchFilters): Promise<AuditRow[]> {
+  invariant(Number.isSafeInteger(filters.limit) && filters.limit >= 1 && filters.limit <= AUDIT_SEARCH_MAX_ROWS, 'an audit page is bounded');
+  invariant(filters.actor_ids === null || filters.actor_ids.length <= AUDIT_SEARCH_MAX_ACTORS, 'who names a bounded set of actors');
+  const params: unknown[] = [white_label_id];
+  const conditions = ['white_label_id = $1'];
+  const add = (condition: (position: number) => string, value: unknown) => {
+    params.push(value);
+    conditions.push(condition(params.length));
+  };
+  if (filters.actor_ids !== null) add((at) => `actor_id = ANY($${at}::text[])`, [...filters.actor_ids]);
+  if (filters.action !== null) add((at) => `action = $${at}::text`, filters.action);
+  if (filters.target_type !== null) add((at) => `target_type = $${at}::text`, filters.target_type);
+  if (filters.target_id !== null) add((at) => `target_id = $${at}::text`, filters.target_id);
+  if (filters.created_from !== null) add((at) => `created_at >= $${at}::timestamptz`, filters.created_from);
+  if (filters.created_to !== null) add((at) => `created_at < $${at}::timestamptz`, filters.created_to);
+  if (filters.after !== null) {
+    params.push(filters.after.created_at, filters.after.audit_id);
+    conditions.push(`(created_at, audit_id) < ($${params.length - 1}::timestamptz, $${params.length}::text)`);
+  }
+  params.push(filters.limit);
+  const { rows } = await db.query<AuditRow>(
+    `${PLANNED_PER_CALL} SELECT white_label_id, audit_id, actor_type, actor_id, action, target_type, target_id, request_id, details, created_at
+       FROM audit_log WHERE ${conditions.join(' AND ')}
+      ORDER BY created_at DESC, audit_id DESC LIMIT $${params.length}`,
+    params,
+  );
+  return rows;
+}
+
+/** The credentials issued to a person of the brand (or a platform person), at most `AUDIT_SEARCH_MAX_ACTORS`. */
+export async function credentialIdsOfStaff(db: Queryable, white_label_id: string, staff_id: string): Promise<string[]> {
+  const { rows } = await db.query<{ credential_id: string }>(
+    'SELECT credential_id FROM backoffice_credentials WHERE staff_id = $1 AND (white_label_id = $2 OR white_label_id IS NULL) ORDER BY credential_id LIMIT $3',
+    [staff_id, white_label_id, AUDIT_SEARCH_MAX_ACTORS],
+  );
+  return rows.map((row) => row.credential_id);
+}
+
+/** Who holds each of these credentials (of the brand, or platform ones): the person's id and name. */
+export async function holdersOfCredentials(db: Queryable, white_label_id: string, credential_ids: readonly string[]): Promise<{ credential_id: string; staff_id: string; name: string }[]> {
+  const { rows } = await db.query<{ credential_id: string; staff_id: string; name: string }>(
+    `SELECT c.credential_id, c.staff_id, s.name FROM backoffice_credentials c JOIN staff_identities s ON s.staff_id = c.staff_id
+      WHERE c.credential_id = ANY($2::text[]) AND (c.white_label_id = $1 OR c.white_label_id IS NULL)`,
+    [white_label_id, [...credential_ids]],
+  );
+  return rows;
 }

@@ -15,6 +15,8 @@ import type { AdmissionRequest, BucketCount, CallerDirectory, RequestAdmission, 
  * stored only as a hash (keys, tokens) or sealed under the master key (HMAC signing secrets, which
  * the service must be able to read back to verify signatures).
  */
+export { AUDIT_SEARCH_MAX_ROWS, type AuditRow } from './repository.ts';
+
 export const SIGNING_SECRET_PURPOSE = 'api_key.signing_secret';
 const KEY_CACHE_LIMIT = 10_000;
 
@@ -413,6 +415,25 @@ export class TenancyService implements CallerDirectory {
    */
   staffOfCredential(db: Queryable, white_label_id: string, credential_id: string): Promise<string | null> {
     return repository.findStaffOfCredential(db, white_label_id, credential_id);
+  }
+
+  /**
+   * One page of a brand's audit log, newest first (the console's audit log page). `who` is an actor id as the
+   * rows name it (a credential, `cli`, a system actor) or a person (`stf_…`), whose credentials it stands for.
+   * The caller asks for one row more than its page to learn whether another follows.
+   */
+  async auditLog(db: Queryable, white_label_id: string, who: string | null, filters: Omit<repository.AuditSearchFilters, 'actor_ids'>): Promise<repository.AuditRow[]> {
+    let actor_ids: string[] | null = null;
+    if (who !== null) actor_ids = who.startsWith('stf_') ? await repository.credentialIdsOfStaff(db, white_label_id, who) : [who];
+    if (actor_ids !== null && actor_ids.length === 0) return [];
+    return repository.searchAudit(db, white_label_id, { ...filters, actor_ids });
+  }
+
+  /** Who holds each of these credentials of the brand (or of the platform): the person's id and name, by credential. */
+  async credentialHolders(db: Queryable, white_label_id: string, credential_ids: readonly string[]): Promise<Map<string, { staff_id: string; name: string }>> {
+    if (credential_ids.length === 0) return new Map();
+    const rows = await repository.holdersOfCredentials(db, white_label_id, [...new Set(credential_ids)]);
+    return new Map(rows.map((row) => [row.credential_id, { staff_id: row.staff_id, name: row.name }]));
   }
 
   /** The names of the brand's (or the platform's) people among these staff ids, for pages that show who decided. */

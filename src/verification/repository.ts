@@ -94,3 +94,15 @@ export async function transfersOfDeposit(db: Queryable, white_label_id: string, 
   );
   return rows.map((row) => ({ ...row, amount_minor: Number(row.amount_minor) }));
 }
+
+/**
+ * The orders whose slips claimed a transfer with this bank transaction reference, in either mode and from any
+ * sending bank (a reference alone may repeat across banks), by slip_transfers_by_reference (migration 0042).
+ */
+export async function depositIdsOfTransferReference(db: Queryable, white_label_id: string, trans_ref: string, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ deposit_id: string }>(
+    'SELECT DISTINCT deposit_id FROM slip_transfers WHERE white_label_id = $1 AND trans_ref = $2 ORDER BY deposit_id LIMIT $3',
+    [white_label_id, trans_ref, limit],
+  );
+  return rows.map((row) => row.deposit_id);
+}

@@ -127,6 +127,19 @@ export class VerificationService {
     return { amount_minor, transfers: transfers.length };
   }
 
+  /**
+   * The bank-verified transfers an order's slips claimed (sending bank, the bank's transaction reference, amount,
+   * when), for the back office's order page.
+   */
+  transfersOf(db: Queryable, white_label_id: string, deposit_id: string): Promise<{ sending_bank_code: string; trans_ref: string; amount_minor: number; receipt_id: string; created_at: Date }[]> {
+    return repository.transfersOfDeposit(db, white_label_id, deposit_id);
+  }
+
+  /** The orders of a brand whose slips claimed a transfer with this bank reference (the console's search), at most `limit`. */
+  depositIdsOfTransferReference(db: Queryable, white_label_id: string, trans_ref: string, limit: number): Promise<string[]> {
+    return repository.depositIdsOfTransferReference(db, white_label_id, trans_ref, limit);
+  }
+
   /** Instantiates the QR decoder before the worker takes slips: a broken deployment fails at start. */
   warmUp(): Promise<void> {
     return this.deps.reader.warmUp();

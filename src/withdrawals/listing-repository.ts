@@ -61,3 +61,83 @@ export async function listOrdersOfMerchant(db: Queryable, account: WithdrawalAcc
   );
   return rows;
 }
+
+/** The filters of the back office's brand-wide search (the console's orders page); null leaves a filter out. */
+export interface BrandSearchFilters {
+  /** Exact ids (an id typed in, or the orders a bank reference paid), at most `BRAND_SEARCH_MAX_IDS`. */
+  withdrawal_ids: readonly string[] | null;
+  merchant_reference: string | null;
+  end_user_ref: string | null;
+  status: WithdrawalStatus | null;
+  livemode: boolean | null;
+  /** Inclusive lower bound on `created_at`. */
+  created_from: Date | null;
+  /** Exclusive upper bound on `created_at`. */
+  created_to: Date | null;
+  /** The (created_at, withdrawal_id) of the last row of the previous page; pages run newest first. */
+  after: { created_at: Date; withdrawal_id: string } | null;
+  /** Merchants whose orders the back office never shows (the service's own, such as the sandbox counterparty). */
+  hidden_merchant_ids: readonly string[];
+  /** Rows to read: a page and one more. */
+  limit: number;
+}
+
+/** One row of the search: what a result line shows. */
+export interface WithdrawalSearchRow {
+  withdrawal_id: string;
+  merchant_id: string;
+  livemode: boolean;
+  status: WithdrawalStatus;
+  merchant_reference: string;
+  end_user_ref: string;
+  amount_minor: number;
+  created_at: Date;
+}
+
+export const BRAND_SEARCH_MAX_IDS = 50;
+
+/**
+ * One page of a brand's withdrawals, newest first, built like `listOrdersOfMerchant` (only the filters that are
+ * set, planned per call) over migration 0046's brand-scoped indexes: the primary key for ids,
+ * withdrawal_orders_brand_reference, _end_user, _status, _mode, or _created for the time range alone.
+ */
+export async function searchOrdersInBrand(db: Queryable, white_label_id: string, filters: BrandSearchFilters): Promise<WithdrawalSearchRow[]> {
+  invariant(Number.isSafeInteger(filters.limit) && filters.limit >= 1 && filters.limit <= ORDER_LIST_MAX_ROWS, 'a search reads a bounded page');
+  invariant(filters.withdrawal_ids === null || filters.withdrawal_ids.length <= BRAND_SEARCH_MAX_IDS, 'a search names a bounded set of ids');
+  const params: unknown[] = [white_label_id, [...filters.hidden_merchant_ids]];
+  const conditions = ['white_label_id = $1', 'merchant_id <> ALL($2::text[])'];
+  const add = (condition: (position: number) => string, value: unknown) => {
+    params.push(value);
+    conditions.push(condition(params.length));
+  };
+  if (filters.withdrawal_ids !== null) add((at) => `withdrawal_id = ANY($${at}::text[])`, [...filters.withdrawal_ids]);
+  if (filters.merchant_reference !== null) add((at) => `merchant_reference = $${at}::text`, filters.merchant_reference);
+  if (filters.end_user_ref !== null) add((at) => `end_user_ref = $${at}::text`, filters.end_user_ref);
+  if (filters.status !== null) add((at) => `status = $${at}::text`, filters.status);
+  if (filters.livemode !== null) add((at) => `livemode = $${at}::boolean`, filters.livemode);
+  if (filters.created_from !== null) add((at) => `created_at >= $${at}::timestamptz`, filters.created_from);
+  if (filters.created_to !== null) add((at) => `created_at < $${at}::timestamptz`, filters.created_to);
+  if (filters.after !== null) {
+    params.push(filters.after.created_at, filters.after.withdrawal_id);
+    conditions.push(`(created_at, withdrawal_id) < ($${params.length - 1}::timestamptz, $${params.length}::text)`);
+  }
+  params.push(filters.limit);
+  const { rows } = await db.query<WithdrawalSearchRow>(
+    `${PLANNED_PER_CALL} SELECT withdrawal_id, merchant_id, livemode, status, merchant_reference, end_user_ref, amount_total_minor AS amount_minor, created_at
+       FROM withdrawal_orders WHERE ${conditions.join(' AND ')}
+      ORDER BY created_at DESC, withdrawal_id DESC LIMIT $${params.length}`,
+    params,
+  );
+  return rows.map((row) => ({ ...row, amount_minor: Number(row.amount_minor) }));
+}
+
+/** The withdrawals that legs of these deposits reserved or paid (by withdrawal_legs_by_deposit), at most `limit`. */
+export async function withdrawalIdsOfDeposits(db: Queryable, white_label_id: string, deposit_ids: readonly string[], limit: number): Promise<string[]> {
+  invariant(deposit_ids.length <= BRAND_SEARCH_MAX_IDS && limit <= BRAND_SEARCH_MAX_IDS, 'a bounded set of deposits and withdrawals');
+  if (deposit_ids.length === 0) return [];
+  const { rows } = await db.query<{ withdrawal_id: string }>(
+    'SELECT DISTINCT withdrawal_id FROM withdrawal_legs WHERE white_label_id = $1 AND deposit_id = ANY($2::text[]) ORDER BY withdrawal_id LIMIT $3',
+    [white_label_id, [...deposit_ids], limit],
+  );
+  return rows.map((row) => row.withdrawal_id);
+}

@@ -37,9 +37,10 @@ export { APPROVAL_TTL_TASK, AUTO_CONFIRM_FILL_TASK, createWithdrawalJobHandlers,
 export { assertOrderInvariants, heldInWallet, WITHDRAWAL_TRANSITIONS } from './transitions.ts';
 export { fillView, withdrawalView, type FillOutcome, type FillReversalOutcome, type FillView, type LegReservation, type MatchableWithdrawal, type WithdrawalView } from './views.ts';
 export { MAX_REFUNDS_PER_DEPOSIT, type CreateWithdrawalInput, type RefundTerms } from './creation.ts';
-export { FINAL_WITHDRAWAL_STATUSES, REFUND_REASON_CODES, type RefundReasonCode } from './types.ts';
+export { FINAL_WITHDRAWAL_STATUSES, REFUND_REASON_CODES, WITHDRAWAL_STATUSES, type RefundReasonCode, type WithdrawalLegRow, type WithdrawalStatus } from './types.ts';
 export type { WithdrawalDependencies } from './dependencies.ts';
-export type { OrderListFilters } from './listing-repository.ts';
+export type { BrandSearchFilters, OrderListFilters, WithdrawalSearchRow } from './listing-repository.ts';
+export { BRAND_SEARCH_MAX_IDS as WITHDRAWAL_SEARCH_MAX_IDS } from './listing-repository.ts';
 
 /** What a cancel refused for a pending fill tells the caller to wait: about one leg's transfer window. */
 export const PENDING_FILL_RETRY_AFTER_SECONDS = 60;
@@ -232,6 +233,32 @@ export class WithdrawalService {
   /** See {@link WithdrawalApprovals.pendingApproval}. */
   pendingApproval(db: Queryable, white_label_id: string, livemode: boolean, limit: number): Promise<WithdrawalView[]> {
     return this.approvals.pendingApproval(db, white_label_id, livemode, limit);
+  }
+
+  /**
+   * The back office's search over a brand's withdrawals (the console's orders page), newest first, without the
+   * service's own merchants' orders (as `getInBrand`); the caller asks for one row more than its page.
+   */
+  async searchInBrand(db: Queryable, white_label_id: string, filters: Omit<listingRepository.BrandSearchFilters, 'hidden_merchant_ids'>): Promise<listingRepository.WithdrawalSearchRow[]> {
+    const hidden_merchant_ids = await this.deps.service_owned_merchants(db, white_label_id);
+    return listingRepository.searchOrdersInBrand(db, white_label_id, { ...filters, hidden_merchant_ids });
+  }
+
+  /** The withdrawals that these deposits' legs reserved or paid (a bank reference names the deposits), at most `limit`. */
+  withdrawalIdsOfDeposits(db: Queryable, white_label_id: string, deposit_ids: readonly string[], limit: number): Promise<string[]> {
+    return listingRepository.withdrawalIdsOfDeposits(db, white_label_id, deposit_ids, limit);
+  }
+
+  /**
+   * A brand's withdrawal as the back office's order page shows it: the view of `getInBrand` (with the reviewer's
+   * note), whose it is, and every leg, reserved, released, filled or reversed, with the deposit that pays it.
+   */
+  async backOfficeDetail(db: Queryable, white_label_id: string, withdrawal_id: string): Promise<{ view: WithdrawalView; merchant_id: string; legs: WithdrawalLegRow[] } | null> {
+    const view = await this.approvals.getInBrand(db, white_label_id, withdrawal_id);
+    if (!view) return null;
+    const row = await repository.findOrderInBrand(db, white_label_id, withdrawal_id);
+    if (!row) return null;
+    return { view, merchant_id: row.merchant_id, legs: await repository.listLegs(db, white_label_id, withdrawal_id) };
   }
 
   /** See {@link WithdrawalApprovals.getInBrand}. */

@@ -1,0 +1,38 @@
+/** The words of the audit log page (audit-routes.ts). */
+export const AUDIT_TH = {
+  nav_audit: 'บันทึกการตรวจสอบ',
+  audit_heading: 'บันทึกการตรวจสอบ (audit log)',
+  audit_who: 'ผู้กระทำ (รหัสข้อมูลรับรอง boc_… หรือรหัสบุคคล stf_…)',
+  audit_action: 'การกระทำ',
+  audit_target_type: 'ประเภทของสิ่งที่ถูกกระทำ',
+  audit_target_id: 'รหัสของสิ่งที่ถูกกระทำ',
+  audit_from: 'ตั้งแต่วันที่',
+  audit_to: 'ถึงวันที่',
+  audit_none: 'ไม่พบบันทึกที่ตรงกับตัวกรอง',
+  audit_col_time: 'เวลา',
+  audit_col_who: 'ผู้กระทำ',
+  audit_col_action: 'การกระทำ',
+  audit_col_target: 'สิ่งที่ถูกกระทำ',
+  audit_col_request: 'รหัสคำขอ',
+  audit_col_details: 'รายละเอียด',
+  audit_forbidden: 'บันทึกการตรวจสอบเปิดได้เฉพาะเจ้าหน้าที่ปฏิบัติการและผู้ดูแลแพลตฟอร์ม บทบาทของคุณคือ {role}',
+} as const;
+
+export const AUDIT_EN: Record<keyof typeof AUDIT_TH, string> = {
+  nav_audit: 'Audit log',
+  audit_heading: 'Audit log',
+  audit_who: 'Who (credential boc_… or person stf_…)',
+  audit_action: 'Action',
+  audit_target_type: 'Object type',
+  audit_target_id: 'Object id',
+  audit_from: 'From',
+  audit_to: 'To',
+  audit_none: 'No audit row matches these filters.',
+  audit_col_time: 'Time',
+  audit_col_who: 'Who',
+  audit_col_action: 'Action',
+  audit_col_target: 'Object',
+  audit_col_request: 'Request id',
+  audit_col_details: 'Details',
+  audit_forbidden: 'The audit log is for operators and platform administrators; your role is {role}.',
+};
