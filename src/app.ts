@@ -70,9 +70,10 @@ import { SlipActivity } from './slips/activity.ts';
 import { ReviewPace } from './review/pace.ts';
 import { CheckoutService } from './checkout/service.ts';
 import { checkoutAdminRoutes, registerCheckoutPages } from './checkout/routes.ts';
-import { ConsoleSessions } from './backoffice-console/sessions.ts';
+import { createConsoleServices, type ConsoleOidcSettings, type ConsoleOidcSignIn, type ConsoleSessions } from './backoffice-console/services.ts';
 import { registerConsolePages } from './backoffice-console/routes.ts';
 import { consoleApiRoutes } from './backoffice-console/api-routes.ts';
+import { consoleOidcApiRoutes } from './backoffice-console/oidc-api-routes.ts';
 import { IdempotencyService } from './idempotency/service.ts';
 import { apiRoutesOf, buildServer } from './http/server.ts';
 import type { RouteModule } from './http/context.ts';
@@ -151,6 +152,9 @@ export interface Services {
   disputeCovers: DisputeCovers;
   /** The back-office console's sign-in links and sessions. */
   consoleSessions: ConsoleSessions;
+  /** A brand's OpenID Connect provider for the console, its staff list, and signing in through it. */
+  consoleOidcSettings: ConsoleOidcSettings;
+  consoleOidcSignIn: ConsoleOidcSignIn;
   /** Load shedding of this process: refuses the least protected requests when it is overloaded. */
   loadShedder: LoadShedder;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
@@ -538,13 +542,7 @@ function createServices(base: Foundation, options: CreateInstanceOptions): { ser
     checkoutAddresses: collaborators.checkoutAddresses,
     checkoutLinks: collaborators.checkoutLinks,
     disputeCovers: collaborators.disputeCovers,
-    consoleSessions: new ConsoleSessions({
-      database,
-      clock,
-      tenancy: money.tenancy,
-      derivation_key: base.derivation_key,
-      origin: () => config.backoffice_base_url ?? new URL(base.addresses.publicBaseUrl()).origin,
-    }),
+    ...createConsoleServices({ database, clock, logger, secretBox, tenancy: money.tenancy, derivation_key: base.derivation_key, origin: () => config.backoffice_base_url ?? new URL(base.addresses.publicBaseUrl()).origin }),
     ...decisions,
     evidenceStore: orders.evidenceStore,
     evidenceRetention: createEvidenceRetention(base, orders, decisions),
@@ -625,6 +623,7 @@ function routeModules(services: Services): RouteModule[] {
     checkoutAdminRoutes({ checkoutAddresses: services.checkoutAddresses, tenancy }),
     slipProviderRoutes({ slipProviders: services.slipProviders }),
     consoleApiRoutes({ database, sessions: services.consoleSessions, tenancy }),
+    consoleOidcApiRoutes({ oidcSettings: services.consoleOidcSettings }),
   ];
 }
 
@@ -683,6 +682,7 @@ function createServer(services: Services, checkout: CheckoutService, extra: read
   registerCheckoutPages(app, { checkout, tenancy: services.tenancy, database: services.database, clock: services.clock, config: services.config });
   registerConsolePages(app, {
     sessions: services.consoleSessions,
+    oidcSignIn: services.consoleOidcSignIn,
     review: services.review,
     tenancy: services.tenancy,
     database: services.database,

@@ -4,6 +4,8 @@
  * filled by `fill`, after which the whole text is escaped like any other.
  */
 
+import { OIDC_EN, OIDC_TH } from './oidc-texts.ts';
+
 export type ConsoleLanguage = 'th' | 'en';
 
 /**
@@ -153,7 +155,10 @@ const CORE_TH = {
   action_escalate: 'ส่งต่อ',
 } as const;
 
-const TH = { ...CORE_TH } as const;
+const TH = {
+  ...CORE_TH,
+  ...OIDC_TH,
+} as const;
 
 export type ConsoleTextKey = keyof typeof TH;
 
@@ -298,7 +303,10 @@ const CORE_EN: Record<keyof typeof CORE_TH, string> = {
   action_escalate: 'Escalated',
 };
 
-const EN: Record<ConsoleTextKey, string> = { ...CORE_EN };
+const EN: Record<ConsoleTextKey, string> = {
+  ...CORE_EN,
+  ...OIDC_EN,
+};
 
 export type ConsoleTexts = Record<ConsoleTextKey, string>;
 
