@@ -70,10 +70,11 @@ import { SlipActivity } from './slips/activity.ts';
 import { ReviewPace } from './review/pace.ts';
 import { CheckoutService } from './checkout/service.ts';
 import { checkoutAdminRoutes, registerCheckoutPages } from './checkout/routes.ts';
-import { ConsoleSessions } from './backoffice-console/sessions.ts';
+import { createConsoleServices, type ConsoleOidcSettings, type ConsoleOidcSignIn, type ConsoleSessions } from './backoffice-console/services.ts';
 import { registerConsolePages } from './backoffice-console/routes.ts';
 import { consolePageDependencies } from './console-composition.ts';
 import { consoleApiRoutes } from './backoffice-console/api-routes.ts';
+import { consoleOidcApiRoutes } from './backoffice-console/oidc-api-routes.ts';
 import { IdempotencyService } from './idempotency/service.ts';
 import { apiRoutesOf, buildServer } from './http/server.ts';
 import type { RouteModule } from './http/context.ts';
@@ -152,6 +153,9 @@ export interface Services {
   disputeCovers: DisputeCovers;
   /** The back-office console's sign-in links and sessions. */
   consoleSessions: ConsoleSessions;
+  /** A brand's OpenID Connect provider for the console, its staff list, and signing in through it. */
+  consoleOidcSettings: ConsoleOidcSettings;
+  consoleOidcSignIn: ConsoleOidcSignIn;
   /** Load shedding of this process: refuses the least protected requests when it is overloaded. */
   loadShedder: LoadShedder;
   /** The base URL the service advertises (PUBLIC_BASE_URL, or the listening address). */
@@ -539,13 +543,7 @@ function createServices(base: Foundation, options: CreateInstanceOptions): { ser
     checkoutAddresses: collaborators.checkoutAddresses,
     checkoutLinks: collaborators.checkoutLinks,
     disputeCovers: collaborators.disputeCovers,
-    consoleSessions: new ConsoleSessions({
-      database,
-      clock,
-      tenancy: money.tenancy,
-      derivation_key: base.derivation_key,
-      origin: () => config.backoffice_base_url ?? new URL(base.addresses.publicBaseUrl()).origin,
-    }),
+    ...createConsoleServices({ database, clock, logger, secretBox, tenancy: money.tenancy, derivation_key: base.derivation_key, origin: () => config.backoffice_base_url ?? new URL(base.addresses.publicBaseUrl()).origin }),
     ...decisions,
     evidenceStore: orders.evidenceStore,
     evidenceRetention: createEvidenceRetention(base, orders, decisions),
@@ -626,6 +624,7 @@ function routeModules(services: Services): RouteModule[] {
     checkoutAdminRoutes({ checkoutAddresses: services.checkoutAddresses, tenancy }),
     slipProviderRoutes({ slipProviders: services.slipProviders }),
     consoleApiRoutes({ database, sessions: services.consoleSessions, tenancy }),
+    consoleOidcApiRoutes({ oidcSettings: services.consoleOidcSettings }),
   ];
 }
 

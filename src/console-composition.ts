@@ -10,6 +10,7 @@ import { CasePresence } from './backoffice-console/presence.ts';
 export function consolePageDependencies(services: Services): ConsolePageDependencies {
   return {
     sessions: services.consoleSessions,
+    oidcSignIn: services.consoleOidcSignIn,
     presence: new CasePresence({ database: services.database, clock: services.clock, tenancy: services.tenancy }),
     review: services.review,
     claims: services.claims,

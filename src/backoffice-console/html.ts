@@ -54,6 +54,12 @@ export interface PageFrame {
   pathname: string;
   query: Record<string, string>;
   session: ConsoleSession | null;
+  /**
+   * A console address the page moves on to at once (a meta refresh), for the page that ends an OpenID sign-in: a
+   * navigation the console's own page starts is same-site, so the SameSite=Strict session cookie goes with it,
+   * which a redirect at the end of the provider's cross-site chain would not carry.
+   */
+  refresh_to?: string;
 }
 
 /** The texts of a page, and a helper that escapes one of them with its placeholders filled. */
@@ -122,7 +128,7 @@ export function renderPage(frame: PageFrame, main: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex, nofollow">
 <meta name="referrer" content="no-referrer">
-<title>${escapeHtml(frame.title)} · ${e('console_title')}</title>
+${frame.refresh_to ? `<meta http-equiv="refresh" content="0; url=${escapeHtml(frame.refresh_to)}">\n` : ''}<title>${escapeHtml(frame.title)} · ${e('console_title')}</title>
 <link rel="stylesheet" href="${CONSOLE_PATH}/assets/${assets.stylesheet.name}">
 <script src="${CONSOLE_PATH}/assets/${assets.script.name}" defer></script>
 </head>

@@ -17,6 +17,9 @@ import type { WithdrawalService } from '../withdrawals/service.ts';
 import type { EventsService } from '../events/service.ts';
 import type { VerificationService } from '../verification/service.ts';
 import { cookieValues } from '../checkout/links.ts';
+import { applyRateHeaders, BUCKETS, isExceeded, windowStart, type BucketState } from '../http/rate-limit.ts';
+import { renderError } from '../platform/errors.ts';
+import type { ConsoleOidcSignIn } from './oidc-sign-in.ts';
 import { CONSOLE_PATH, SESSION_COOKIE, type ConsoleSession, type ConsoleSessions } from './sessions.ts';
 import { renderMessage, type PageFrame } from './html.ts';
 import type { CasePresence } from './presence.ts';
@@ -48,6 +51,8 @@ export class PageRefusal extends Error {
 export interface ConsolePageDependencies {
   sessions: ConsoleSessions;
   presence: CasePresence;
+  /** Signing in with a brand's OpenID Connect provider. */
+  oidcSignIn: ConsoleOidcSignIn;
   review: ReviewService;
   claims: ClaimService;
   disputes: DisputeService;
@@ -76,6 +81,11 @@ export interface PageKit {
   /** A POST's session and CSRF token, checked before anything else is read from the form. */
   postSession(request: ConsoleRequest, form: URLSearchParams): Promise<ConsoleSession>;
   sendHtml(reply: FastifyReply, status: number, html: string): FastifyReply;
+  /**
+   * Counts a request of a sign-in page (no session yet) in the client IP's public bucket, and refuses it with the
+   * 429 page when the bucket is full: guessing link tokens, or making the service call a provider, is throttled.
+   */
+  throttleSignIn(request: ConsoleRequest, reply: FastifyReply): Promise<void>;
   /** Wraps a handler: a PageRefusal becomes its page. */
   page(handler: (request: ConsoleRequest, reply: FastifyReply) => Promise<FastifyReply>): (request: FastifyRequest, reply: FastifyReply) => Promise<FastifyReply>;
 }
@@ -145,6 +155,15 @@ export function pageKit(app: FastifyInstance, deps: ConsolePageDependencies): Pa
       if (!deps.sessions.verifyCsrf(session, form.get('csrf_token'))) throw new PageRefusal(403, 'csrf_failed_heading', consoleTexts(languageOf(request)).csrf_failed);
       return session;
     },
+    async throttleSignIn(request, reply) {
+      const now = deps.clock.now();
+      const counted = await deps.tenancy.countInBucket({ white_label_id: '', bucket: BUCKETS.public.name, subject: request.ip, window_started_at: windowStart(now, BUCKETS.public) });
+      const bucket: BucketState = { policy: BUCKETS.public, count: counted.request_count, window_started_at: counted.window_started_at, now };
+      if (!isExceeded(bucket)) return;
+      applyRateHeaders(reply, bucket);
+      const error = renderError(new ApiError('rate_limited'), request.id).error;
+      throw new PageRefusal(429, 'sign_in_heading', languageOf(request) === 'th' ? error.message_th : error.message);
+    },
     sendHtml(reply, status, html) {
       return reply.code(status).header('content-type', 'text/html; charset=utf-8').send(html);
     },
@@ -172,6 +191,11 @@ export function requireRole(session: ConsoleSession, roles: ReadonlyArray<Consol
   if (roles.includes(session.role)) return;
   const t = consoleTexts(language);
   throw new PageRefusal(403, 'forbidden_heading', fill(t[why], { role: t[`role_${session.role}`] }));
+}
+
+/** The session cookie's Set-Cookie value: HttpOnly, SameSite=Strict, on the console's path only. */
+export function sessionCookie(value: string, secure: boolean, max_age_seconds: number): string {
+  return [`${SESSION_COOKIE}=${value}`, `Path=${CONSOLE_PATH}`, `Max-Age=${max_age_seconds}`, 'HttpOnly', 'SameSite=Strict', ...(secure ? ['Secure'] : [])].join('; ');
 }
 
 /** A fresh Idempotency-Key for a rendering's decision forms. */

@@ -1,10 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { ApiError, renderError } from '../platform/errors.ts';
-import { applyRateHeaders, BUCKETS, isExceeded, windowStart, type BucketState } from '../http/rate-limit.ts';
-import { CONSOLE_PATH, SESSION_ABSOLUTE_LIMIT_MS, SESSION_COOKIE } from './sessions.ts';
+import { ApiError } from '../platform/errors.ts';
+import { CONSOLE_PATH, SESSION_ABSOLUTE_LIMIT_MS } from './sessions.ts';
 import { consoleAssets, escapeHtml, href, renderMessage, renderPage, wordsOf } from './html.ts';
 import { consoleTexts } from './texts.ts';
-import { pageKit, PageRefusal, type ConsolePageDependencies, type ConsoleRequest, type PageKit } from './page-kit.ts';
+import { pageKit, PageRefusal, sessionCookie, type ConsolePageDependencies, type ConsoleRequest, type PageKit } from './page-kit.ts';
 import { registerReviewPages } from './review-routes.ts';
 import { registerClaimPages } from './claims-routes.ts';
 import { registerDisputePages } from './disputes-routes.ts';
@@ -12,6 +11,7 @@ import { registerMerchantsPages } from './merchants-routes.ts';
 import { registerMerchantWebhookPages } from './merchant-webhooks-routes.ts';
 import { registerOrderPages } from './orders-routes.ts';
 import { registerAuditPages } from './audit-routes.ts';
+import { registerOidcPages } from './oidc-routes.ts';
 
 /**
  * The back-office console's HTTP side (docs/backoffice.md), under /bo on the console's origin
@@ -21,6 +21,7 @@ import { registerAuditPages } from './audit-routes.ts';
  * - GET  /bo/sign-in/{token}        the one-time link: a page with a button (a link preview does not use it up)
  * - POST /bo/sign-in                uses the link, sets the session cookie, on to the queue
  * - POST /bo/sign-out               ends the session at once (CSRF)
+ * - GET  /bo/sign-in/oidc?brand=…    and /bo/oidc/callback: the brand's OpenID Connect sign-in (oidc-routes.ts)
  * - GET  /bo/assets/{name}          the script, stylesheet and fonts, named by their hash
  * - the review desk's pages (review-routes.ts), the claims desk's (claims-routes.ts) and the disputes' (disputes-routes.ts)
  * - the merchants area: merchants, wallets, API keys (merchants-routes.ts), webhook endpoints and deliveries
@@ -63,12 +64,8 @@ function securityHeaders(scope: FastifyInstance): void {
   });
 }
 
-function sessionCookie(value: string, secure: boolean, max_age_seconds: number): string {
-  return [`${SESSION_COOKIE}=${value}`, `Path=${CONSOLE_PATH}`, `Max-Age=${max_age_seconds}`, 'HttpOnly', 'SameSite=Strict', ...(secure ? ['Secure'] : [])].join('; ');
-}
-
 function registerSignIn(scope: FastifyInstance, kit: PageKit): void {
-  const { sessions, tenancy, clock } = kit.deps;
+  const { sessions } = kit.deps;
 
   scope.get('/sign-in/:token', kit.page(async (request, reply) => {
     const language = kit.languageOf(request);
@@ -89,13 +86,7 @@ function registerSignIn(scope: FastifyInstance, kit: PageKit): void {
     const language = kit.languageOf(request);
     const form = await kit.readForm(request, reply);
     // Attempts count in the client IP's public bucket, so guessing tokens is throttled (it is hopeless anyway).
-    const now = clock.now();
-    const counted = await tenancy.countInBucket({ white_label_id: '', bucket: BUCKETS.public.name, subject: request.ip, window_started_at: windowStart(now, BUCKETS.public) });
-    const bucket: BucketState = { policy: BUCKETS.public, count: counted.request_count, window_started_at: counted.window_started_at, now };
-    if (isExceeded(bucket)) {
-      applyRateHeaders(reply, bucket);
-      throw new PageRefusal(429, 'sign_in_heading', renderError(new ApiError('rate_limited'), request.id).error[language === 'th' ? 'message_th' : 'message']);
-    }
+    await kit.throttleSignIn(request, reply);
     const started = await sessions.signInWithLink(form.get('token') ?? '', request.id);
     if (!started) throw new PageRefusal(404, 'sign_in_heading', consoleTexts(language).link_invalid);
     return reply
@@ -136,6 +127,7 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePageDepe
         return reply.code(303).header('Location', `${CONSOLE_PATH}/reviews${language === 'en' ? '?lang=en' : ''}`).send();
       });
       registerSignIn(scope, kit);
+      registerOidcPages(scope, kit);
       registerReviewPages(scope, kit);
       registerClaimPages(scope, kit);
       registerDisputePages(scope, kit);

@@ -10,6 +10,7 @@ import { ORDERS_EN, ORDERS_TH } from './orders-texts.ts';
 import { CLAIMS_EN, CLAIMS_TH } from './claims-texts.ts';
 import { DISPUTES_EN, DISPUTES_TH } from './disputes-texts.ts';
 import { MERCHANTS_EN, MERCHANTS_TH } from './merchants-texts.ts';
+import { OIDC_EN, OIDC_TH } from './oidc-texts.ts';
 
 export type ConsoleLanguage = 'th' | 'en';
 
@@ -169,6 +170,7 @@ const TH = {
   ...MERCHANTS_TH,
   ...ORDERS_TH,
   ...AUDIT_TH,
+  ...OIDC_TH,
 } as const;
 
 export type ConsoleTextKey = keyof typeof TH;
@@ -323,6 +325,7 @@ const EN: Record<ConsoleTextKey, string> = {
   ...MERCHANTS_EN,
   ...ORDERS_EN,
   ...AUDIT_EN,
+  ...OIDC_EN,
 };
 
 export type ConsoleTexts = Record<ConsoleTextKey, string>;

@@ -1,4 +1,5 @@
 import type { SecretBox } from '../platform/crypto.ts';
+import { clientSecretPurpose } from '../backoffice-console/oidc-settings.ts';
 import { DERIVATION_TABLE, derivationSealPurpose } from '../platform/derivation-key.ts';
 import { ACCOUNT_NUMBER_PURPOSE, PROMPTPAY_ID_PURPOSE } from '../beneficiaries/service.ts';
 import { SENDER_ACCOUNT_PURPOSE } from '../deposits/creation.ts';
@@ -75,6 +76,13 @@ export const SEALED_COLUMNS: readonly SealedColumn[] = [
     kind: 'sealed',
     reseal: (value, row, keys) =>
       keys.box.reseal(value, credentialsPurpose(String(row.white_label_id), row.slot as ProviderSlot, row.provider as ProviderName)),
+  },
+  {
+    table: 'console_oidc_providers',
+    column: 'client_secret_sealed',
+    key_columns: ['white_label_id'],
+    kind: 'sealed',
+    reseal: (value, row, keys) => keys.box.reseal(value, clientSecretPurpose(String(row.white_label_id))),
   },
   sealed('deposit_policies', 'gateway_account_sealed', ['white_label_id', 'livemode'], GATEWAY_ACCOUNT_PURPOSE),
   sealed('deposit_orders', 'sender_account_sealed', ['white_label_id', 'deposit_id'], SENDER_ACCOUNT_PURPOSE),

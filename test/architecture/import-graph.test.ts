@@ -75,6 +75,7 @@ const ALLOWED = new Set([
   'disputes -> withdrawals',
   'events -> jobs',
   'jobs -> ops',
+  'key-rotation -> backoffice-console',
   'key-rotation -> beneficiaries',
   'key-rotation -> deposits',
   'key-rotation -> events',

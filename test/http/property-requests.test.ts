@@ -1534,6 +1534,13 @@ const BACKOFFICE_ROUTES: readonly BackofficeRoute[] = [
   { method: 'POST', segments: ['brands', ':id', 'slip-providers', ':slot'], roles: MANAGERS, targets: true },
   { method: 'POST', segments: ['brands', ':id', 'slip-providers', ':slot', 'test'], roles: MANAGERS, targets: true },
   { method: 'POST', segments: ['brands', ':id', 'slip-providers', ':slot', 'remove'], roles: MANAGERS, targets: true },
+  // A brand's OpenID Connect provider for the console and its staff list (issue 30).
+  { method: 'GET', segments: ['brands', ':id', 'console-oidc'], roles: MANAGERS },
+  { method: 'POST', segments: ['brands', ':id', 'console-oidc'], roles: MANAGERS, targets: true },
+  { method: 'POST', segments: ['brands', ':id', 'console-oidc', 'remove'], roles: MANAGERS, targets: true },
+  { method: 'GET', segments: ['brands', ':id', 'console-oidc', 'staff'], roles: MANAGERS },
+  { method: 'POST', segments: ['brands', ':id', 'console-oidc', 'staff'], roles: MANAGERS, targets: true },
+  { method: 'POST', segments: ['brands', ':id', 'console-oidc', 'staff', 'remove'], roles: MANAGERS, targets: true },
 ];
 
 interface RouteEntry {
@@ -1634,7 +1641,7 @@ const LITERAL_SEGMENTS = [
   'pay', 'events', 'banks', 'bo', 'brands', 'merchants', 'api-keys', 'credentials', 'suspend', 'resume', 'revoke', 'webhooks', 'test-vectors',
   'test-writes', 'test-writes-alt', 'v1', 'Events', 'PAY', 'balance', 'quote', 'wallet', 'test', 'bank', 'accounts', 'lookup', 'beneficiaries',
   'withdrawals', 'cancel', 'withdrawal-approvals', 'approve', 'reject', 'withdrawal-policy', 'deposits', 'slip-token', 'senders', 'deposit-policy', 'legs', 'qr.png', 'signing-keys', 'replay-out-of-order', 'deliveries', 'resend', 'replay', 'webhook-signing-keys', 'rotate',
-  'slip-providers', 'primary', 'fallback', 'remove', 'console', 'sign-in-links',
+  'slip-providers', 'primary', 'fallback', 'remove', 'console', 'sign-in-links', 'console-oidc', 'staff',
 ];
 
 const pathSegment = fc.oneof(

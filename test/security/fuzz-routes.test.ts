@@ -805,6 +805,9 @@ function backofficeBodies(): Record<string, () => Record<string, Json>> {
     'POST /v1/bo/test-clocks/:id/advance': () => ({ white_label_id: V, frozen_time: '2026-08-01T04:00:00.000Z' }),
     'POST /v1/bo/brands/:brand_id/checkout-base-url': () => ({ checkout_base_url: null }),
     'POST /v1/bo/brands/:brand_id/slip-providers/:slot': () => ({ provider: 'easyslip', credentials: { key: `fuzz-easyslip-key-${unique()}` } }),
+    'POST /v1/bo/brands/:brand_id/console-oidc': () => ({ issuer: 'https://idp.brand.test', client_id: `fuzz-client-${unique()}`, client_secret: `fuzz-secret-${unique()}` }),
+    'POST /v1/bo/brands/:brand_id/console-oidc/staff': () => ({ subject: `fuzz-subject-${unique()}`, role: 'reviewer', name: `Fuzz OpenID reviewer ${unique()}` }),
+    'POST /v1/bo/brands/:brand_id/console-oidc/staff/remove': () => ({ subject: `fuzz-subject-${unique()}` }),
   };
 }
 

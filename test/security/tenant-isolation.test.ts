@@ -471,6 +471,46 @@ const BACKOFFICE_RULES: Record<string, BackofficeRule> = {
     other_brand: 'not_found',
     request: (actor) => ({ method: 'POST', url: `/v1/bo/brands/${V()}/slip-providers/${pick(actor, 'fallback', 'primary')}/remove` }),
   },
+  // A brand's OpenID Connect provider for the console and its staff list (issue 30). The operator sets and then
+  // removes its own brand's provider, the administrator the spare brand's; each adds and removes an entry of its own.
+  'GET /v1/bo/brands/:brand_id/console-oidc': {
+    allowed: { admin: 200, operator: 200 },
+    other_brand: 'not_found',
+    request: () => ({ method: 'GET', url: `/v1/bo/brands/${V()}/console-oidc` }),
+  },
+  'POST /v1/bo/brands/:brand_id/console-oidc': {
+    allowed: { admin: 200, operator: 200 },
+    other_brand: 'not_found',
+    request: (actor) => ({
+      method: 'POST',
+      url: `/v1/bo/brands/${pick(actor, V(), w.brand.spare_brand_id)}/console-oidc`,
+      body: { issuer: 'https://idp.matrix.test', client_id: 'matrix-console', client_secret: 'matrix-console-secret-0000' },
+    }),
+  },
+  'POST /v1/bo/brands/:brand_id/console-oidc/remove': {
+    allowed: { admin: 200, operator: 200 },
+    other_brand: 'not_found',
+    request: (actor) => ({ method: 'POST', url: `/v1/bo/brands/${pick(actor, V(), w.brand.spare_brand_id)}/console-oidc/remove` }),
+  },
+  'GET /v1/bo/brands/:brand_id/console-oidc/staff': {
+    allowed: { admin: 200, operator: 200 },
+    other_brand: 'not_found',
+    request: () => ({ method: 'GET', url: `/v1/bo/brands/${V()}/console-oidc/staff` }),
+  },
+  'POST /v1/bo/brands/:brand_id/console-oidc/staff': {
+    allowed: { admin: 200, operator: 200 },
+    other_brand: 'not_found',
+    request: (actor) => ({
+      method: 'POST',
+      url: `/v1/bo/brands/${V()}/console-oidc/staff`,
+      body: { subject: pick(actor, 'matrix-subject-operator', 'matrix-subject-admin'), role: 'reviewer', name: 'Matrix OpenID reviewer' },
+    }),
+  },
+  'POST /v1/bo/brands/:brand_id/console-oidc/staff/remove': {
+    allowed: { admin: 200, operator: 200 },
+    other_brand: 'not_found',
+    request: (actor) => ({ method: 'POST', url: `/v1/bo/brands/${V()}/console-oidc/staff/remove`, body: { subject: pick(actor, 'matrix-subject-operator', 'matrix-subject-admin') } }),
+  },
   'POST /v1/bo/merchants/:merchant_id/suspend': {
     allowed: { admin: 200, operator: 200 },
     other_brand: 'not_found',

@@ -1,0 +1,198 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import sharp from 'sharp';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApp, type TestApp } from '../support/app.ts';
+import { ensureChromium, freePort, launchChromium } from '../support/browser.ts';
+import { startOpenIdProvider, type TestOpenIdProvider } from '../support/oidc-provider.ts';
+import { consoleTexts } from '../../src/backoffice-console/texts.ts';
+
+/**
+ * Signing in to the back-office console with a brand's OpenID Connect provider, in chromium: a real provider
+ * (`oidc-provider`, on http://localhost:{port}, another site than the console) with one registered client; the
+ * brand's operator sets the provider and the staff list through the /v1/bo API; a listed reviewer signs in at the
+ * provider and lands on the review queue; a subject not on the list gets the 403 page; an answer whose state was
+ * altered on the way back is refused. axe-core checks the console's new pages (not the provider's own pages).
+ */
+
+const chromiumPath = ensureChromium();
+const TH = consoleTexts('th');
+const EN = consoleTexts('en');
+const SCREENSHOTS = path.resolve('test-results/backoffice');
+const DOCS_SCREENSHOTS = path.resolve('docs/images/backoffice');
+const require = createRequire(import.meta.url);
+const AXE_SOURCE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+interface InPage {
+  document: unknown;
+  axe: { run(context: unknown, options: unknown): Promise<{ violations: { id: string; impact: string | null; nodes: { target: unknown }[] }[] }> };
+}
+
+let browser: Browser;
+let app: TestApp;
+let base: string;
+let provider: TestOpenIdProvider;
+let operatorToken: string;
+const contexts: BrowserContext[] = [];
+
+beforeAll(async () => {
+  if (chromiumPath === null) return;
+  fs.mkdirSync(SCREENSHOTS, { recursive: true });
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base } });
+  await app.instance.app.listen({ port, host: '127.0.0.1' });
+  provider = await startOpenIdProvider({ redirect_uri: `${base}/bo/oidc/callback` });
+  const actor = { actor_type: 'system' as const, actor_id: 'oidc-browser-test', request_id: null };
+  operatorToken = (await app.instance.services.tenancy.createBackofficeCredential(actor, { white_label_id: app.sandbox.white_label_id, role: 'operator', name: 'Brand administrator' })).token;
+  // The brand's administrator (its operator) sets the provider and lists one reviewer, as docs/backoffice.md says.
+  const set = await app.backoffice({
+    method: 'POST',
+    url: `/v1/bo/brands/${app.sandbox.white_label_id}/console-oidc`,
+    body: { issuer: provider.issuer, client_id: provider.client_id, client_secret: provider.client_secret },
+    token: operatorToken,
+  });
+  expect(set.statusCode, set.body).toBe(200);
+  expect(set.json().redirect_uri).toBe(`${base}/bo/oidc/callback`);
+  const listed = await app.backoffice({
+    method: 'POST',
+    url: `/v1/bo/brands/${app.sandbox.white_label_id}/console-oidc/staff`,
+    body: { subject: 'somsri@brand.test', role: 'reviewer', name: 'สมศรี ผู้ตรวจสอบ' },
+    token: operatorToken,
+  });
+  expect(listed.statusCode, listed.body).toBe(200);
+  browser = await launchChromium(chromiumPath);
+}, 180_000);
+
+afterAll(async () => {
+  for (const context of contexts) await context.close().catch(() => undefined);
+  await browser?.close();
+  await provider?.close();
+  await app?.close();
+});
+
+async function openPage(): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'th-TH', timezoneId: 'Asia/Bangkok' });
+  contexts.push(context);
+  return context.newPage();
+}
+
+async function axeScan(page: Page, label: string): Promise<void> {
+  await page.evaluate(AXE_SOURCE);
+  const violations = await page.evaluate(async () => {
+    const inPage = globalThis as unknown as InPage;
+    const result = await inPage.axe.run(inPage.document, { resultTypes: ['violations'] });
+    return result.violations.map((violation) => ({ id: violation.id, impact: violation.impact, targets: violation.nodes.map((node) => node.target) }));
+  });
+  const serious = violations.filter((violation) => violation.impact === 'serious' || violation.impact === 'critical');
+  expect(serious, `${label}: ${JSON.stringify(violations)}`).toEqual([]);
+}
+
+async function shoot(page: Page, name: string): Promise<void> {
+  const bytes = await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  if (process.env.UPDATE_DOCS_SCREENSHOTS === '1') {
+    fs.mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
+    await sharp(bytes).png({ palette: true, quality: 80, compressionLevel: 9 }).toFile(path.join(DOCS_SCREENSHOTS, `${name}.png`));
+  }
+}
+
+/** Starts the brand's sign-in and signs in at the provider's development pages as `subject`. */
+async function signInAtProvider(page: Page, subject: string, language: 'th' | 'en' = 'th'): Promise<void> {
+  await page.goto(`${base}/bo/sign-in/oidc?brand=${app.sandbox.white_label_id}${language === 'en' ? '&lang=en' : ''}`);
+  expect(new URL(page.url()).origin).toBe(provider.issuer);
+  await page.fill('input[name="login"]', subject);
+  await page.fill('input[name="password"]', 'any password');
+  await page.click('button[type="submit"]');
+  // The consent page: one button.
+  await page.click('button[type="submit"]');
+}
+
+async function auditRows(action: string): Promise<Array<{ actor_id: string; details: Record<string, unknown> }>> {
+  const { rows } = await app.testDatabase.database.query<{ actor_id: string; details: Record<string, unknown> | string }>('SELECT actor_id, details FROM audit_log WHERE action = $1 ORDER BY created_at', [action]);
+  return rows.map((row) => ({ actor_id: row.actor_id, details: typeof row.details === 'string' ? (JSON.parse(row.details) as Record<string, unknown>) : row.details }));
+}
+
+describe.skipIf(chromiumPath === null)("signing in with the brand's OpenID provider", () => {
+  it('a listed reviewer signs in at the provider and sees the review queue; the sign-in is audited', async () => {
+    const page = await openPage();
+    await signInAtProvider(page, 'somsri@brand.test');
+    await page.waitForURL(`${base}/bo/reviews`);
+    expect(await page.textContent('h1')).toBe(TH.queue_heading);
+    expect(await page.textContent('.who')).toContain('สมศรี ผู้ตรวจสอบ');
+    expect(await page.textContent('.who')).toContain(TH.role_reviewer);
+    await axeScan(page, 'queue after an OpenID sign-in');
+    await shoot(page, 'oidc-queue');
+    const cookies = await page.context().cookies(`${base}/bo/reviews`);
+    expect(cookies.map((cookie) => cookie.name)).toEqual(['pg_bo_session']);
+    const signedIn = await auditRows('console.signed_in');
+    expect(signedIn.at(-1)?.details).toMatchObject({ method: 'oidc', role: 'reviewer' });
+    const { rows } = await app.testDatabase.database.query<{ sign_in_method: string }>('SELECT sign_in_method FROM console_sessions');
+    expect(rows.map((row) => row.sign_in_method)).toContain('oidc');
+  }, 60_000);
+
+  it('a subject that is not on the staff list gets the 403 page saying so; the refusal is audited', async () => {
+    const page = await openPage();
+    await signInAtProvider(page, 'stranger@elsewhere.test', 'en');
+    await page.waitForURL(/\/bo\/oidc\/callback/);
+    expect(await page.textContent('h1')).toBe(EN.oidc_unmapped_heading);
+    expect(await page.textContent('main')).toContain(EN.oidc_unmapped);
+    const cookies = await page.context().cookies(`${base}/bo/reviews`);
+    expect(cookies.map((cookie) => cookie.name)).not.toContain('pg_bo_session');
+    await axeScan(page, 'not on the staff list');
+    await shoot(page, 'oidc-unmapped');
+    expect((await auditRows('console.oidc_sign_in_refused')).at(-1)?.details).toMatchObject({ subject: 'stranger@elsewhere.test', reason: 'subject_not_listed' });
+  }, 60_000);
+
+});
+
+describe.skipIf(chromiumPath === null)("a sign-in with the brand's OpenID provider that goes wrong", () => {
+  it('an answer whose state was altered on the way back is refused, and signs nobody in', async () => {
+    const page = await openPage();
+    let tampered = '';
+    // A route sees only the first request of a redirect chain, and the provider reaches the callback by redirects
+    // after a form's POST. So each POST to the provider is sent here, its redirects inside the provider followed
+    // with the context's cookies, and the browser is sent where they lead, with another state when that is the
+    // console's callback.
+    await page.route((url) => url.origin === provider.issuer, async (route) => {
+      if (route.request().method() !== 'POST') return route.continue();
+      let response = await route.fetch({ maxRedirects: 0 });
+      let location = response.headers().location ?? '';
+      while (location.startsWith('/') || location.startsWith(provider.issuer)) {
+        const next = new URL(location, provider.issuer).href;
+        response = await page.context().request.get(next, { maxRedirects: 0 });
+        if (!response.headers().location) {
+          location = next;
+          break;
+        }
+        location = response.headers().location ?? '';
+      }
+      if (location.startsWith(`${base}/bo/oidc/callback`)) {
+        const url = new URL(location);
+        url.searchParams.set('state', `${url.searchParams.get('state') ?? ''}x`);
+        tampered = url.href;
+        location = url.href;
+      }
+      return route.fulfill({ status: 303, headers: { location } });
+    });
+    const sessionsBefore = await app.testDatabase.database.query('SELECT 1 FROM console_sessions');
+    await signInAtProvider(page, 'somsri@brand.test');
+    await page.waitForURL(/\/bo\/oidc\/callback/);
+    expect(tampered).toContain('state=');
+    expect(await page.textContent('h1')).toBe(TH.oidc_heading);
+    expect(await page.textContent('main')).toContain(TH.oidc_refused);
+    expect((await page.context().cookies(`${base}/bo/reviews`)).map((cookie) => cookie.name)).not.toContain('pg_bo_session');
+    const sessionsAfter = await app.testDatabase.database.query('SELECT 1 FROM console_sessions');
+    expect(sessionsAfter.rows.length).toBe(sessionsBefore.rows.length);
+    await axeScan(page, 'refused sign-in');
+  }, 60_000);
+
+  it('a brand without a provider answers the 404 page, which passes axe-core', async () => {
+    const page = await openPage();
+    const answer = await page.goto(`${base}/bo/sign-in/oidc?brand=wl_01K0NOSUCHBRAND00000000000`);
+    expect(answer?.status()).toBe(404);
+    expect(await page.textContent('main')).toContain(TH.oidc_not_configured);
+    await axeScan(page, 'not configured');
+  }, 60_000);
+});
