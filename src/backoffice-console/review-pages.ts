@@ -1,4 +1,4 @@
-import type { ReviewDetail, ReviewQueueItem } from '../review/service.ts';
+import type { QueueCount, ReviewDetail, ReviewQueueItem } from '../review/service.ts';
 import { REJECTION_CODES, rejectionOf } from '../review/catalogue.ts';
 import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
 import { escapeHtml, href, renderPage, wordsOf, type PageFrame } from './html.ts';
@@ -22,8 +22,9 @@ export interface QueueFilters {
 
 export interface QueuePage {
   items: QueueItem[];
-  counts: { reason_code: string; count: number }[];
-  total: number;
+  /** Read up to a limit (ReviewService.queueCountsByReason): `more` when there are more than `count`. */
+  counts: QueueCount<{ reason_code: string }>[];
+  total: QueueCount<object>;
   filters: QueueFilters;
   cursor: string | null;
   next_cursor: string | null;
@@ -72,6 +73,13 @@ ${language === 'en' ? '<input type="hidden" name="lang" value="en">' : ''}
 
 function filterQuery(filters: QueueFilters): Record<string, string | null> {
   return { reason: filters.reason, escalated: filters.escalated, mode: filters.mode, age: filters.age };
+}
+
+/** A count of the queue as the desk shows it: the number, or "more than" it when the count stopped there. */
+function countText(language: ConsoleLanguage, count: QueueCount<object>): string {
+  const { t } = wordsOf(language);
+  const number = count.count.toLocaleString('en-US');
+  return count.more ? t.count_more_than.replace('{count}', number) : number;
 }
 
 /** The viewers' names as one text, earliest first (escaped where it is written, like any text). */
@@ -127,8 +135,8 @@ ${rows}
 <p id="queue-changed" class="notice" role="status" hidden>${e('queue_changed')} <a href="${href(`${CONSOLE_PATH}/reviews`, { ...query, cursor: page.cursor }, frame.language)}">${e('refresh')}</a></p>
 ${filterForm(frame.language, page)}
 <h2 id="counts-heading">${e('counts_heading')}</h2>
-<p>${e('queue_total', { count: page.total })}</p>
-<ul class="counts" aria-labelledby="counts-heading">${page.counts.map((count) => `<li>${escapeHtml(count.reason_code)}: ${count.count}</li>`).join('')}</ul>
+<p>${e('queue_total', { count: countText(frame.language, page.total) })}</p>
+<ul class="counts" aria-labelledby="counts-heading">${page.counts.map((count) => `<li>${escapeHtml(count.reason_code)}: ${escapeHtml(countText(frame.language, count))}</li>`).join('')}</ul>
 <h2>${e('queue_heading')}</h2>
 ${table}
 <nav class="pager" aria-label="${e('queue_heading')}">${pager}</nav>

@@ -618,17 +618,45 @@ export async function listInReview(db: Queryable, white_label_id: string, filter
 }
 
 /**
- * How many of a brand's orders in review name each reason code (an order with two reasons counts under both):
- * an index-only scan of deposit_review_reasons_queue, whose size is the number of open reviews' reasons.
+ * How many of a brand's orders in review name each reason code (an order with two reasons counts under both),
+ * each count read up to `up_to` rows and no further: the codes come from a loose scan of
+ * deposit_review_reasons_queue (one probe per distinct code), each count from an index-only scan bounded by its
+ * LIMIT, so the work of one call is bounded by the number of codes times `up_to`, however long the queue.
  */
-export async function countInReviewByReason(db: Queryable, white_label_id: string, livemode: boolean | null): Promise<{ reason_code: string; count: number }[]> {
+export async function countInReviewByReason(db: Queryable, white_label_id: string, livemode: boolean | null, up_to: number): Promise<{ reason_code: string; count: number }[]> {
   const { rows } = await db.query<{ reason_code: string; count: string | number }>(
-    `SELECT reason_code, count(*) AS count FROM deposit_review_reasons
-      WHERE white_label_id = $1 AND ($2::boolean IS NULL OR livemode = $2::boolean)
-      GROUP BY reason_code ORDER BY reason_code`,
-    [white_label_id, livemode],
+    `WITH RECURSIVE codes(code) AS (
+       SELECT min(reason_code) FROM deposit_review_reasons WHERE white_label_id = $1
+       UNION ALL
+       SELECT (SELECT min(r.reason_code) FROM deposit_review_reasons r WHERE r.white_label_id = $1 AND r.reason_code > codes.code)
+         FROM codes WHERE codes.code IS NOT NULL
+     )
+     SELECT codes.code AS reason_code, counted.count
+       FROM codes, LATERAL (
+         SELECT count(*) AS count FROM (
+           SELECT 1 FROM deposit_review_reasons r
+            WHERE r.white_label_id = $1 AND r.reason_code = codes.code AND ($2::boolean IS NULL OR r.livemode = $2::boolean)
+            LIMIT $3) AS bounded) AS counted
+      WHERE codes.code IS NOT NULL AND counted.count > 0
+      ORDER BY codes.code LIMIT 100`,
+    [white_label_id, livemode, up_to],
   );
   return rows.map((row) => ({ reason_code: row.reason_code, count: Number(row.count) }));
+}
+
+/**
+ * How many of a brand's orders wait in review, read up to `up_to` and no further: an index-only scan of the
+ * projection's primary key, one entry per order and reason, bounded by its LIMIT.
+ */
+export async function countInReviewUpTo(db: Queryable, white_label_id: string, livemode: boolean | null, up_to: number): Promise<number> {
+  const { rows } = await db.query<{ count: string | number }>(
+    `SELECT count(*) AS count FROM (
+       SELECT DISTINCT deposit_id FROM deposit_review_reasons
+        WHERE white_label_id = $1 AND ($2::boolean IS NULL OR livemode = $2::boolean)
+        ORDER BY deposit_id LIMIT $3) AS bounded`,
+    [white_label_id, livemode, up_to],
+  );
+  return Number(rows[0]?.count ?? 0);
 }
 
 /** How many orders of a brand and environment wait in review: the queue ahead of a new entry. */

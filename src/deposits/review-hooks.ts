@@ -115,9 +115,14 @@ export class DepositReviewHooks {
     return rows.map((row) => ({ row, view: depositView(row, legs.filter((leg) => leg.deposit_id === row.deposit_id), { now }) }));
   }
 
-  /** How many of a brand's orders in review name each reason code. */
-  countInReviewByReason(db: Queryable, white_label_id: string, livemode: boolean | null): Promise<{ reason_code: string; count: number }[]> {
-    return repository.countInReviewByReason(db, white_label_id, livemode);
+  /** How many of a brand's orders in review name each reason code, each counted up to `up_to`. */
+  countInReviewByReason(db: Queryable, white_label_id: string, livemode: boolean | null, up_to: number): Promise<{ reason_code: string; count: number }[]> {
+    return repository.countInReviewByReason(db, white_label_id, livemode, up_to);
+  }
+
+  /** How many of a brand's orders wait in review (in one environment, or both), counted up to `up_to`. */
+  countInReviewUpTo(db: Queryable, white_label_id: string, livemode: boolean | null, up_to: number): Promise<number> {
+    return repository.countInReviewUpTo(db, white_label_id, livemode, up_to);
   }
 
   /** How many orders of a brand and environment wait in review. */

@@ -139,6 +139,9 @@ export class DepositService {
   countInReviewByReason(...args: Parameters<DepositReviewHooks['countInReviewByReason']>): ReturnType<DepositReviewHooks['countInReviewByReason']> {
     return this.reviewHooks.countInReviewByReason(...args);
   }
+  countInReviewUpTo(...args: Parameters<DepositReviewHooks['countInReviewUpTo']>): ReturnType<DepositReviewHooks['countInReviewUpTo']> {
+    return this.reviewHooks.countInReviewUpTo(...args);
+  }
   countInReview(...args: Parameters<DepositReviewHooks['countInReview']>): ReturnType<DepositReviewHooks['countInReview']> {
     return this.reviewHooks.countInReview(...args);
   }

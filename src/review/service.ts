@@ -16,6 +16,13 @@ import type { VerificationService } from '../verification/service.ts';
 import { rejectionOf, REVERSAL_DISPLAY_TH, type RejectionCode, type ReversalReasonCode } from './catalogue.ts';
 import * as repository from './repository.ts';
 
+
+/** The queue's counts are read up to this many orders; past it the desk says "more than". */
+export const QUEUE_COUNT_LIMIT = 1000;
+
+/** A count of the queue, read up to QUEUE_COUNT_LIMIT: `more` when there are more than `count`. */
+export type QueueCount<T extends object> = T & { count: number; more: boolean };
+
 /**
  * The review desk (issue 11): the queue of orders in review, what a reviewer reads about one, and the
  * decisions (approve, with four eyes where policy says; reject; escalate), each applied through the
@@ -197,15 +204,20 @@ export class ReviewService {
     });
   }
 
-  /** How many of the brand's orders in review name each reason code (the queue's counts per reason). */
-  queueCountsByReason(db: Queryable, white_label_id: string, livemode: boolean | null): Promise<{ reason_code: string; count: number }[]> {
-    return this.deps.deposits.countInReviewByReason(db, white_label_id, livemode);
+  /**
+   * How many of the brand's orders in review name each reason code (the queue's counts per reason), each counted
+   * up to QUEUE_COUNT_LIMIT: `more` says there are more than `count`. A page of the desk reads a bounded amount
+   * however long the backlog; the exact backlog is the operations gauge `reviews_open`.
+   */
+  async queueCountsByReason(db: Queryable, white_label_id: string, livemode: boolean | null): Promise<QueueCount<{ reason_code: string }>[]> {
+    const counts = await this.deps.deposits.countInReviewByReason(db, white_label_id, livemode, QUEUE_COUNT_LIMIT + 1);
+    return counts.map((entry) => ({ reason_code: entry.reason_code, count: Math.min(entry.count, QUEUE_COUNT_LIMIT), more: entry.count > QUEUE_COUNT_LIMIT }));
   }
 
-  /** How many of the brand's orders wait in review, in one environment or (null) both. */
-  async queueTotal(db: Queryable, white_label_id: string, livemode: boolean | null): Promise<number> {
-    if (livemode !== null) return this.deps.deposits.countInReview(db, white_label_id, livemode);
-    return (await this.deps.deposits.countInReview(db, white_label_id, false)) + (await this.deps.deposits.countInReview(db, white_label_id, true));
+  /** How many of the brand's orders wait in review, in one environment or (null) both, counted up to QUEUE_COUNT_LIMIT. */
+  async queueTotal(db: Queryable, white_label_id: string, livemode: boolean | null): Promise<QueueCount<object>> {
+    const count = await this.deps.deposits.countInReviewUpTo(db, white_label_id, livemode, QUEUE_COUNT_LIMIT + 1);
+    return { count: Math.min(count, QUEUE_COUNT_LIMIT), more: count > QUEUE_COUNT_LIMIT };
   }
 
   /** One order as a reviewer reads it; null when it is not an order of this brand. */

@@ -573,4 +573,24 @@ describe('the queue’s reasons (migration 0042)', () => {
     const escalated = await app.testDatabase.database.query<{ count: number }>(`SELECT count(*)::int AS count FROM deposit_review_reasons WHERE escalated`);
     expect(escalated.rows[0]!.count).toBeGreaterThan(0);
   });
+
+  it('the queue’s counts are exact up to their bound and stop there', async () => {
+    const { deposits } = app.instance.services;
+    const db = app.testDatabase.database;
+    const brand = app.sandbox.white_label_id;
+    const { rows } = await db.query<{ reason_code: string; count: number }>(
+      `SELECT reason_code, count(*)::int AS count FROM deposit_review_reasons WHERE white_label_id = $1 GROUP BY reason_code ORDER BY reason_code`,
+      [brand],
+    );
+    const { rows: orders } = await db.query<{ count: number }>(`SELECT count(*)::int AS count FROM deposit_orders WHERE white_label_id = $1 AND status = 'under_review'`, [brand]);
+    const total = orders[0]!.count;
+    expect(total).toBeGreaterThan(1);
+    expect(await deposits.countInReviewByReason(db, brand, null, 1_000)).toEqual(rows);
+    expect(await deposits.countInReviewByReason(db, brand, null, 1)).toEqual(rows.map((row) => ({ ...row, count: 1 })));
+    expect(await deposits.countInReviewUpTo(db, brand, null, 1_000)).toBe(total);
+    expect(await deposits.countInReviewUpTo(db, brand, null, total - 1)).toBe(total - 1);
+    expect(await deposits.countInReviewUpTo(db, brand, true, 1_000)).toBe(0);
+    // What the desk shows: the count, and whether it stopped at the bound.
+    expect(await app.instance.services.review.queueTotal(db, brand, null)).toEqual({ count: total, more: false });
+  });
 });
