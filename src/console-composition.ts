@@ -11,6 +11,7 @@ export function consolePageDependencies(services: Services): ConsolePageDependen
   return {
     sessions: services.consoleSessions,
     oidcSignIn: services.consoleOidcSignIn,
+    oidcSettings: services.consoleOidcSettings,
     presence: new CasePresence({ database: services.database, clock: services.clock, tenancy: services.tenancy }),
     review: services.review,
     claims: services.claims,

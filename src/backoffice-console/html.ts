@@ -83,6 +83,7 @@ const NAVIGATION: ReadonlyArray<{ path: string; text: ConsoleTextKey; roles: Rea
   { path: `${CONSOLE_PATH}/merchants`, text: 'nav_merchants', roles: ['operator', 'platform_admin'] },
   { path: `${CONSOLE_PATH}/orders`, text: 'nav_orders', roles: ['reviewer', 'operator', 'platform_admin'] },
   { path: `${CONSOLE_PATH}/audit`, text: 'nav_audit', roles: ['operator', 'platform_admin'] },
+  { path: `${CONSOLE_PATH}/sign-in-settings`, text: 'sign_in_settings_nav', roles: ['operator', 'platform_admin'] },
 ];
 
 function navigation(frame: PageFrame): string {

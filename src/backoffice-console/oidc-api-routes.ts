@@ -25,7 +25,7 @@ const ROLES: readonly BackofficeRole[] = ['platform_admin', 'operator'];
 const STAFF_PAGE_DEFAULT = 50;
 const STAFF_PAGE_MAXIMUM = 100;
 
-const providerBodySchema = z
+export const providerBodySchema = z
   .object({
     issuer: z.string().min(8).max(500),
     client_id: z.string().min(1).max(255),
@@ -35,7 +35,7 @@ const providerBodySchema = z
 
 const subjectSchema = z.string().min(1).max(255);
 
-const staffBodySchema = z
+export const staffBodySchema = z
   .object({
     subject: subjectSchema,
     role: z.enum(['reviewer', 'operator']),
@@ -44,10 +44,10 @@ const staffBodySchema = z
   })
   .strict();
 
-const staffRemoveBodySchema = z.object({ subject: subjectSchema }).strict();
+export const staffRemoveBodySchema = z.object({ subject: subjectSchema }).strict();
 
 const staffQuerySchema = z.object({ limit: limitParameter(STAFF_PAGE_MAXIMUM).optional(), cursor: z.string().max(1000).optional() }).strict();
-const staffCursorSchema = z.object({ v: z.literal(1), white_label_id: z.string(), after: z.string() }).strict();
+export const staffCursorSchema = z.object({ v: z.literal(1), white_label_id: z.string(), after: z.string() }).strict();
 
 const providerSchema = z
   .object({

@@ -20,6 +20,7 @@ import { cookieValues } from '../checkout/links.ts';
 import { applyRateHeaders, BUCKETS, isExceeded, windowStart, type BucketState } from '../http/rate-limit.ts';
 import { renderError } from '../platform/errors.ts';
 import type { ConsoleOidcSignIn } from './oidc-sign-in.ts';
+import type { ConsoleOidcSettings } from './oidc-settings.ts';
 import { CONSOLE_PATH, SESSION_COOKIE, type ConsoleSession, type ConsoleSessions } from './sessions.ts';
 import { renderMessage, type PageFrame } from './html.ts';
 import type { CasePresence } from './presence.ts';
@@ -53,6 +54,8 @@ export interface ConsolePageDependencies {
   presence: CasePresence;
   /** Signing in with a brand's OpenID Connect provider. */
   oidcSignIn: ConsoleOidcSignIn;
+  /** The brand's OpenID provider and staff list, kept on the sign-in settings page. */
+  oidcSettings: ConsoleOidcSettings;
   review: ReviewService;
   claims: ClaimService;
   disputes: DisputeService;
@@ -117,6 +120,7 @@ function pageOfAction(path: string): string {
   if (webhook?.[1]) return webhook[1];
   if (/^\/bo\/merchants\/[^/]+\/api-keys$/.test(path)) return path;
   if (path.startsWith(`${CONSOLE_PATH}/api-keys/`)) return `${CONSOLE_PATH}/merchants`;
+  if (path.startsWith(`${CONSOLE_PATH}/sign-in-settings/`)) return `${CONSOLE_PATH}/sign-in-settings`;
   // Any other decision's POST (`/bo/{area}/{id}/{action}`: claims, disputes) links to the page of the object it decided.
   const other = /^(\/bo\/[a-z-]+\/[^/]+)\/[a-z-]+$/.exec(path);
   if (other?.[1]) return other[1];

@@ -10,6 +10,7 @@ import { registerDisputePages } from './disputes-routes.ts';
 import { registerMerchantsPages } from './merchants-routes.ts';
 import { registerMerchantWebhookPages } from './merchant-webhooks-routes.ts';
 import { registerOrderPages } from './orders-routes.ts';
+import { registerSignInSettingsPages } from './sign-in-settings-routes.ts';
 import { registerAuditPages } from './audit-routes.ts';
 import { registerOidcPages } from './oidc-routes.ts';
 
@@ -135,6 +136,7 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePageDepe
       registerMerchantWebhookPages(scope, kit);
       registerOrderPages(scope, kit);
       registerAuditPages(scope, kit);
+      registerSignInSettingsPages(scope, kit);
     },
     { prefix: CONSOLE_PATH },
   );

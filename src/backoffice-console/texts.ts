@@ -11,6 +11,7 @@ import { CLAIMS_EN, CLAIMS_TH } from './claims-texts.ts';
 import { DISPUTES_EN, DISPUTES_TH } from './disputes-texts.ts';
 import { MERCHANTS_EN, MERCHANTS_TH } from './merchants-texts.ts';
 import { OIDC_EN, OIDC_TH } from './oidc-texts.ts';
+import { SIGN_IN_SETTINGS_EN, SIGN_IN_SETTINGS_TH } from './sign-in-settings-texts.ts';
 
 export type ConsoleLanguage = 'th' | 'en';
 
@@ -172,6 +173,7 @@ const TH = {
   ...ORDERS_TH,
   ...AUDIT_TH,
   ...OIDC_TH,
+  ...SIGN_IN_SETTINGS_TH,
 } as const;
 
 export type ConsoleTextKey = keyof typeof TH;
@@ -328,6 +330,7 @@ const EN: Record<ConsoleTextKey, string> = {
   ...ORDERS_EN,
   ...AUDIT_EN,
   ...OIDC_EN,
+  ...SIGN_IN_SETTINGS_EN,
 };
 
 export type ConsoleTexts = Record<ConsoleTextKey, string>;
