@@ -29,6 +29,12 @@ import * as repository from './sessions-repository.ts';
 
 export const SIGN_IN_LINK_LIFETIME_MS = 10 * 60 * 1000;
 export const SESSION_IDLE_LIMIT_MS = 30 * 60 * 1000;
+/**
+ * A page moves the idle limit on only when the last move is at least this old: a write and its commit on every page
+ * a reviewer opens would be most of a page's cost, and the idle limit needs no finer grain than a minute (a session
+ * ends between 29 and 30 idle minutes).
+ */
+export const SESSION_TOUCH_INTERVAL_MS = 60 * 1000;
 export const SESSION_ABSOLUTE_LIMIT_MS = 12 * 60 * 60 * 1000;
 export const SESSION_COOKIE = 'pg_bo_session';
 export const CONSOLE_PATH = '/bo';
@@ -166,7 +172,7 @@ export class ConsoleSessions {
       await repository.endSession(this.deps.database, row.session_id, now, 'credential_inactive');
       return null;
     }
-    if (touch) await repository.touchSession(this.deps.database, row.session_id, now);
+    if (touch && now.getTime() - row.last_seen_at.getTime() >= SESSION_TOUCH_INTERVAL_MS) await repository.touchSession(this.deps.database, row.session_id, now);
     return this.sessionOf(row, credential);
   }
 

@@ -621,7 +621,9 @@ export async function listInReview(db: Queryable, white_label_id: string, filter
  * How many of a brand's orders in review name each reason code (an order with two reasons counts under both),
  * each count read up to `up_to` rows and no further: the codes come from a loose scan of
  * deposit_review_reasons_queue (one probe per distinct code), each count from an index-only scan bounded by its
- * LIMIT, so the work of one call is bounded by the number of codes times `up_to`, however long the queue.
+ * LIMIT, so the work of one call is bounded by the number of codes times `up_to`, however long the queue. The
+ * inner ORDER BY is the index's own order: without it a generic plan may count by a sequential scan, which for a
+ * rare code reads the whole table before its LIMIT.
  */
 export async function countInReviewByReason(db: Queryable, white_label_id: string, livemode: boolean | null, up_to: number): Promise<{ reason_code: string; count: number }[]> {
   const { rows } = await db.query<{ reason_code: string; count: string | number }>(
@@ -636,7 +638,7 @@ export async function countInReviewByReason(db: Queryable, white_label_id: strin
          SELECT count(*) AS count FROM (
            SELECT 1 FROM deposit_review_reasons r
             WHERE r.white_label_id = $1 AND r.reason_code = codes.code AND ($2::boolean IS NULL OR r.livemode = $2::boolean)
-            LIMIT $3) AS bounded) AS counted
+            ORDER BY r.opened_at, r.deposit_id LIMIT $3) AS bounded) AS counted
       WHERE codes.code IS NOT NULL AND counted.count > 0
       ORDER BY codes.code LIMIT 100`,
     [white_label_id, livemode, up_to],
