@@ -1,12 +1,8 @@
-import fs from 'node:fs';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import sharp from 'sharp';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { ensureChromium, freePort, launchChromium } from '../support/browser.ts';
-import { caseInReview, consoleLink } from '../support/console.ts';
+import type { MerchantCredentials, TestApp } from '../support/app.ts';
+import { caseInReview, consoleLink, listeningConsoleApp } from '../support/console.ts';
+import { axeScan, consoleBrowser, shoot, signInWithLink, submitFormInPage } from '../support/console-browser.ts';
 import { depositPolicyBody } from '../support/slips.ts';
 import { consoleTexts, fill } from '../../src/backoffice-console/texts.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
@@ -19,14 +15,9 @@ import type { DepositView } from '../../src/deposits/service.ts';
  * test-results/backoffice/ (git-ignored), and with UPDATE_DOCS_SCREENSHOTS=1 into docs/images/backoffice/.
  */
 
-const chromiumPath = ensureChromium();
+const browser = consoleBrowser();
 const TH = consoleTexts('th');
 const EN = consoleTexts('en');
-const SCREENSHOTS = path.resolve('test-results/backoffice');
-const DOCS_SCREENSHOTS = path.resolve('docs/images/backoffice');
-const require = createRequire(import.meta.url);
-const AXE_SOURCE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
-const DESKTOP = { viewport: { width: 1280, height: 800 } } as const;
 const HOSTILE_REFERENCE = `<script>alert("ref")</script> 'quoted'`;
 
 /** The little of the browser the page functions below touch (this project's TypeScript has no DOM library). */
@@ -34,91 +25,37 @@ interface InPage {
   document: {
     querySelector(selector: string): { complete: boolean; naturalWidth: number; getAttribute(name: string): string | null } | null;
     activeElement: { id: string; className: string; textContent: string | null } | null;
-    createElement(tag: string): { method: string; action: string; append(child: unknown): void; submit(): void; name: string; value: string; type: string };
-    body: { append(child: unknown): void };
   };
-  axe: { run(context: unknown, options: unknown): Promise<{ violations: { id: string; impact: string | null; nodes: { target: unknown }[] }[] }> };
 }
 
-let browser: Browser;
 let app: TestApp;
 let base: string;
 let merchant: MerchantCredentials;
 let order: DepositView;
-const contexts: BrowserContext[] = [];
 
 beforeAll(async () => {
-  if (chromiumPath === null) return;
-  fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base } });
-  await app.instance.app.listen({ port, host: '127.0.0.1' });
+  if (browser.skipped) return;
+  ({ app, base } = await listeningConsoleApp());
   // Four eyes from 100.00 THB in test mode, so that the 101.00 THB case needs two reviewers.
   const policy = await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: depositPolicyBody({ white_label_id: app.sandbox.white_label_id, four_eyes_min_amount_minor: 10_000 }) });
   expect(policy.statusCode, policy.body).toBe(200);
   merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
   order = await caseInReview(app, merchant, HOSTILE_REFERENCE);
   expect(order.review?.four_eyes_required).toBe(true);
-  browser = await launchChromium(chromiumPath);
+  await browser.launch();
 }, 180_000);
 
 afterAll(async () => {
-  for (const context of contexts) await context.close().catch(() => undefined);
-  await browser?.close();
+  await browser.close();
   await app?.close();
 });
 
-/** A page in a fresh context (its own cookies), with console errors, failed loads and dialogs collected. */
-async function openPage(): Promise<{ page: Page; problems: string[] }> {
-  const context = await browser.newContext({ ...DESKTOP, locale: 'th-TH', timezoneId: 'Asia/Bangkok' });
-  contexts.push(context);
-  const page = await context.newPage();
-  const problems: string[] = [];
-  page.on('console', (message) => {
-    if (message.type() === 'error' && !/status of (401|403|404|409)/.test(message.text())) problems.push(message.text());
-  });
-  page.on('pageerror', (error) => problems.push(String(error)));
-  // A stored text that ran as script would open a dialog.
-  page.on('dialog', (dialog) => {
-    problems.push(`dialog: ${dialog.message()}`);
-    void dialog.dismiss();
-  });
-  return { page, problems };
-}
-
-async function axeScan(page: Page, label: string): Promise<void> {
-  await page.evaluate(AXE_SOURCE);
-  const violations = await page.evaluate(async () => {
-    const inPage = globalThis as unknown as InPage;
-    const result = await inPage.axe.run(inPage.document, { resultTypes: ['violations'] });
-    return result.violations.map((violation) => ({ id: violation.id, impact: violation.impact, targets: violation.nodes.map((node) => node.target) }));
-  });
-  const serious = violations.filter((violation) => violation.impact === 'serious' || violation.impact === 'critical');
-  expect(serious, `${label}: ${JSON.stringify(violations)}`).toEqual([]);
-}
-
-/**
- * Photographs the page into test-results/backoffice/; with UPDATE_DOCS_SCREENSHOTS=1 also into
- * docs/images/backoffice/, as a palette PNG (a few dozen kB instead of a few hundred) for docs/backoffice.md.
- */
-async function shoot(page: Page, name: string): Promise<void> {
-  const bytes = await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  if (process.env.UPDATE_DOCS_SCREENSHOTS === '1') {
-    fs.mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
-    await sharp(bytes).png({ palette: true, quality: 80, compressionLevel: 9 }).toFile(path.join(DOCS_SCREENSHOTS, `${name}.png`));
-  }
-}
-
 /** Signs in through the link's page, as a person pasting the CLI's link would. */
 async function signInAs(page: Page, name: string, label?: string): Promise<{ staff_id: string }> {
-  const link = await consoleLink(app, base, { brand: app.sandbox.white_label_id, role: 'reviewer', name });
-  await page.goto(link.url);
-  if (label) {
+  const link = await signInWithLink(page, app, base, { brand: app.sandbox.white_label_id, role: 'reviewer', name }, label ? async () => {
     await axeScan(page, `${label}: sign-in page`);
     await shoot(page, `${label}-sign-in`);
-  }
-  await Promise.all([page.waitForURL(`${base}/bo/reviews`), page.click('#sign-in-button')]);
+  } : undefined);
   return { staff_id: link.staff_id };
 }
 
@@ -129,9 +66,9 @@ async function slipShown(page: Page): Promise<void> {
   }, undefined, { timeout: 15_000 });
 }
 
-describe.skipIf(chromiumPath === null)('the back-office console in a browser: four eyes', () => {
+describe.skipIf(browser.skipped)('the back-office console in a browser: four eyes', () => {
   it('four eyes: a reviewer signs in by the CLI link, sees the slip, gives the first approval; another completes it', async () => {
-    const first = await openPage();
+    const first = await browser.openPage();
     const reviewerA = await signInAs(first.page, 'ผู้ตรวจสอบ ก', 'queue');
     await expect.poll(() => first.page.textContent('main')).toContain(HOSTILE_REFERENCE);
     await axeScan(first.page, 'queue');
@@ -157,7 +94,7 @@ describe.skipIf(chromiumPath === null)('the back-office console in a browser: fo
     await axeScan(first.page, 'case after the first approval');
     await shoot(first.page, 'case-first-approval');
 
-    const second = await openPage();
+    const second = await browser.openPage();
     await signInAs(second.page, 'ผู้ตรวจสอบ ข');
     await second.page.goto(`${base}/bo/reviews/${order.id}`);
     await slipShown(second.page);
@@ -177,9 +114,9 @@ describe.skipIf(chromiumPath === null)('the back-office console in a browser: fo
 
 });
 
-describe.skipIf(chromiumPath === null)('the back-office console in a browser: English, keyboard, refusals', () => {
+describe.skipIf(browser.skipped)('the back-office console in a browser: English, keyboard, refusals', () => {
   it('in English, by keyboard, with the refusal pages: 401, 404, 403, signed out', async () => {
-    const { page, problems } = await openPage();
+    const { page, problems } = await browser.openPage();
     await page.goto(`${base}/bo/reviews?lang=en`);
     expect(await page.textContent('h1')).toBe(EN.session_needed_heading);
     await axeScan(page, 'sign-in needed');
@@ -198,7 +135,7 @@ describe.skipIf(chromiumPath === null)('the back-office console in a browser: En
 
     // The operator's page has no decision forms; a decision sent anyway (a form made in the page) gets the 403 page.
     const link = await consoleLink(app, base, { brand: app.sandbox.white_label_id, role: 'operator', name: 'Desk operator' });
-    const operator = await openPage();
+    const operator = await browser.openPage();
     await operator.page.goto(`${link.url}?lang=en`);
     await Promise.all([operator.page.waitForURL(`${base}/bo/reviews?lang=en`), operator.page.click('#sign-in-button')]);
     const fresh = await caseInReview(app, merchant, 'operator-case');
@@ -207,19 +144,7 @@ describe.skipIf(chromiumPath === null)('the back-office console in a browser: En
     const csrf = await operator.page.getAttribute('input[name="csrf_token"]', 'value');
     await Promise.all([
       operator.page.waitForURL(`${base}/bo/reviews/${fresh.id}/approve?lang=en`),
-      operator.page.evaluate(({ action, token }) => {
-        const document = (globalThis as unknown as InPage).document;
-        const form = document.createElement('form');
-        form.method = 'post';
-        form.action = action;
-        const field = document.createElement('input');
-        field.type = 'hidden';
-        field.name = 'csrf_token';
-        field.value = token;
-        form.append(field);
-        document.body.append(form);
-        form.submit();
-      }, { action: `/bo/reviews/${fresh.id}/approve?lang=en`, token: csrf ?? '' }),
+      submitFormInPage(operator.page, `/bo/reviews/${fresh.id}/approve?lang=en`, [['csrf_token', csrf ?? '']]),
     ]);
     expect(await operator.page.textContent('h1')).toBe(EN.forbidden_heading);
     expect(await operator.page.textContent('main')).toContain(fill(EN.forbidden_decide, { role: EN.role_operator }));

@@ -1,12 +1,8 @@
-import fs from 'node:fs';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import sharp from 'sharp';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { ensureChromium, freePort, launchChromium } from '../support/browser.ts';
-import { consoleLink } from '../support/console.ts';
+import type { MerchantCredentials, TestApp } from '../support/app.ts';
+import { consoleAppWithMerchant } from '../support/console.ts';
+import { axeScan, consoleBrowser, shoot, signInWithLink, submitFormInPage } from '../support/console-browser.ts';
 import { disputedFill, disputeWorld, expiredOrder, lateSlipClaim, type DisputeWorld } from '../support/console-desk.ts';
 import { consoleTexts, fill } from '../../src/backoffice-console/texts.ts';
 import type { BackofficeClaimView } from '../../src/review/claims.ts';
@@ -21,105 +17,43 @@ import type { DisputeDetail } from '../../src/disputes/service.ts';
  * into docs/images/backoffice/ (as browser.test.ts does).
  */
 
-const chromiumPath = ensureChromium();
+const browser = consoleBrowser();
 const TH = consoleTexts('th');
 const EN = consoleTexts('en');
-const SCREENSHOTS = path.resolve('test-results/backoffice');
-const DOCS_SCREENSHOTS = path.resolve('docs/images/backoffice');
-const require = createRequire(import.meta.url);
-const AXE_SOURCE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
-const DESKTOP = { viewport: { width: 1280, height: 800 } } as const;
 const HOSTILE = `<script>alert("claim")</script> 'quoted' & "double"`;
 const NOTE = 'ตรวจสอบกับธนาคารแล้ว ไม่พบเงินโอนเข้าตามที่ผู้ชำระแจ้ง <b>"ok"</b>';
 
-/** The little of the browser the page functions below touch (this project's TypeScript has no DOM library). */
-interface InPage {
-  document: {
-    createElement(tag: string): { method: string; action: string; append(child: unknown): void; submit(): void; name: string; value: string; type: string };
-    body: { append(child: unknown): void };
-  };
-  axe: { run(context: unknown, options: unknown): Promise<{ violations: { id: string; impact: string | null; nodes: { target: unknown }[] }[] }> };
-}
-
-let browser: Browser;
 let app: TestApp;
 let base: string;
 let merchant: MerchantCredentials;
 let claim: BackofficeClaimView;
 let world: DisputeWorld;
 let dispute: DisputeDetail;
-const contexts: BrowserContext[] = [];
 
 beforeAll(async () => {
-  if (chromiumPath === null) return;
-  fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base } });
-  await app.instance.app.listen({ port, host: '127.0.0.1' });
-  merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+  if (browser.skipped) return;
+  ({ app, base, merchant } = await consoleAppWithMerchant());
   const deposit_id = await expiredOrder(app, merchant);
   await lateSlipClaim(app, app.sandbox.white_label_id, deposit_id, { trans_ref: 'LATE0001', note: 'โอนช้าไปหนึ่งวัน' });
   claim = await lateSlipClaim(app, app.sandbox.white_label_id, deposit_id, { trans_ref: 'LATE0002', note: HOSTILE });
   world = await disputeWorld(app);
   dispute = await disputedFill(app, world, { note: HOSTILE, reference: 'STMT-2026-11-28-0042', evidence_note: `ไม่พบยอดเงินเข้าในรายการเดินบัญชี ${HOSTILE}` });
-  browser = await launchChromium(chromiumPath);
+  await browser.launch();
 }, 240_000);
 
 afterAll(async () => {
-  for (const context of contexts) await context.close().catch(() => undefined);
-  await browser?.close();
+  await browser.close();
   await app?.close();
 });
 
-/** A page in a fresh context (its own cookies), with console errors, failed loads and dialogs collected. */
-async function openPage(): Promise<{ page: Page; problems: string[] }> {
-  const context = await browser.newContext({ ...DESKTOP, locale: 'th-TH', timezoneId: 'Asia/Bangkok' });
-  contexts.push(context);
-  const page = await context.newPage();
-  const problems: string[] = [];
-  page.on('console', (message) => {
-    if (message.type() === 'error' && !/status of (401|403|404|409)/.test(message.text())) problems.push(message.text());
-  });
-  page.on('pageerror', (error) => problems.push(String(error)));
-  // A stored text that ran as script would open a dialog.
-  page.on('dialog', (dialog) => {
-    problems.push(`dialog: ${dialog.message()}`);
-    void dialog.dismiss();
-  });
-  return { page, problems };
-}
-
-async function axeScan(page: Page, label: string): Promise<void> {
-  await page.evaluate(AXE_SOURCE);
-  const violations = await page.evaluate(async () => {
-    const inPage = globalThis as unknown as InPage;
-    const result = await inPage.axe.run(inPage.document, { resultTypes: ['violations'] });
-    return result.violations.map((violation) => ({ id: violation.id, impact: violation.impact, targets: violation.nodes.map((node) => node.target) }));
-  });
-  const serious = violations.filter((violation) => violation.impact === 'serious' || violation.impact === 'critical');
-  expect(serious, `${label}: ${JSON.stringify(violations)}`).toEqual([]);
-}
-
-/** Photographs the page into test-results/backoffice/, and with UPDATE_DOCS_SCREENSHOTS=1 into the docs as a palette PNG. */
-async function shoot(page: Page, name: string): Promise<void> {
-  const bytes = await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  if (process.env.UPDATE_DOCS_SCREENSHOTS === '1') {
-    fs.mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
-    await sharp(bytes).png({ palette: true, quality: 80, compressionLevel: 9 }).toFile(path.join(DOCS_SCREENSHOTS, `${name}.png`));
-  }
-}
-
 /** Signs in through the link's page, as a person pasting the CLI's link would. */
 async function signInAs(page: Page, brand: string, role: 'reviewer' | 'operator', name: string): Promise<void> {
-  const link = await consoleLink(app, base, { brand, role, name });
-  await page.goto(link.url);
-  await Promise.all([page.waitForURL(`${base}/bo/reviews`), page.click('#sign-in-button')]);
+  await signInWithLink(page, app, base, { brand, role, name });
 }
 
-describe.skipIf(chromiumPath === null)('the claims desk in a browser', () => {
+describe.skipIf(browser.skipped)('the claims desk in a browser', () => {
   it('an operator lists claims, reads one with its evidence as text, and resolves it', async () => {
-    const { page, problems } = await openPage();
+    const { page, problems } = await browser.openPage();
     await signInAs(page, app.sandbox.white_label_id, 'operator', 'เจ้าหน้าที่ เคลม');
     await Promise.all([page.waitForURL(`${base}/bo/claims`), page.click('nav a[href="/bo/claims"]')]);
     expect(await page.textContent('h1')).toBe(TH.claims_heading);
@@ -150,28 +84,18 @@ describe.skipIf(chromiumPath === null)('the claims desk in a browser', () => {
   }, 120_000);
 
   it("a reviewer reads a claim without forms, and a resolution sent anyway gets the 403 page", async () => {
-    const { page, problems } = await openPage();
+    const { page, problems } = await browser.openPage();
     await signInAs(page, app.sandbox.white_label_id, 'reviewer', 'ผู้ตรวจสอบ เคลม');
     await page.goto(`${base}/bo/claims/${claim.id}?lang=en`);
     expect(await page.textContent('main')).toContain(EN.claims_closed);
     const csrf = await page.getAttribute('input[name="csrf_token"]', 'value');
     await Promise.all([
       page.waitForURL(`${base}/bo/claims/${claim.id}/resolve?lang=en`),
-      page.evaluate(({ action, token }) => {
-        const document = (globalThis as unknown as InPage).document;
-        const form = document.createElement('form');
-        form.method = 'post';
-        form.action = action;
-        for (const [name, value] of [['csrf_token', token], ['resolution_code', 'refunded_to_payer'], ['note', 'A reviewer tries to resolve this claim anyway.']]) {
-          const field = document.createElement('input');
-          field.type = 'hidden';
-          field.name = name!;
-          field.value = value!;
-          form.append(field);
-        }
-        document.body.append(form);
-        form.submit();
-      }, { action: `/bo/claims/${claim.id}/resolve?lang=en`, token: csrf ?? '' }),
+      submitFormInPage(page, `/bo/claims/${claim.id}/resolve?lang=en`, [
+        ['csrf_token', csrf ?? ''],
+        ['resolution_code', 'refunded_to_payer'],
+        ['note', 'A reviewer tries to resolve this claim anyway.'],
+      ]),
     ]);
     expect(await page.textContent('h1')).toBe(EN.forbidden_heading);
     expect(await page.textContent('main')).toContain(fill(EN.claims_forbidden_decide, { role: EN.role_reviewer }));
@@ -181,9 +105,9 @@ describe.skipIf(chromiumPath === null)('the claims desk in a browser', () => {
   }, 120_000);
 });
 
-describe.skipIf(chromiumPath === null)('the disputes pages in a browser', () => {
+describe.skipIf(browser.skipped)('the disputes pages in a browser', () => {
   it('an operator lists disputes, reads one with its deadline and evidence, and resolves it', async () => {
-    const { page, problems } = await openPage();
+    const { page, problems } = await browser.openPage();
     await signInAs(page, world.brand, 'operator', 'เจ้าหน้าที่ ข้อพิพาท');
     await Promise.all([page.waitForURL(`${base}/bo/disputes`), page.click('nav a[href="/bo/disputes"]')]);
     expect(await page.textContent('h1')).toBe(TH.disputes_heading);

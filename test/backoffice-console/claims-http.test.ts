@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { freePort } from '../support/browser.ts';
-import { consoleGet, consolePost, formTokens, signIn } from '../support/console.ts';
+import type { MerchantCredentials, TestApp } from '../support/app.ts';
+import { auditTrail, consoleAppWithMerchant, consoleGet, consolePost, expectConsolePageHeaders, formTokens, signIn } from '../support/console.ts';
 import { disputedFill, disputeWorld, expiredOrder, lateSlipClaim, type DisputeWorld } from '../support/console-desk.ts';
-import { CONSOLE_CONTENT_SECURITY_POLICY } from '../../src/backoffice-console/routes.ts';
 import { consoleTexts } from '../../src/backoffice-console/texts.ts';
 import { escapeHtml } from '../../src/backoffice-console/html.ts';
 import type { BackofficeClaimView } from '../../src/review/claims.ts';
@@ -31,11 +29,7 @@ let world: DisputeWorld;
 const disputes: DisputeDetail[] = [];
 
 beforeAll(async () => {
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base } });
-  await app.instance.app.listen({ port, host: '127.0.0.1' });
-  merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+  ({ app, base, merchant } = await consoleAppWithMerchant());
   deposit_id = await expiredOrder(app, merchant);
   const system = { actor_type: 'system' as const, actor_id: 'console-claims-test', request_id: null };
   apiOperator = (await app.instance.services.tenancy.createBackofficeCredential(system, { white_label_id: brand(), role: 'operator', name: 'API operator' })).token;
@@ -61,20 +55,10 @@ async function claimOverApi(id: string): Promise<BackofficeClaimView> {
   return response.json<BackofficeClaimView>();
 }
 
-async function auditOf(id: string): Promise<{ action: string; actor_id: string }[]> {
-  const { rows } = await app.testDatabase.database.query<{ action: string; actor_id: string }>('SELECT action, actor_id FROM audit_log WHERE target_id = $1 ORDER BY created_at, audit_id', [id]);
-  return rows;
-}
-
 async function disputeOverApi(id: string): Promise<DisputeDetail> {
   const response = await app.backoffice({ url: `/v1/bo/disputes/${id}?white_label_id=${world.brand}` });
   expect(response.statusCode, response.body).toBe(200);
   return response.json<DisputeDetail>();
-}
-
-function expectPageHeaders(response: Response): void {
-  expect(response.headers.get('content-security-policy')).toBe(CONSOLE_CONTENT_SECURITY_POLICY);
-  expect(response.headers.get('cache-control')).toBe('no-store');
 }
 
 /** The claim as a decision leaves it, without what differs between two claims or two deciders. */
@@ -89,7 +73,7 @@ describe('claims: list and detail', () => {
     const { cookie } = await signIn(app, base, { brand: brand(), role: 'reviewer', name: 'Claims reader' });
     const first = await consoleGet(base, `/bo/claims?deposit_id=${deposit_id}&status=open`, cookie);
     expect(first.status).toBe(200);
-    expectPageHeaders(first);
+    expectConsolePageHeaders(first);
     const html = await first.text();
     const ids = (text: string) => [...text.matchAll(/href="\/bo\/claims\/(clm_[0-9A-Za-z]+)"/g)].map((match) => match[1]);
     const firstIds = ids(html);
@@ -137,7 +121,7 @@ describe('claims: decisions and roles', () => {
     for (const action of ['resolve', 'investigate', 'reject']) {
       const refused = await consolePost(base, `/bo/claims/${claim.id}/${action}`, cookie, { csrf_token, resolution_code: 'no_transfer_found', note: NOTE });
       expect(refused.status, action).toBe(403);
-      expectPageHeaders(refused);
+      expectConsolePageHeaders(refused);
       expect(await refused.text()).toContain(escapeHtml(TH.claims_forbidden_decide.replace('{role}', TH.role_reviewer)));
     }
     // The API answers the reviewer the same way.
@@ -172,8 +156,8 @@ describe('claims: decisions and roles', () => {
     const consoleClaim = await claimOverApi(throughConsole.id);
     expect(decided(consoleClaim)).toEqual(decided(await claimOverApi(throughApi.id)));
     expect(consoleClaim).toMatchObject({ status: 'resolved', investigated_by: link.credential_id, resolved_by: link.credential_id });
-    expect((await auditOf(throughConsole.id)).map((row) => row.action)).toEqual((await auditOf(throughApi.id)).map((row) => row.action));
-    expect((await auditOf(throughConsole.id)).filter((row) => row.action !== 'claim.opened').every((row) => row.actor_id === link.credential_id)).toBe(true);
+    expect((await auditTrail(app, throughConsole.id)).map((row) => row.action)).toEqual((await auditTrail(app, throughApi.id)).map((row) => row.action));
+    expect((await auditTrail(app, throughConsole.id)).filter((row) => row.action !== 'claim.opened').every((row) => row.actor_id === link.credential_id)).toBe(true);
     // The page shows the outcome and the internal note as text, and no more forms.
     const page = await (await consoleGet(base, `/bo/claims/${throughConsole.id}?done=resolved`, cookie)).text();
     expect(page).toContain(escapeHtml(TH.claims_done_resolved));
@@ -217,7 +201,7 @@ describe('claims: races, CSRF and other brands', () => {
     const crossSite = await consolePost(base, `/bo/claims/${claim.id}/reject`, cookie, { decision_key, note: NOTE, csrf_token }, { 'sec-fetch-site': 'cross-site' });
     expect(crossSite.status).toBe(403);
     expect(await claimOverApi(claim.id)).toMatchObject({ status: 'open', version: 1 });
-    expect((await auditOf(claim.id)).map((row) => row.action)).toEqual(['claim.opened']);
+    expect((await auditTrail(app, claim.id)).map((row) => row.action)).toEqual(['claim.opened']);
   });
 
   it("another brand's claim is the 404 page, to read and to decide", async () => {
@@ -241,7 +225,7 @@ describe('disputes: list, detail and roles', () => {
     const { cookie } = await signIn(app, base, { brand: world.brand, role: 'operator', name: 'Disputes operator' });
     const list = await consoleGet(base, '/bo/disputes?status=open', cookie);
     expect(list.status).toBe(200);
-    expectPageHeaders(list);
+    expectConsolePageHeaders(list);
     const html = await list.text();
     for (const dispute of disputes) expect(html).toContain(`href="/bo/disputes/${dispute.id}"`);
     expect(html).toContain(escapeHtml(TH.disputes_flag_on_hold));
@@ -312,7 +296,7 @@ describe('disputes: resolutions', () => {
     expect(byConsole.resolution?.resolver_id).toBe(first.link.credential_id);
     const depositStatus = async (id: string) => (await app.signed({ url: `/v1/pay/deposits/${id}`, credentials: world.depositor })).json<{ status: string }>().status;
     expect(await depositStatus(byConsole.deposit_id)).toBe(await depositStatus(byApi.deposit_id));
-    const audit = async (id: string) => (await auditOf(id)).map((row) => row.action);
+    const audit = async (id: string) => (await auditTrail(app, id)).map((row) => row.action);
     expect(await audit(throughConsole.id)).toEqual(await audit(throughApi.id));
 
     const lost = await consolePost(base, `/bo/disputes/${throughConsole.id}/resolve`, late.cookie, { ...lateTokens, outcome: 'withdrawer', note: NOTE });

@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { freePort } from '../support/browser.ts';
-import { caseInReview, consoleGet, consoleLink, consolePost, formTokens, sessionCookieOf, signIn, useLink } from '../support/console.ts';
-import { CONSOLE_CONTENT_SECURITY_POLICY } from '../../src/backoffice-console/routes.ts';
+import type { MerchantCredentials, TestApp } from '../support/app.ts';
+import { auditTrail, caseInReview, consoleAppWithMerchant, consoleGet, consoleLink, consolePost, expectConsolePageHeaders, formTokens, sessionCookieOf, signIn, useLink } from '../support/console.ts';
 import { consoleTexts } from '../../src/backoffice-console/texts.ts';
 import { escapeHtml } from '../../src/backoffice-console/html.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
@@ -25,12 +23,7 @@ let base: string;
 let merchant: MerchantCredentials;
 
 beforeAll(async () => {
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  // The console's own origin (BACKOFFICE_BASE_URL) names the address the CLI's links point at.
-  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base } });
-  await app.instance.app.listen({ port, host: '127.0.0.1' });
-  merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+  ({ app, base, merchant } = await consoleAppWithMerchant());
 }, 60_000);
 
 afterAll(async () => {
@@ -40,8 +33,7 @@ afterAll(async () => {
 const brand = () => app.sandbox.white_label_id;
 
 async function auditActions(target_id: string): Promise<string[]> {
-  const { rows } = await app.testDatabase.database.query<{ action: string }>('SELECT action FROM audit_log WHERE target_id = $1 ORDER BY created_at, audit_id', [target_id]);
-  return rows.map((row) => row.action);
+  return (await auditTrail(app, target_id)).map((entry) => entry.action);
 }
 
 async function depositStatus(id: string): Promise<string> {
@@ -54,8 +46,7 @@ async function decisionCount(id: string): Promise<number> {
 }
 
 function expectPageHeaders(response: Response): void {
-  expect(response.headers.get('content-security-policy')).toBe(CONSOLE_CONTENT_SECURITY_POLICY);
-  expect(response.headers.get('cache-control')).toBe('no-store');
+  expectConsolePageHeaders(response);
   expect(response.headers.get('x-frame-options')).toBe('DENY');
   expect(response.headers.get('referrer-policy')).toBe('no-referrer');
   expect(response.headers.get('x-content-type-options')).toBe('nosniff');

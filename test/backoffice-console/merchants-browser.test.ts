@@ -1,12 +1,8 @@
-import fs from 'node:fs';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import sharp from 'sharp';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../support/app.ts';
-import { ensureChromium, freePort, launchChromium } from '../support/browser.ts';
-import { consoleLink } from '../support/console.ts';
+import type { TestApp } from '../support/app.ts';
+import { listeningConsoleApp } from '../support/console.ts';
+import { axeScan, consoleBrowser, shoot, signInWithLink } from '../support/console-browser.ts';
 import { answer, startScriptedReceiver, type ScriptedReceiver } from '../support/webhook-receivers.ts';
 import { consoleTexts, fill } from '../../src/backoffice-console/texts.ts';
 import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
@@ -22,31 +18,19 @@ import type { BalanceTransactionView } from '../../src/ledger/service.ts';
  * is photographed into test-results/backoffice/, and with UPDATE_DOCS_SCREENSHOTS=1 into docs/images/backoffice/.
  */
 
-const chromiumPath = ensureChromium();
+// Besides the console's usual refusals, a 422 answer is not counted as a problem in this file's pages.
+const browser = consoleBrowser({ expected_statuses: [401, 403, 404, 409, 422] });
 const TH = consoleTexts('th');
 const EN = consoleTexts('en');
-const SCREENSHOTS = path.resolve('test-results/backoffice');
-const DOCS_SCREENSHOTS = path.resolve('docs/images/backoffice');
-const require = createRequire(import.meta.url);
-const AXE_SOURCE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
-const DESKTOP = { viewport: { width: 1280, height: 800 } } as const;
 const HOSTILE = `<script>alert("name")</script> 'ร้าน "ทดสอบ"'`;
 const HOUR = 3_600_000;
 
-/** The little of the browser the page functions below touch (this project's TypeScript has no DOM library). */
-interface InPage {
-  document: unknown;
-  axe: { run(context: unknown, options: unknown): Promise<{ violations: { id: string; impact: string | null; nodes: { target: unknown }[] }[] }> };
-}
-
-let browser: Browser;
 let app: TestApp;
 let base: string;
 let receiver: ScriptedReceiver;
 let merchant: MerchantView;
 let endpoint: EndpointView;
 let delivery: DeliveryView;
-const contexts: BrowserContext[] = [];
 
 /** The hostile merchant's history: six credits an hour apart, the first cleared, one held, a reservation. */
 async function walletHistory(): Promise<void> {
@@ -81,77 +65,37 @@ async function endpointWithFailedDelivery(): Promise<void> {
 }
 
 beforeAll(async () => {
-  if (chromiumPath === null) return;
-  fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base }, webhooks: { settings: { sandbox_loopback: true, timeout_ms: 5_000 } } });
-  await app.instance.app.listen({ port, host: '127.0.0.1' });
+  if (browser.skipped) return;
+  ({ app, base } = await listeningConsoleApp({ webhooks: { settings: { sandbox_loopback: true, timeout_ms: 5_000 } } }));
   receiver = await startScriptedReceiver({ tls: null, behaviour: () => answer(503) });
   const created = await app.backoffice({ method: 'POST', url: '/v1/bo/merchants', body: { name: HOSTILE, white_label_id: app.sandbox.white_label_id } });
   expect(created.statusCode, created.body).toBe(201);
   merchant = created.json<MerchantView>();
   await walletHistory();
   await endpointWithFailedDelivery();
-  browser = await launchChromium(chromiumPath);
+  await browser.launch();
 }, 180_000);
 
 afterAll(async () => {
-  for (const context of contexts) await context.close().catch(() => undefined);
-  await browser?.close();
+  await browser.close();
   await app?.instance.services.webhooks.dispatcher.stop();
   await receiver?.close();
   await app?.close();
 });
 
-/** A page in a fresh context (its own cookies), with console errors, failed loads and dialogs collected. */
-async function openPage(): Promise<{ page: Page; problems: string[] }> {
-  const context = await browser.newContext({ ...DESKTOP, locale: 'th-TH', timezoneId: 'Asia/Bangkok' });
-  contexts.push(context);
-  const page = await context.newPage();
-  const problems: string[] = [];
-  page.on('console', (message) => {
-    if (message.type() === 'error' && !/status of (401|403|404|409|422)/.test(message.text())) problems.push(message.text());
-  });
-  page.on('pageerror', (error) => problems.push(String(error)));
-  // A stored text that ran as script would open a dialog.
-  page.on('dialog', (dialog) => {
-    problems.push(`dialog: ${dialog.message()}`);
-    void dialog.dismiss();
-  });
-  return { page, problems };
-}
-
-async function axeScan(page: Page, label: string): Promise<void> {
-  await page.evaluate(AXE_SOURCE);
-  const violations = await page.evaluate(async () => {
-    const inPage = globalThis as unknown as InPage;
-    const result = await inPage.axe.run(inPage.document, { resultTypes: ['violations'] });
-    return result.violations.map((violation) => ({ id: violation.id, impact: violation.impact, targets: violation.nodes.map((node) => node.target) }));
-  });
-  const serious = violations.filter((violation) => violation.impact === 'serious' || violation.impact === 'critical');
-  expect(serious, `${label}: ${JSON.stringify(violations)}`).toEqual([]);
-}
-
 /** Checks the page with axe-core and photographs it (for docs/backoffice.md with UPDATE_DOCS_SCREENSHOTS=1, as a palette PNG). */
 async function checkAndShoot(page: Page, name: string): Promise<void> {
   await axeScan(page, name);
-  const bytes = await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  if (process.env.UPDATE_DOCS_SCREENSHOTS === '1') {
-    fs.mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
-    await sharp(bytes).png({ palette: true, quality: 80, compressionLevel: 9 }).toFile(path.join(DOCS_SCREENSHOTS, `${name}.png`));
-  }
+  await shoot(page, name);
 }
 
 async function signInAs(page: Page, role: 'operator' | 'reviewer', name: string): Promise<void> {
-  const link = await consoleLink(app, base, { brand: app.sandbox.white_label_id, role, name });
-  await page.goto(link.url);
-  await Promise.all([page.waitForURL(`${base}/bo/reviews`), page.click('#sign-in-button')]);
+  await signInWithLink(page, app, base, { brand: app.sandbox.white_label_id, role, name });
 }
 
-describe.skipIf(chromiumPath === null)('the merchants area in a browser', () => {
+describe.skipIf(browser.skipped)('the merchants area in a browser', () => {
   it('an operator: the list, a merchant, its wallet', async () => {
-    const { page, problems } = await openPage();
+    const { page, problems } = await browser.openPage();
     await signInAs(page, 'operator', 'ผู้ดูแลร้านค้า');
     await Promise.all([page.waitForURL(`${base}/bo/merchants`), page.click(`nav a[href="/bo/merchants"]`)]);
     expect(await page.textContent('main')).toContain(HOSTILE);
@@ -172,7 +116,7 @@ describe.skipIf(chromiumPath === null)('the merchants area in a browser', () => 
   }, 120_000);
 
   it('an operator: API keys, created (the secrets once), then suspended', async () => {
-    const { page, problems } = await openPage();
+    const { page, problems } = await browser.openPage();
     await signInAs(page, 'operator', 'ผู้ดูแลคีย์');
     await page.goto(`${base}/bo/merchants/${merchant.id}/api-keys`);
     expect(await page.textContent('main')).toContain(TH.merchants_keys_none);
@@ -194,7 +138,7 @@ describe.skipIf(chromiumPath === null)('the merchants area in a browser', () => 
   }, 120_000);
 
   it('a reviewer: the endpoint, the failed delivery with its answers, resend and replay; the list is refused', async () => {
-    const { page, problems } = await openPage();
+    const { page, problems } = await browser.openPage();
     await signInAs(page, 'reviewer', 'ผู้ตรวจเว็บฮุก');
     await page.goto(`${base}/bo/merchants/${merchant.id}`);
     await Promise.all([page.waitForURL(`${base}/bo/merchants/${merchant.id}/webhooks/${endpoint.id}`), page.click(`a[href="/bo/merchants/${merchant.id}/webhooks/${endpoint.id}"]`)]);

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { freePort } from '../support/browser.ts';
-import { consoleGet, consolePost, formTokens, signIn } from '../support/console.ts';
+import type { MerchantCredentials, TestApp } from '../support/app.ts';
+import { consoleGet, consolePost, formTokens, listeningConsoleApp, signIn } from '../support/console.ts';
 import { answer, startScriptedReceiver, type ScriptedReceiver } from '../support/webhook-receivers.ts';
 import { consoleTexts } from '../../src/backoffice-console/texts.ts';
 import { escapeHtml } from '../../src/backoffice-console/html.ts';
@@ -32,10 +31,7 @@ let operatorCookie: string;
 let reviewerCookie: string;
 
 beforeAll(async () => {
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base }, webhooks: { settings: { sandbox_loopback: true, timeout_ms: 5_000 } } });
-  await app.instance.app.listen({ port, host: '127.0.0.1' });
+  ({ app, base } = await listeningConsoleApp({ webhooks: { settings: { sandbox_loopback: true, timeout_ms: 5_000 } } }));
   // Deliveries to /ok succeed, to anything else fail with 500 (and are retried).
   receiver = await startScriptedReceiver({ tls: null, behaviour: (request) => answer(request.path.endsWith('/ok') ? 200 : 500) });
   const created = await app.backoffice({ method: 'POST', url: '/v1/bo/merchants', body: { name: HOSTILE, white_label_id: brand() } });

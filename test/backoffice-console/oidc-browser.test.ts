@@ -1,11 +1,8 @@
-import fs from 'node:fs';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import sharp from 'sharp';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../support/app.ts';
-import { ensureChromium, freePort, launchChromium } from '../support/browser.ts';
+import type { TestApp } from '../support/app.ts';
+import { listeningConsoleApp } from '../support/console.ts';
+import { axeScan, consoleBrowser, shoot } from '../support/console-browser.ts';
 import { startOpenIdProvider, type TestOpenIdProvider } from '../support/oidc-provider.ts';
 import { consoleTexts } from '../../src/backoffice-console/texts.ts';
 
@@ -17,33 +14,18 @@ import { consoleTexts } from '../../src/backoffice-console/texts.ts';
  * altered on the way back is refused. axe-core checks the console's new pages (not the provider's own pages).
  */
 
-const chromiumPath = ensureChromium();
+const browser = consoleBrowser();
 const TH = consoleTexts('th');
 const EN = consoleTexts('en');
-const SCREENSHOTS = path.resolve('test-results/backoffice');
-const DOCS_SCREENSHOTS = path.resolve('docs/images/backoffice');
-const require = createRequire(import.meta.url);
-const AXE_SOURCE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
-interface InPage {
-  document: unknown;
-  axe: { run(context: unknown, options: unknown): Promise<{ violations: { id: string; impact: string | null; nodes: { target: unknown }[] }[] }> };
-}
-
-let browser: Browser;
 let app: TestApp;
 let base: string;
 let provider: TestOpenIdProvider;
 let operatorToken: string;
-const contexts: BrowserContext[] = [];
 
 beforeAll(async () => {
-  if (chromiumPath === null) return;
-  fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base } });
-  await app.instance.app.listen({ port, host: '127.0.0.1' });
+  if (browser.skipped) return;
+  ({ app, base } = await listeningConsoleApp());
   provider = await startOpenIdProvider({ redirect_uri: `${base}/bo/oidc/callback` });
   const actor = { actor_type: 'system' as const, actor_id: 'oidc-browser-test', request_id: null };
   operatorToken = (await app.instance.services.tenancy.createBackofficeCredential(actor, { white_label_id: app.sandbox.white_label_id, role: 'operator', name: 'Brand administrator' })).token;
@@ -63,39 +45,18 @@ beforeAll(async () => {
     token: operatorToken,
   });
   expect(listed.statusCode, listed.body).toBe(200);
-  browser = await launchChromium(chromiumPath);
+  await browser.launch();
 }, 180_000);
 
 afterAll(async () => {
-  for (const context of contexts) await context.close().catch(() => undefined);
-  await browser?.close();
+  await browser.close();
   await provider?.close();
   await app?.close();
 });
 
+/** A page in a fresh context; these tests look at the console's answers, not at the problems the page collects. */
 async function openPage(): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'th-TH', timezoneId: 'Asia/Bangkok' });
-  contexts.push(context);
-  return context.newPage();
-}
-
-async function axeScan(page: Page, label: string): Promise<void> {
-  await page.evaluate(AXE_SOURCE);
-  const violations = await page.evaluate(async () => {
-    const inPage = globalThis as unknown as InPage;
-    const result = await inPage.axe.run(inPage.document, { resultTypes: ['violations'] });
-    return result.violations.map((violation) => ({ id: violation.id, impact: violation.impact, targets: violation.nodes.map((node) => node.target) }));
-  });
-  const serious = violations.filter((violation) => violation.impact === 'serious' || violation.impact === 'critical');
-  expect(serious, `${label}: ${JSON.stringify(violations)}`).toEqual([]);
-}
-
-async function shoot(page: Page, name: string): Promise<void> {
-  const bytes = await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  if (process.env.UPDATE_DOCS_SCREENSHOTS === '1') {
-    fs.mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
-    await sharp(bytes).png({ palette: true, quality: 80, compressionLevel: 9 }).toFile(path.join(DOCS_SCREENSHOTS, `${name}.png`));
-  }
+  return (await browser.openPage()).page;
 }
 
 /** Starts the brand's sign-in and signs in at the provider's development pages as `subject`. */
@@ -114,7 +75,7 @@ async function auditRows(action: string): Promise<Array<{ actor_id: string; deta
   return rows.map((row) => ({ actor_id: row.actor_id, details: typeof row.details === 'string' ? (JSON.parse(row.details) as Record<string, unknown>) : row.details }));
 }
 
-describe.skipIf(chromiumPath === null)("signing in with the brand's OpenID provider", () => {
+describe.skipIf(browser.skipped)("signing in with the brand's OpenID provider", () => {
   it('a listed reviewer signs in at the provider and sees the review queue; the sign-in is audited', async () => {
     const page = await openPage();
     await signInAtProvider(page, 'somsri@brand.test');
@@ -147,7 +108,7 @@ describe.skipIf(chromiumPath === null)("signing in with the brand's OpenID provi
 
 });
 
-describe.skipIf(chromiumPath === null)("a sign-in with the brand's OpenID provider that goes wrong", () => {
+describe.skipIf(browser.skipped)("a sign-in with the brand's OpenID provider that goes wrong", () => {
   it('an answer whose state was altered on the way back is refused, and signs nobody in', async () => {
     const page = await openPage();
     let tampered = '';

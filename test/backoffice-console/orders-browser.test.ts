@@ -1,13 +1,9 @@
 import crypto from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
-import { createRequire } from 'node:module';
-import sharp from 'sharp';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { ensureChromium, freePort, launchChromium } from '../support/browser.ts';
-import { consoleLink } from '../support/console.ts';
+import type { MerchantCredentials, TestApp } from '../support/app.ts';
+import { consoleAppWithMerchant } from '../support/console.ts';
+import { axeScan, consoleBrowser, shoot, signInWithLink } from '../support/console-browser.ts';
 import { SOMCHAI_SENDER } from '../support/slips.ts';
 import { settledDeposit } from '../support/refunds.ts';
 import { accountOf, fundAvailable, verifiedBeneficiary } from '../support/withdrawals.ts';
@@ -23,36 +19,21 @@ import type { WithdrawalView } from '../../src/withdrawals/service.ts';
  * UPDATE_DOCS_SCREENSHOTS=1 to docs/images/backoffice/ for docs/backoffice.md.
  */
 
-const chromiumPath = ensureChromium();
+// These pages expect only the 403 and 404 refusals; any other failed load is a problem.
+const browser = consoleBrowser({ expected_statuses: [403, 404] });
 const TH = consoleTexts('th');
-const SCREENSHOTS = path.resolve('test-results/backoffice');
-const DOCS_SCREENSHOTS = path.resolve('docs/images/backoffice');
-const require = createRequire(import.meta.url);
-const AXE_SOURCE = fs.readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 const HOSTILE_REFERENCE = `<script>alert("ref")</script> 'quoted'`;
 
-interface InPage {
-  document: unknown;
-  axe: { run(context: unknown, options: unknown): Promise<{ violations: { id: string; impact: string | null; nodes: { target: unknown }[] }[] }> };
-}
-
-let browser: Browser;
 let app: TestApp;
 let base: string;
 let merchant: MerchantCredentials;
 let settled: DepositView;
 let hostile: DepositView;
 let withdrawal: WithdrawalView;
-const contexts: BrowserContext[] = [];
 
 beforeAll(async () => {
-  if (chromiumPath === null) return;
-  fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base } });
-  await app.instance.app.listen({ port, host: '127.0.0.1' });
-  merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+  if (browser.skipped) return;
+  ({ app, base, merchant } = await consoleAppWithMerchant());
   await fundAvailable(app, accountOf(merchant), 1_000_000);
   const beneficiary_id = await verifiedBeneficiary(app, accountOf(merchant));
   const created = await app.signed({
@@ -74,59 +55,21 @@ beforeAll(async () => {
   });
   expect(response.statusCode, response.body).toBe(201);
   hostile = response.json<DepositView>();
-  browser = await launchChromium(chromiumPath);
+  await browser.launch();
 }, 180_000);
 
 afterAll(async () => {
-  for (const context of contexts) await context.close().catch(() => undefined);
-  await browser?.close();
+  await browser.close();
   await app?.close();
 });
 
-async function openPage(): Promise<{ page: Page; problems: string[] }> {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'th-TH', timezoneId: 'Asia/Bangkok' });
-  contexts.push(context);
-  const page = await context.newPage();
-  const problems: string[] = [];
-  page.on('console', (message) => {
-    if (message.type() === 'error' && !/status of (403|404)/.test(message.text())) problems.push(message.text());
-  });
-  page.on('pageerror', (error) => problems.push(String(error)));
-  page.on('dialog', (dialog) => {
-    problems.push(`dialog: ${dialog.message()}`);
-    void dialog.dismiss();
-  });
-  return { page, problems };
-}
-
-async function axeScan(page: Page, label: string): Promise<void> {
-  await page.evaluate(AXE_SOURCE);
-  const violations = await page.evaluate(async () => {
-    const inPage = globalThis as unknown as InPage;
-    const result = await inPage.axe.run(inPage.document, { resultTypes: ['violations'] });
-    return result.violations.map((violation) => ({ id: violation.id, impact: violation.impact, targets: violation.nodes.map((node) => node.target) }));
-  });
-  const serious = violations.filter((violation) => violation.impact === 'serious' || violation.impact === 'critical');
-  expect(serious, `${label}: ${JSON.stringify(violations)}`).toEqual([]);
-}
-
-async function shoot(page: Page, name: string): Promise<void> {
-  const bytes = await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  if (process.env.UPDATE_DOCS_SCREENSHOTS === '1') {
-    fs.mkdirSync(DOCS_SCREENSHOTS, { recursive: true });
-    await sharp(bytes).png({ palette: true, quality: 80, compressionLevel: 9 }).toFile(path.join(DOCS_SCREENSHOTS, `${name}.png`));
-  }
-}
-
 async function signInAs(page: Page, role: 'operator' | 'reviewer', name: string): Promise<void> {
-  const link = await consoleLink(app, base, { brand: app.sandbox.white_label_id, role, name });
-  await page.goto(link.url);
-  await Promise.all([page.waitForURL(`${base}/bo/reviews`), page.click('#sign-in-button')]);
+  await signInWithLink(page, app, base, { brand: app.sandbox.white_label_id, role, name });
 }
 
-describe.skipIf(chromiumPath === null)('the orders and audit log pages in a browser', () => {
+describe.skipIf(browser.skipped)('the orders and audit log pages in a browser', () => {
   it('an operator searches, opens a deposit and a withdrawal, and reads the audit log', async () => {
-    const { page, problems } = await openPage();
+    const { page, problems } = await browser.openPage();
     await signInAs(page, 'operator', 'สมศักดิ์ ปฏิบัติการ');
     await Promise.all([page.waitForURL(`${base}/bo/orders`), page.click('a[href="/bo/orders"]')]);
     await expect.poll(() => page.textContent('main')).toContain(HOSTILE_REFERENCE);
@@ -163,7 +106,7 @@ describe.skipIf(chromiumPath === null)('the orders and audit log pages in a brow
   }, 120_000);
 
   it('a reviewer may search orders but gets the 403 page for the audit log', async () => {
-    const { page, problems } = await openPage();
+    const { page, problems } = await browser.openPage();
     await signInAs(page, 'reviewer', 'สมศรี ตรวจสอบ');
     expect(await page.locator('a[href="/bo/audit"]').count()).toBe(0);
     const response = await page.goto(`${base}/bo/audit`);

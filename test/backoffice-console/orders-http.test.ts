@@ -1,8 +1,7 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { freePort } from '../support/browser.ts';
-import { caseInReview, consoleGet, consolePost, formTokens, signIn } from '../support/console.ts';
+import type { MerchantCredentials, TestApp } from '../support/app.ts';
+import { caseInReview, consoleAppWithMerchant, consoleGet, consolePost, formTokens, signIn } from '../support/console.ts';
 import { createDeposit, getDeposit, runJobs, sandboxTransfer, slipBytes, SOMCHAI_SENDER, uploadMultipart } from '../support/slips.ts';
 import { accountOf, fundAvailable, verifiedBeneficiary } from '../support/withdrawals.ts';
 import { consoleTexts } from '../../src/backoffice-console/texts.ts';
@@ -90,11 +89,7 @@ async function otherBrandOrder(): Promise<{ white_label_id: string; deposit: Dep
 }
 
 beforeAll(async () => {
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base } });
-  await app.instance.app.listen({ port, host: '127.0.0.1' });
-  merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+  ({ app, base, merchant } = await consoleAppWithMerchant());
   withdrawal = await newWithdrawal(merchant);
   ({ order: settled, trans_ref } = await settledWithReference(merchant));
   hostile = await newDeposit(merchant, HOSTILE_REFERENCE, HOSTILE_END_USER);

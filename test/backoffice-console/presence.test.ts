@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type MerchantCredentials, type TestApp } from '../support/app.ts';
-import { freePort } from '../support/browser.ts';
-import { caseInReview, consoleGet, signIn } from '../support/console.ts';
+import type { MerchantCredentials, TestApp } from '../support/app.ts';
+import { caseInReview, consoleAppWithMerchant, consoleGet, signIn } from '../support/console.ts';
 import { consoleTexts } from '../../src/backoffice-console/texts.ts';
 import { escapeHtml } from '../../src/backoffice-console/html.ts';
 import { PRESENCE_WINDOW_MS } from '../../src/backoffice-console/presence.ts';
@@ -21,11 +20,7 @@ let base: string;
 let merchant: MerchantCredentials;
 
 beforeAll(async () => {
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  app = await createTestApp({ config: { BACKOFFICE_BASE_URL: base } });
-  await app.instance.app.listen({ port, host: '127.0.0.1' });
-  merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+  ({ app, base, merchant } = await consoleAppWithMerchant());
 }, 60_000);
 
 afterAll(async () => {

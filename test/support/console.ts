@@ -2,9 +2,11 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { expect } from 'vitest';
-import type { TestApp, MerchantCredentials } from './app.ts';
+import { createTestApp, type TestApp, type TestAppOptions, type MerchantCredentials } from './app.ts';
+import { freePort } from './browser.ts';
 import { runJobs, SOMCHAI_SENDER } from './slips.ts';
 import { runCli, type CliIo } from '../../src/cli/commands.ts';
+import { CONSOLE_CONTENT_SECURITY_POLICY } from '../../src/backoffice-console/routes.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
 
 /**
@@ -12,6 +14,24 @@ import type { DepositView } from '../../src/deposits/service.ts';
  * listening on a real port, sign-ins through the link's page over HTTP, and cases sent to review by the sandbox's
  * 101.00 THB scenario (SENDER_NAME_MISMATCH) through the job worker on the test clock.
  */
+
+/**
+ * The service listening on a free port of 127.0.0.1, its address the console's own origin (BACKOFFICE_BASE_URL),
+ * which the CLI's sign-in links point at. `options` are createTestApp's; their config is kept.
+ */
+export async function listeningConsoleApp(options: TestAppOptions = {}): Promise<{ app: TestApp; base: string }> {
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const app = await createTestApp({ ...options, config: { ...options.config, BACKOFFICE_BASE_URL: base } });
+  await app.instance.app.listen({ port, host: '127.0.0.1' });
+  return { app, base };
+}
+
+/** listeningConsoleApp with a merchant of the sandbox brand (the brand the console's tests sign in to). */
+export async function consoleAppWithMerchant(options: TestAppOptions = {}): Promise<{ app: TestApp; base: string; merchant: MerchantCredentials }> {
+  const { app, base } = await listeningConsoleApp(options);
+  return { app, base, merchant: await app.createMerchant({ white_label_id: app.sandbox.white_label_id }) };
+}
 
 export interface ConsoleLinkOptions {
   brand?: string;
@@ -96,6 +116,18 @@ export function consolePost(base_url: string, path: string, cookie: string | nul
     headers: Object.fromEntries(Object.entries(merged).filter(([, value]) => value !== '')),
     body: new URLSearchParams(form).toString(),
   });
+}
+
+/** The audit log's entries about one object (its target_id), oldest first. */
+export async function auditTrail(app: TestApp, target_id: string): Promise<{ action: string; actor_id: string }[]> {
+  const { rows } = await app.testDatabase.database.query<{ action: string; actor_id: string }>('SELECT action, actor_id FROM audit_log WHERE target_id = $1 ORDER BY created_at, audit_id', [target_id]);
+  return rows;
+}
+
+/** The headers every console page answers with: its strict content security policy, and never cached. */
+export function expectConsolePageHeaders(response: Response): void {
+  expect(response.headers.get('content-security-policy')).toBe(CONSOLE_CONTENT_SECURITY_POLICY);
+  expect(response.headers.get('cache-control')).toBe('no-store');
 }
 
 /** The CSRF token and the decision key a console page's forms carry. */
