@@ -450,13 +450,16 @@ export async function failPendingDeliveries(
   return result.rowCount;
 }
 
-/** Housekeeping: deletes finished deliveries (with their attempts) completed before `before`. */
+/**
+ * Housekeeping: deletes finished deliveries (with their attempts) completed before `before`, oldest first, at most
+ * `limit`: a range of webhook_deliveries_finished (migration 0048), so a round reads what it deletes and no more.
+ */
 export async function deleteFinishedDeliveriesBefore(db: Queryable, before: Date, limit: number): Promise<number> {
   const { rows } = await db.query<{ delivery_id: string }>(
     `WITH old AS (
        SELECT white_label_id, delivery_id FROM webhook_deliveries
         WHERE status <> 'pending' AND leased_by IS NULL AND completed_at < $1
-        LIMIT $2
+        ORDER BY completed_at LIMIT $2
      ),
      attempts AS (
        DELETE FROM webhook_delivery_attempts a USING old

@@ -710,4 +710,20 @@ describe('housekeeping', () => {
     );
     expect(rows[0]!.count).toBe(0);
   });
+
+  it('a round reads the finished deliveries by their completion time, not the whole table (migration 0048)', async () => {
+    // With sequential scans off, the plan shows whether an index can serve the purge at all: at a month's size the
+    // planner takes it, and without it every round scanned every delivery.
+    const db = h.app.testDatabase.database;
+    const plan = await db.transaction(async (tx) => {
+      await tx.query('SET LOCAL enable_seqscan = off');
+      const { rows } = await tx.query<{ 'QUERY PLAN': string }>(
+        `EXPLAIN SELECT white_label_id, delivery_id FROM webhook_deliveries
+          WHERE status <> 'pending' AND leased_by IS NULL AND completed_at < now() ORDER BY completed_at LIMIT 5000`,
+      );
+      return rows.map((row) => row['QUERY PLAN']).join('\n');
+    });
+    expect(plan).toContain('webhook_deliveries_finished');
+    expect(plan).not.toContain('Seq Scan');
+  });
 });
