@@ -1,7 +1,9 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApp } from '../support/app.ts';
-import { listeningConsoleApp } from '../support/console.ts';
+import { caseInReview, listeningConsoleApp } from '../support/console.ts';
+import { depositPolicyBody } from '../support/slips.ts';
+import type { DepositView } from '../../src/deposits/service.ts';
 import { axeScan, consoleBrowser, shoot } from '../support/console-browser.ts';
 import { startOpenIdProvider, type TestOpenIdProvider } from '../support/oidc-provider.ts';
 import { consoleTexts } from '../../src/backoffice-console/texts.ts';
@@ -10,8 +12,9 @@ import { consoleTexts } from '../../src/backoffice-console/texts.ts';
  * Signing in to the back-office console with a brand's OpenID Connect provider, in chromium: a real provider
  * (`oidc-provider`, on http://localhost:{port}, another site than the console) with one registered client; the
  * brand's operator sets the provider and the staff list through the /v1/bo API; a listed reviewer signs in at the
- * provider and lands on the review queue; a subject not on the list gets the 403 page; an answer whose state was
- * altered on the way back is refused. axe-core checks the console's new pages (not the provider's own pages).
+ * provider and lands on the review queue; two listed reviewers decide a four-eyes case the 101.00 THB scenario sent
+ * to review (the first sees its slip and gives the first approval, the second completes it); a subject not on the
+ * list gets the 403 page; an answer whose state was altered on the way back is refused. axe-core checks the console's new pages (not the provider's own pages).
  */
 
 const browser = consoleBrowser();
@@ -45,6 +48,13 @@ beforeAll(async () => {
     token: operatorToken,
   });
   expect(listed.statusCode, listed.body).toBe(200);
+  const second = await app.backoffice({
+    method: 'POST',
+    url: `/v1/bo/brands/${app.sandbox.white_label_id}/console-oidc/staff`,
+    body: { subject: 'niran@brand.test', role: 'reviewer', name: 'นิรันดร์ ผู้ตรวจสอบ' },
+    token: operatorToken,
+  });
+  expect(second.statusCode, second.body).toBe(200);
   await browser.launch();
 }, 180_000);
 
@@ -106,6 +116,38 @@ describe.skipIf(browser.skipped)("signing in with the brand's OpenID provider", 
     expect((await auditRows('console.oidc_sign_in_refused')).at(-1)?.details).toMatchObject({ subject: 'stranger@elsewhere.test', reason: 'subject_not_listed' });
   }, 60_000);
 
+});
+
+describe.skipIf(browser.skipped)('reviewers signed in through the OpenID provider decide a four-eyes case', () => {
+  it('the first sees the 101.00 THB case and its slip and approves; the second, not the first, completes it', async () => {
+    // Four eyes from 100.00 THB in test mode, so that the sandbox's 101.00 THB review case needs two reviewers.
+    const policy = await app.backoffice({ method: 'POST', url: '/v1/bo/deposit-policy', body: depositPolicyBody({ white_label_id: app.sandbox.white_label_id, four_eyes_min_amount_minor: 10_000 }) });
+    expect(policy.statusCode, policy.body).toBe(200);
+    const merchant = await app.createMerchant({ white_label_id: app.sandbox.white_label_id });
+    const order = await caseInReview(app, merchant, `oidc-four-eyes-${Date.now()}`);
+    expect(order.review?.four_eyes_required).toBe(true);
+
+    const first = await openPage();
+    await signInAtProvider(first, 'somsri@brand.test');
+    await first.waitForURL(`${base}/bo/reviews`);
+    await Promise.all([first.waitForURL(`${base}/bo/reviews/${order.id}`), first.click(`a[href="/bo/reviews/${order.id}"]`)]);
+    await first.waitForFunction(() => {
+      const image = (globalThis as unknown as { document: { querySelector(selector: string): { complete: boolean; naturalWidth: number } | null } }).document.querySelector('figure.slip img');
+      return image !== null && image.complete && image.naturalWidth > 0;
+    }, undefined, { timeout: 15_000 });
+    await Promise.all([first.waitForURL(`${base}/bo/reviews/${order.id}?done=approval_recorded`), first.click('#approve-button')]);
+    expect(await first.textContent('#same-reviewer')).toBe(TH.four_eyes_same_person);
+    expect(await first.isDisabled('#approve-button')).toBe(true);
+
+    const second = await openPage();
+    await signInAtProvider(second, 'niran@brand.test');
+    await second.waitForURL(`${base}/bo/reviews`);
+    await second.goto(`${base}/bo/reviews/${order.id}`);
+    expect(await second.textContent('#first-approval')).toContain('สมศรี ผู้ตรวจสอบ');
+    await Promise.all([second.waitForURL(`${base}/bo/reviews/${order.id}?done=settled`), second.click('#approve-button')]);
+    const settled = (await app.signed({ url: `/v1/pay/deposits/${order.id}`, credentials: merchant })).json<DepositView>();
+    expect(settled).toMatchObject({ status: 'settled', settled_via: 'review' });
+  }, 120_000);
 });
 
 describe.skipIf(browser.skipped)("a sign-in with the brand's OpenID provider that goes wrong", () => {
