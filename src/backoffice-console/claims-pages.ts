@@ -1,5 +1,6 @@
 import type { BackofficeClaimView } from '../review/claims.ts';
 import { CLAIM_RESOLUTION_CODES, REFUNDED_IN_SERVICE } from '../review/claims-repository.ts';
+import { CLAIM_OPEN_CAUSES } from '../review/claim-routes.ts';
 import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
 import { escapeHtml, href, renderPage, wordsOf, type PageFrame } from './html.ts';
 import { formatBaht, formatTime, type CaseNotice } from './review-pages.ts';
@@ -26,6 +27,18 @@ export interface ClaimListPage {
   filters: ClaimFilters;
   cursor: string | null;
   next_cursor: string | null;
+}
+
+/** What a person typed into the form opening a claim, kept as text to show it again after a refusal. */
+export const CLAIM_OPEN_FIELDS = ['deposit_id', 'cause', 'amount', 'trans_ref', 'sending_bank_code', 'occurred_at', 'note'] as const;
+export type ClaimOpenDraft = Partial<Record<(typeof CLAIM_OPEN_FIELDS)[number], string>>;
+
+export interface ClaimOpenPage {
+  session: ConsoleSession;
+  draft: ClaimOpenDraft;
+  notice: CaseNotice | null;
+  /** A fresh Idempotency-Key for this rendering of the form. */
+  decision_key: string;
 }
 
 export interface ClaimPage {
@@ -74,7 +87,8 @@ function claimRow(language: ConsoleLanguage, claim: BackofficeClaimView): string
 </tr>`;
 }
 
-export function renderClaimList(frame: Omit<PageFrame, 'title'>, page: ClaimListPage): string {
+/** `may_open`: the session's role may open claims (the roles of POST /v1/bo/claims). */
+export function renderClaimList(frame: Omit<PageFrame, 'title'>, page: ClaimListPage, may_open: boolean): string {
   const { t, e } = wordsOf(frame.language);
   const header = ['claims_col_claim', 'claims_col_deposit', 'claims_col_cause', 'claims_col_status', 'claims_col_amount', 'claims_col_opened'] as const;
   const table =
@@ -87,7 +101,9 @@ export function renderClaimList(frame: Omit<PageFrame, 'title'>, page: ClaimList
 ${page.items.map((claim) => claimRow(frame.language, claim)).join('\n')}
 </tbody>
 </table>`;
+  const open = may_open ? `<p><a href="${href(`${CONSOLE_PATH}/claims/new`, {}, frame.language)}" id="open-claim-link">${e('claims_open_link')}</a></p>` : '';
   const main = `<h1>${e('claims_heading')}</h1>
+${open}
 ${filterForm(frame.language, page.filters)}
 ${table}
 ${pager(frame.language, `${CONSOLE_PATH}/claims`, filterQuery(page.filters), page, t.claims_heading)}`;
@@ -203,4 +219,36 @@ ${resolutionSection(frame.language, claim)}
 ${actionsSection(frame.language, page)}
 </section>`;
   return renderPage({ ...frame, title: t.claims_detail_heading.replace('{id}', claim.id) }, main);
+}
+
+function openField(language: ConsoleLanguage, draft: ClaimOpenDraft, name: 'deposit_id' | 'amount' | 'trans_ref' | 'sending_bank_code' | 'occurred_at', label: string, attributes: string, hint: string | null): string {
+  const hinted = hint === null ? '' : ` aria-describedby="open-${name}-hint"`;
+  const hintHtml = hint === null ? '' : `<p class="hint" id="open-${name}-hint">${escapeHtml(hint)}</p>`;
+  return `<label for="open-${name}">${escapeHtml(label)}</label>${hintHtml}<input id="open-${name}" name="${name}" value="${escapeHtml(draft[name] ?? '')}" ${attributes}${hinted}>`;
+}
+
+/** The form opening a claim for a payer (POST /bo/claims, as POST /v1/bo/claims): the order, the cause and the reported transfer. */
+export function renderClaimOpen(frame: Omit<PageFrame, 'title'>, page: ClaimOpenPage): string {
+  const language = frame.language;
+  const { t, e } = wordsOf(language);
+  const { draft } = page;
+  const causes = CLAIM_OPEN_CAUSES.map((cause) => option(cause, causeText(language, cause), draft.cause ?? null)).join('');
+  const main = `<p><a href="${href(`${CONSOLE_PATH}/claims`, {}, language)}">${e('claims_back')}</a></p>
+<h1>${e('claims_open_heading')}</h1>
+${noticeHtml(page.notice)}
+<p>${e('claims_open_intro')}</p>
+<form method="post" action="${href(`${CONSOLE_PATH}/claims`, {}, language)}" id="open-claim-form" class="card">
+<input type="hidden" name="csrf_token" value="${escapeHtml(page.session.csrf_token)}"><input type="hidden" name="decision_key" value="${escapeHtml(page.decision_key)}">
+${openField(language, draft, 'deposit_id', t.claims_open_deposit, 'required pattern="dep_[0-9A-Za-z]+" autocomplete="off"', null)}
+<label for="open-cause">${e('claims_open_cause')}</label><p class="hint" id="open-cause-hint">${e('claims_open_cause_hint')}</p><select id="open-cause" name="cause" required aria-describedby="open-cause-hint">${causes}</select>
+<fieldset><legend>${e('claims_open_evidence_legend')}</legend>
+${openField(language, draft, 'amount', t.claims_open_amount, 'inputmode="decimal" pattern="[0-9]+([.][0-9]{1,2})?"', t.claims_open_amount_hint)}
+${openField(language, draft, 'trans_ref', t.claims_evidence_trans_ref, 'pattern="[A-Za-z0-9]{1,50}" maxlength="50" autocomplete="off"', null)}
+${openField(language, draft, 'sending_bank_code', t.claims_evidence_sending_bank_code, 'pattern="[0-9]{3}" maxlength="3" inputmode="numeric" autocomplete="off"', null)}
+${openField(language, draft, 'occurred_at', t.claims_evidence_occurred_at, 'type="datetime-local" step="1" autocomplete="off"', t.claims_open_occurred_at_hint)}
+<label for="open-note">${e('claims_evidence_note')}</label><p class="hint" id="open-note-hint">${e('claims_open_note_hint')}</p><textarea id="open-note" name="note" maxlength="1000" aria-describedby="open-note-hint">${escapeHtml(draft.note ?? '')}</textarea>
+</fieldset>
+<button type="submit" id="open-claim-button">${e('claims_open_button')}</button>
+</form>`;
+  return renderPage({ ...frame, title: t.claims_open_heading }, main);
 }

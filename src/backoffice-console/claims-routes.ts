@@ -5,9 +5,11 @@ import { parseTimestamp } from '../platform/time.ts';
 import { requireStaffNote, STAFF_NOTE_MAX_CHARS } from '../http/staff-note.ts';
 import { CLAIM_DECIDE_ROLES, CLAIM_READ_ROLES, type BackofficeClaimView, type ClaimDecision, type ClaimRefund, type ClaimStaff } from '../review/claims.ts';
 import { CLAIM_RESOLUTION_CODES, REFUNDED_IN_SERVICE } from '../review/claims-repository.ts';
+import { claimOpeningOf, openClaimBodySchema } from '../review/claim-routes.ts';
+import { parseOrThrow } from '../http/validation.ts';
 import { CONSOLE_PATH, type ConsoleSession } from './sessions.ts';
 import { newDecisionKey, requireRole, PageRefusal, type ConsoleRequest, type PageKit } from './page-kit.ts';
-import { CLAIM_CAUSES, CLAIM_STATUSES, claimStatusText, renderClaim, renderClaimList, type ClaimFilters, type ClaimListPage } from './claims-pages.ts';
+import { CLAIM_CAUSES, CLAIM_OPEN_FIELDS, CLAIM_STATUSES, claimStatusText, renderClaim, renderClaimList, renderClaimOpen, type ClaimFilters, type ClaimListPage, type ClaimOpenDraft } from './claims-pages.ts';
 import { bahtToMinor, decisionKeyOf, decodeListCursor, encodeListCursor, errorNotice, invalidField } from './desk-kit.ts';
 import type { CaseNotice } from './review-pages.ts';
 import { consoleTexts, fill } from './texts.ts';
@@ -17,14 +19,17 @@ import { consoleTexts, fill } from './texts.ts';
  * times, and its decisions. A decision calls ClaimService.decide, the method behind
  * POST /v1/bo/claims/{id}/{investigate|resolve|reject}, with the session's credential as the staff member; the
  * roles are the API's own (CLAIM_READ_ROLES to read, CLAIM_DECIDE_ROLES to decide: a reviewer reads claims and
- * gets the 403 page on a decision).
+ * gets the 403 page on a decision). Opening a claim for a payer (/claims/new, POST /claims) calls ClaimService.open,
+ * the method behind POST /v1/bo/claims, after the API's own body schema, with its roles (CLAIM_READ_ROLES: every
+ * back-office role opens claims, as the API lets it).
  */
 
 const CLAIMS_PAGE_SIZE = 25;
 const CLAIM_ID_PATTERN = /^clm_[0-9A-Za-z]{1,64}$/;
 const DEPOSIT_ID_PATTERN = /^dep_[0-9A-Za-z]{1,64}$/;
 const REFUND_ID_PATTERN = /^wdr_[0-9A-Za-z]{1,64}$/;
-const DONE_STATUSES = ['investigating', 'resolved', 'rejected'] as const;
+/** The notices a claim's page shows after an action: a decision's new status, or an opening (new, or the claim the transfer had). */
+const DONE_NOTICES = ['opened', 'existing', 'investigating', 'resolved', 'rejected'] as const;
 const ACTIONS = ['investigate', 'resolve', 'reject'] as const;
 
 const listQuerySchema = z
@@ -133,18 +138,94 @@ async function decide(kit: PageKit, request: ConsoleRequest, reply: FastifyReply
   return sendClaim(kit, reply, request, session, claim, refusal.status, notice);
 }
 
+function sendOpenForm(kit: PageKit, reply: FastifyReply, request: ConsoleRequest, session: ConsoleSession, status: number, draft: ClaimOpenDraft, notice: CaseNotice | null): FastifyReply {
+  return kit.sendHtml(reply, status, renderClaimOpen(kit.frameOf(request, session), { session, draft, notice, decision_key: newDecisionKey() }));
+}
+
+function draftOf(form: URLSearchParams): ClaimOpenDraft {
+  return Object.fromEntries(CLAIM_OPEN_FIELDS.map((name) => [name, form.get(name) ?? '']));
+}
+
+const LOCAL_TIME_PATTERN = /^([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}:[0-9]{2})(:[0-9]{2})?$/;
+
+/**
+ * A time typed in the form's datetime-local field, which has no zone, read as Thai time (UTC+7 all year) and
+ * written as the API's timestamp; other text goes to the API's schema as it is, for it to refuse.
+ */
+function bangkokTimeToTimestamp(text: string): string {
+  const match = LOCAL_TIME_PATTERN.exec(text);
+  if (!match) return text;
+  const instant = new Date(`${match[1]}T${match[2]}${match[3] ?? ':00'}+07:00`);
+  return Number.isNaN(instant.getTime()) ? text : instant.toISOString();
+}
+
+/**
+ * The form as POST /v1/bo/claims's body, for the API's schema to judge: an empty field is left out (as a JSON body
+ * would leave it out), baht become satang, and the form's other fields (its token, its key) are not part of it.
+ */
+function openingBodyOf(form: URLSearchParams): Record<string, unknown> {
+  const given = (name: string) => {
+    const value = form.get(name) ?? '';
+    return value.trim() === '' ? undefined : name === 'note' ? value : value.trim();
+  };
+  const amount_minor = bahtToMinor('amount', form.get('amount'));
+  const occurred_at = given('occurred_at');
+  const evidence = Object.fromEntries(
+    [['trans_ref', given('trans_ref')], ['sending_bank_code', given('sending_bank_code')], ['occurred_at', occurred_at === undefined ? undefined : bangkokTimeToTimestamp(occurred_at)], ['note', given('note')]].filter(([, value]) => value !== undefined),
+  );
+  return { deposit_id: given('deposit_id'), cause: given('cause'), ...(amount_minor === null ? {} : { amount_minor }), evidence };
+}
+
+/**
+ * POST /claims: ClaimService.open in the session's brand with its credential as the staff member. A refusal of the
+ * input or of the order's state shows the form again with what was typed; another brand's order (or none) is the
+ * 404 page, as the API answers 404.
+ */
+async function openClaim(kit: PageKit, request: ConsoleRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const language = kit.languageOf(request);
+  const form = await kit.readForm(request, reply);
+  const session = await kit.postSession(request, form);
+  requireRole(session, CLAIM_READ_ROLES, language, 'claims_forbidden_open');
+  const staff: ClaimStaff = { actor: kit.deps.sessions.actorOf(session.credential_id, request.id), credential_id: session.credential_id, request_id: request.id, idempotency_key: decisionKeyOf(form) };
+  let refusal: ApiError;
+  try {
+    const body = parseOrThrow(openClaimBodySchema, openingBodyOf(form));
+    const outcome = await kit.deps.claims.open(session.white_label_id, claimOpeningOf(body), staff);
+    if (outcome.ok) {
+      const query = new URLSearchParams({ done: outcome.value.created ? 'opened' : 'existing', ...(language === 'en' ? { lang: 'en' } : {}) });
+      return reply.code(303).header('Location', `${CONSOLE_PATH}/claims/${outcome.value.claim.id}?${query.toString()}`).send();
+    }
+    refusal = outcome.error;
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    refusal = error;
+  }
+  if (refusal.code === 'resource_not_found') throw new PageRefusal(404, 'not_found_heading', consoleTexts(language).not_found);
+  return sendOpenForm(kit, reply, request, session, refusal.status, draftOf(form), errorNotice(language, refusal));
+}
+
 export function registerClaimPages(scope: FastifyInstance, kit: PageKit): void {
   scope.get('/claims', kit.page(async (request, reply) => {
     const session = await kit.sessionOf(request, true);
     requireRole(session, CLAIM_READ_ROLES, kit.languageOf(request), 'claims_forbidden_read');
-    return kit.sendHtml(reply, 200, renderClaimList(kit.frameOf(request, session), await listPage(kit, session, request.query)));
+    const may_open = (CLAIM_READ_ROLES as readonly string[]).includes(session.role);
+    return kit.sendHtml(reply, 200, renderClaimList(kit.frameOf(request, session), await listPage(kit, session, request.query), may_open));
   }));
+
+  scope.get('/claims/new', kit.page(async (request, reply) => {
+    const session = await kit.sessionOf(request, true);
+    requireRole(session, CLAIM_READ_ROLES, kit.languageOf(request), 'claims_forbidden_open');
+    const deposit_id = typeof request.query?.deposit_id === 'string' && DEPOSIT_ID_PATTERN.test(request.query.deposit_id) ? request.query.deposit_id : '';
+    return sendOpenForm(kit, reply, request, session, 200, { deposit_id }, null);
+  }));
+
+  scope.post('/claims', kit.page((request, reply) => openClaim(kit, request, reply)));
 
   scope.get('/claims/:claim_id', kit.page(async (request, reply) => {
     const session = await kit.sessionOf(request, true);
     requireRole(session, CLAIM_READ_ROLES, kit.languageOf(request), 'claims_forbidden_read');
     const claim = await claimOf(kit, session, request);
-    const done = DONE_STATUSES.find((status) => status === request.query?.done);
+    const done = DONE_NOTICES.find((status) => status === request.query?.done);
     const notice: CaseNotice | null = done ? { tone: 'success', text: consoleTexts(kit.languageOf(request))[`claims_done_${done}`] } : null;
     return sendClaim(kit, reply, request, session, claim, 200, notice);
   }));

@@ -121,6 +121,8 @@ function pageOfAction(path: string): string {
   if (/^\/bo\/merchants\/[^/]+\/api-keys$/.test(path)) return path;
   if (path.startsWith(`${CONSOLE_PATH}/api-keys/`)) return `${CONSOLE_PATH}/merchants`;
   if (path.startsWith(`${CONSOLE_PATH}/sign-in-settings/`)) return `${CONSOLE_PATH}/sign-in-settings`;
+  // A claim opened from the console is refused back onto its form.
+  if (path === `${CONSOLE_PATH}/claims`) return `${CONSOLE_PATH}/claims/new`;
   // Any other decision's POST (`/bo/{area}/{id}/{action}`: claims, disputes) links to the page of the object it decided.
   const other = /^(\/bo\/[a-z-]+\/[^/]+)\/[a-z-]+$/.exec(path);
   if (other?.[1]) return other[1];

@@ -6,7 +6,7 @@ import { actorOf, brandToActOn } from '../http/backoffice-scope.ts';
 import { amountMinorSchema } from '../http/order-fields.ts';
 import { idText } from '../tenancy/schemas.ts';
 import { CLAIM_RESOLUTION_CODES, REFUNDED_IN_SERVICE } from './claims-repository.ts';
-import { CLAIM_DECIDE_ROLES, CLAIM_READ_ROLES, type ClaimDecision, type ClaimRefund, type ClaimStaff, type ClaimService } from './claims.ts';
+import { CLAIM_DECIDE_ROLES, CLAIM_READ_ROLES, type ClaimDecision, type ClaimOpening, type ClaimRefund, type ClaimStaff, type ClaimService } from './claims.ts';
 import { REFUND_REASON_CODES } from '../withdrawals/service.ts';
 import { REFUND_ERROR_CODES } from '../refunds/service.ts';
 import { decodeCursor, encodeCursor, limitParameter } from '../http/paging.ts';
@@ -34,11 +34,15 @@ const CLAIM_CAUSES = ['same_transfer_excess', 'additional_transfer', 'late_slip'
 /** What a payer can say about a transfer: the same fields as at `claim_url`. */
 const evidenceSchema = z.object(transferReportFields).strict();
 
-const openSchema = z
+/** The causes staff may open a claim for: a settlement's excess is only ever opened by the service itself. */
+export const CLAIM_OPEN_CAUSES = ['late_slip', 'additional_transfer'] as const;
+
+/** POST /v1/bo/claims's body; exported so that the console's form (src/backoffice-console/claims-routes.ts) validates with the same rules. */
+export const openClaimBodySchema = z
   .object({
     white_label_id: idText.optional(),
     deposit_id: idText,
-    cause: z.enum(['late_slip', 'additional_transfer']),
+    cause: z.enum(CLAIM_OPEN_CAUSES),
     amount_minor: amountMinorSchema.optional(),
     evidence: evidenceSchema,
   })
@@ -125,6 +129,12 @@ function claimRefundOf(body: z.infer<typeof resolveSchema>): ClaimRefund | null 
 }
 const rejectSchema = z.object({ white_label_id: idText.optional(), note: staffNoteSchema }).strict();
 
+/** The service's opening from a validated body, the one translation for the API and the console. */
+export function claimOpeningOf(body: z.infer<typeof openClaimBodySchema>): ClaimOpening {
+  const evidence = Object.fromEntries(Object.entries(body.evidence).filter(([, value]) => value !== undefined));
+  return { deposit_id: body.deposit_id, cause: body.cause, amount_minor: body.amount_minor ?? null, evidence };
+}
+
 function staffOf(context: BackofficeContext): ClaimStaff {
   return { actor: actorOf(context), credential_id: context.credential_id, request_id: context.request_id, idempotency_key: context.idempotency_key };
 }
@@ -156,12 +166,10 @@ function registerClaimRoutes(registrar: RouteRegistrar, services: ClaimRouteDepe
     responses: { 201: { description: 'The new claim.', schema: backofficeClaimSchema }, 200: { description: 'The claim the same transfer (or request) opened before.', schema: backofficeClaimSchema } },
     errors: ['resource_not_found', 'deposit_state_conflict', 'late_slip_window_open'],
     roles: READ_ROLES,
-    body: openSchema,
+    body: openClaimBodySchema,
     async handler({ context, body }) {
       const brand = brandToActOn(context, body.white_label_id);
-      const evidence = Object.fromEntries(Object.entries(body.evidence).filter(([, value]) => value !== undefined));
-      const opening = { deposit_id: body.deposit_id, cause: body.cause, amount_minor: body.amount_minor ?? null, evidence };
-      const opened = unwrap(await claims.open(brand, opening, staffOf(context)));
+      const opened = unwrap(await claims.open(brand, claimOpeningOf(body), staffOf(context)));
       // 201 for a new claim; 200 with the claim the same transfer (or the same request) opened before.
       return { status: opened.created ? 201 : 200, body: opened.claim, headers: replayHeaders(!opened.created) };
     },
