@@ -122,8 +122,7 @@ describe('the orders search', () => {
     expect(idsIn(html).slice(0, 2)).toEqual([hostile.id, settled.id]);
     expect(html).toContain(`>${escapeHtml(TH.mode_test)}<`);
     expect(html).toContain(merchant.merchant_id);
-    // The merchant id is text; the only link to the merchants area is the menu's.
-    expect(html).not.toContain(`href="/bo/merchants/`);
+    expect(html, 'the merchant id is text; the only link to the merchants area is the menu').not.toContain(`href="/bo/merchants/`);
   });
 
   it('finds an order by id, merchant_reference, end_user_ref, bank reference, status and dates', async () => {
