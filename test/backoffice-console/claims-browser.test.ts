@@ -80,6 +80,12 @@ describe.skipIf(browser.skipped)('the claims desk in a browser', () => {
     await page.goto(`${base}/bo/claims?lang=en&status=resolved`);
     expect(await page.textContent('h1')).toBe(EN.claims_heading);
     await axeScan(page, 'claims in English');
+
+    // The form that opens a claim for a payer (its behaviour is claims-open-http.test.ts's).
+    await Promise.all([page.waitForURL(`${base}/bo/claims/new?lang=en`), page.click('#open-claim-link')]);
+    expect(await page.textContent('h1')).toBe(EN.claims_open_heading);
+    await axeScan(page, 'open a claim');
+    await shoot(page, 'claim-open');
     expect(problems).toEqual([]);
   }, 120_000);
 
