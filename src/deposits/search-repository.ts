@@ -1,5 +1,6 @@
 import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
+import { addOrderSearchFilters, SqlConditions } from '../platform/sql-conditions.ts';
 import type { DepositStatus } from './types.ts';
 
 /**
@@ -49,29 +50,16 @@ export const BRAND_SEARCH_MAX_IDS = 50;
 export async function searchOrdersInBrand(db: Queryable, white_label_id: string, filters: BrandSearchFilters): Promise<DepositSearchRow[]> {
   invariant(Number.isSafeInteger(filters.limit) && filters.limit >= 1 && filters.limit <= BRAND_SEARCH_MAX_ROWS, 'a search reads a bounded page');
   invariant(filters.deposit_ids === null || filters.deposit_ids.length <= BRAND_SEARCH_MAX_IDS, 'a search names a bounded set of ids');
-  const params: unknown[] = [white_label_id];
-  const conditions = ['white_label_id = $1'];
-  const add = (condition: (position: number) => string, value: unknown) => {
-    params.push(value);
-    conditions.push(condition(params.length));
-  };
-  if (filters.deposit_ids !== null) add((at) => `deposit_id = ANY($${at}::text[])`, [...filters.deposit_ids]);
-  if (filters.merchant_reference !== null) add((at) => `merchant_reference = $${at}::text`, filters.merchant_reference);
-  if (filters.end_user_ref !== null) add((at) => `end_user_ref = $${at}::text`, filters.end_user_ref);
-  if (filters.status !== null) add((at) => `status = $${at}::text`, filters.status);
-  if (filters.livemode !== null) add((at) => `livemode = $${at}::boolean`, filters.livemode);
-  if (filters.created_from !== null) add((at) => `created_at >= $${at}::timestamptz`, filters.created_from);
-  if (filters.created_to !== null) add((at) => `created_at < $${at}::timestamptz`, filters.created_to);
-  if (filters.after !== null) {
-    params.push(filters.after.created_at, filters.after.deposit_id);
-    conditions.push(`(created_at, deposit_id) < ($${params.length - 1}::timestamptz, $${params.length}::text)`);
-  }
-  params.push(filters.limit);
+  const where = new SqlConditions({ conditions: ['white_label_id = $1'], params: [white_label_id] });
+  where.addIfSet(filters.deposit_ids === null ? null : [...filters.deposit_ids], (at) => `deposit_id = ANY($${at}::text[])`);
+  addOrderSearchFilters(where, filters);
+  if (filters.after !== null) where.addValues([filters.after.created_at, filters.after.deposit_id], (at) => `(created_at, deposit_id) < ($${at}::timestamptz, $${at + 1}::text)`);
+  const limit = where.parameter(filters.limit);
   const { rows } = await db.query<DepositSearchRow>(
     `${PLANNED_PER_CALL} SELECT deposit_id, merchant_id, livemode, status, merchant_reference, end_user_ref, amount_minor, created_at
-       FROM deposit_orders WHERE ${conditions.join(' AND ')}
-      ORDER BY created_at DESC, deposit_id DESC LIMIT $${params.length}`,
-    params,
+       FROM deposit_orders WHERE ${where.where()}
+      ORDER BY created_at DESC, deposit_id DESC LIMIT $${limit}`,
+    where.params,
   );
   return rows.map((row) => ({ ...row, amount_minor: Number(row.amount_minor) }));
 }

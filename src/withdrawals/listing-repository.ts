@@ -1,5 +1,6 @@
 import { invariant } from '../platform/assert.ts';
 import { PLANNED_PER_CALL, type Queryable } from '../platform/db.ts';
+import { addOrderSearchFilters, SqlConditions } from '../platform/sql-conditions.ts';
 import { ORDER_COLUMNS } from './repository.ts';
 import type { WithdrawalAccount, WithdrawalRow, WithdrawalStatus } from './types.ts';
 
@@ -104,29 +105,16 @@ export const BRAND_SEARCH_MAX_IDS = 50;
 export async function searchOrdersInBrand(db: Queryable, white_label_id: string, filters: BrandSearchFilters): Promise<WithdrawalSearchRow[]> {
   invariant(Number.isSafeInteger(filters.limit) && filters.limit >= 1 && filters.limit <= ORDER_LIST_MAX_ROWS, 'a search reads a bounded page');
   invariant(filters.withdrawal_ids === null || filters.withdrawal_ids.length <= BRAND_SEARCH_MAX_IDS, 'a search names a bounded set of ids');
-  const params: unknown[] = [white_label_id, [...filters.hidden_merchant_ids]];
-  const conditions = ['white_label_id = $1', 'merchant_id <> ALL($2::text[])'];
-  const add = (condition: (position: number) => string, value: unknown) => {
-    params.push(value);
-    conditions.push(condition(params.length));
-  };
-  if (filters.withdrawal_ids !== null) add((at) => `withdrawal_id = ANY($${at}::text[])`, [...filters.withdrawal_ids]);
-  if (filters.merchant_reference !== null) add((at) => `merchant_reference = $${at}::text`, filters.merchant_reference);
-  if (filters.end_user_ref !== null) add((at) => `end_user_ref = $${at}::text`, filters.end_user_ref);
-  if (filters.status !== null) add((at) => `status = $${at}::text`, filters.status);
-  if (filters.livemode !== null) add((at) => `livemode = $${at}::boolean`, filters.livemode);
-  if (filters.created_from !== null) add((at) => `created_at >= $${at}::timestamptz`, filters.created_from);
-  if (filters.created_to !== null) add((at) => `created_at < $${at}::timestamptz`, filters.created_to);
-  if (filters.after !== null) {
-    params.push(filters.after.created_at, filters.after.withdrawal_id);
-    conditions.push(`(created_at, withdrawal_id) < ($${params.length - 1}::timestamptz, $${params.length}::text)`);
-  }
-  params.push(filters.limit);
+  const where = new SqlConditions({ conditions: ['white_label_id = $1', 'merchant_id <> ALL($2::text[])'], params: [white_label_id, [...filters.hidden_merchant_ids]] });
+  where.addIfSet(filters.withdrawal_ids === null ? null : [...filters.withdrawal_ids], (at) => `withdrawal_id = ANY($${at}::text[])`);
+  addOrderSearchFilters(where, filters);
+  if (filters.after !== null) where.addValues([filters.after.created_at, filters.after.withdrawal_id], (at) => `(created_at, withdrawal_id) < ($${at}::timestamptz, $${at + 1}::text)`);
+  const limit = where.parameter(filters.limit);
   const { rows } = await db.query<WithdrawalSearchRow>(
     `${PLANNED_PER_CALL} SELECT withdrawal_id, merchant_id, livemode, status, merchant_reference, end_user_ref, amount_total_minor AS amount_minor, created_at
-       FROM withdrawal_orders WHERE ${conditions.join(' AND ')}
-      ORDER BY created_at DESC, withdrawal_id DESC LIMIT $${params.length}`,
-    params,
+       FROM withdrawal_orders WHERE ${where.where()}
+      ORDER BY created_at DESC, withdrawal_id DESC LIMIT $${limit}`,
+    where.params,
   );
   return rows.map((row) => ({ ...row, amount_minor: Number(row.amount_minor) }));
 }
