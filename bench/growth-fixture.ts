@@ -80,6 +80,11 @@ export interface Fixture {
 
 let referenceCounter = 0;
 const RUN_TAG = crypto.randomBytes(3).toString('hex');
+/**
+ * Each run's payers' accounts are a block of their own: a database kept by an earlier run (--reuse) still holds that
+ * run's unpaid orders, and a second open order of the same amount from the same sender is refused.
+ */
+const SENDER_ACCOUNT_BASE = 3_000_000_000 + crypto.randomInt(0, 990) * 1_000_000;
 
 export function nextReference(): number {
   referenceCounter += 1;
@@ -153,7 +158,7 @@ export async function createDeposit(service: BenchService, account: WalletAccoun
         amount_minor,
         merchant_reference: `d-${RUN_TAG}-${number}`,
         end_user_ref: `payer-${RUN_TAG}-${number}`,
-        sender: { bank_code: SENDER_BANK, account_number: String(3_000_000_000 + number), account_name_th: SENDER_NAME },
+        sender: { bank_code: SENDER_BANK, account_number: String(SENDER_ACCOUNT_BASE + number), account_name_th: SENDER_NAME },
         client: { device_fingerprint: `fp-${RUN_TAG}-${number}`, ip: '198.51.100.7', user_agent: 'bench-growth/1.0' },
       },
       SYSTEM_CAUSE,

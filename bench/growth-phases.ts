@@ -18,6 +18,8 @@ import { BENCH_STATEMENT, captureAs } from './growth-explain.ts';
 export interface GrowthSettings {
   scale: number;
   keep: boolean;
+  /** Measure again on the grown database a --keep run left (no generation, no retention week). */
+  reuse: boolean;
   server_url: string;
   pool: number;
   deposits: number;
@@ -46,6 +48,7 @@ export function readGrowthSettings(): GrowthSettings {
   return {
     scale,
     keep: process.argv.includes('--keep'),
+    reuse: process.argv.includes('--reuse'),
     server_url: process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test',
     pool: number('BENCH_DB_POOL', 10),
     deposits: number('BENCH_GROWTH_DEPOSITS', 1000),
@@ -98,6 +101,10 @@ async function measureBlock(side: Side, operation: string, count: number, run: (
       await run(index);
       latencies.push(performance.now() - started);
     }
+  } catch (error) {
+    // The sampler's session and timer would keep the process alive after the error is reported.
+    await meter.sampler.stop();
+    throw error;
   } finally {
     captureAs(null);
   }
@@ -270,6 +277,10 @@ async function webhookBlock(side: Side, count: number): Promise<Sample> {
       if (performance.now() > deadline) throw new Error(`${side.service.name}: webhooks not delivered after 5 minutes`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
+  } catch (error) {
+    await meter.sampler.stop();
+    await webhooks.dispatcher.stop();
+    throw error;
   } finally {
     captureAs(null);
   }

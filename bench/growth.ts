@@ -1,10 +1,11 @@
+import crypto from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { createTestCertificates } from '../test/support/webhook-receivers.ts';
 import { dropDatabase, fixed, log, markdownTable } from './support.ts';
-import { FIXTURE_REVIEWS, makeTemplates, prepareFixture, startService, type BenchService } from './growth-fixture.ts';
-import { generate, generateDeliveryDay, generateRetainedState, type GeneratedCounts } from './growth-generate.ts';
-import { capturedStatements, explainAll, flagged, installCapture, SMALL_TABLE_ROWS, type ExplainedStatement } from './growth-explain.ts';
+import { BENCH_ACTOR, FIXTURE_REVIEWS, makeTemplates, prepareFixture, startService, type BenchService, type Fixture } from './growth-fixture.ts';
+import { generate, generateDeliveryDay, generateRetainedState, tableCounts, type GeneratedCounts } from './growth-generate.ts';
+import { BENCH_STATEMENT, capturedStatements, explainAll, flagged, installCapture, SMALL_TABLE_ROWS, type ExplainedStatement } from './growth-explain.ts';
 import { measureOperation, measureWebhooks, operations, readGrowthSettings, summarize, type GrowthSettings, type Measured, type Side } from './growth-phases.ts';
 import { startReceiver } from './growth-receiver.ts';
 
@@ -42,6 +43,8 @@ import { startReceiver } from './growth-receiver.ts';
  */
 
 const GOAL_RATIO = 1.25;
+/** Orders the generator adds to the baseline database (see prepareBaseline). */
+const BASELINE_DEPOSITS = 6000;
 /** The largest batch one purge of a housekeeping round takes (src/app.ts); a round below it has caught up. */
 const HOUSEKEEPING_BATCH = 5000;
 const DAY_MS = 86_400_000;
@@ -57,22 +60,15 @@ function withdrawalsNeeded(settings: GrowthSettings): number {
   return Math.ceil(((settings.deposits + 2 * settings.warmup + settings.settles + FIXTURE_REVIEWS) / 10) * 1.5) + 20;
 }
 
-async function growDatabase(settings: GrowthSettings, side: Side): Promise<GeneratedCounts[]> {
+/** Template orders on the side's database, then the SQL generation of a month of `deposits` orders over `merchants` merchants. */
+async function growDatabase(side: Side, deposits: number, merchants: number): Promise<GeneratedCounts[]> {
   const templates = await makeTemplates(side.service, side.fixture.white_label_id);
   // The expired template's last event is two hours after its creation (its expiry ran with the clock moved):
   // the month ends three hours ago, so that no copied row is dated after now.
   const end = new Date(side.service.clock.now().getTime() - 3 * 60 * 60 * 1000);
   return generate(
     side.service.url,
-    {
-      deposits: Math.round(5_000_000 * settings.scale),
-      merchants: Math.max(3, Math.round(1200 * settings.scale)),
-      settled_every: 5,
-      review_every: 500,
-      start: new Date(end.getTime() - MONTH_MS),
-      end,
-      big_merchant_id: side.fixture.big.merchant_id,
-    },
+    { deposits, merchants, settled_every: 5, review_every: 500, start: new Date(end.getTime() - MONTH_MS), end, big_merchant_id: side.fixture.big.merchant_id },
     templates,
     side.fixture.endpoint_id,
   );
@@ -243,36 +239,97 @@ async function measureAll(settings: GrowthSettings, sides: Side[]): Promise<Meas
   return summarize(samples);
 }
 
+/** A key of the bench's own, the same in every run, so that a kept database's sealed values open again under --reuse. */
+function masterKeyOf(name: string): Buffer {
+  return crypto.createHash('sha256').update(`bench-growth:${name}`).digest();
+}
+
+/**
+ * What --reuse needs from a kept grown database: its fixture, and when its open withdrawals were made (they expire
+ * after the withdrawal policy's 24 hours; after that the worker's due jobs in slip_settle would expire them all).
+ */
+async function rememberFixture(side: Side, generationSeconds: number): Promise<void> {
+  await side.service.database.query('CREATE TABLE bench_growth_fixture (fixture jsonb NOT NULL, made_at timestamptz NOT NULL, generation_seconds numeric NOT NULL)');
+  await side.service.database.query('INSERT INTO bench_growth_fixture VALUES ($1, now(), $2)', [JSON.stringify(side.fixture), generationSeconds]);
+}
+
+const REUSE_HOURS = 20;
+
+async function recallFixture(service: BenchService): Promise<{ fixture: Fixture; counts: GeneratedCounts[]; generation_seconds: number }> {
+  const { rows } = await service.database.query<{ fixture: Fixture; hours: number; generation_seconds: string }>(
+    `${BENCH_STATEMENT} SELECT fixture, extract(epoch FROM now() - made_at) / 3600 AS hours, generation_seconds FROM bench_growth_fixture`,
+  );
+  const row = rows[0];
+  if (!row) throw new Error(`${GROWN_NAME} holds no fixture: run with --keep first`);
+  if (Number(row.hours) > REUSE_HOURS) throw new Error(`${GROWN_NAME} was made ${fixed(Number(row.hours), 1)} hours ago; its open withdrawals expire at 24 hours: generate again`);
+  const client = new pg.Client({ connectionString: service.url });
+  await client.connect();
+  try {
+    log(`reusing ${GROWN_NAME} (made ${fixed(Number(row.hours), 1)} hours ago)`);
+    return { fixture: row.fixture, counts: await tableCounts(client), generation_seconds: Number(row.generation_seconds) };
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * The baseline side: the fixture, then the same generator at BASELINE_DEPOSITS orders (a thousandth of the month),
+ * so that every page of the big merchant's feed holds the same kinds of events on both sides. Without it, the
+ * middle page of the empty feed held the fixture's settlements and the grown one the month's mix (16 % more bytes
+ * an event), and feed_middle compared two different pages.
+ */
+async function prepareBaseline(settings: GrowthSettings, service: BenchService, receiver_url: string): Promise<Side> {
+  const needed = withdrawalsNeeded(settings);
+  log(`fixture: baseline database (${needed} open withdrawals, ${BASELINE_DEPOSITS} generated orders)`);
+  const side: Side = { service, fixture: await prepareFixture(service, receiver_url, needed), grown: false, made: [], paid: [], settled: 0 };
+  await growDatabase(side, BASELINE_DEPOSITS, 3);
+  return side;
+}
+
+async function prepareGrown(settings: GrowthSettings, service: BenchService, receiver_url: string): Promise<{ side: Side; counts: GeneratedCounts[]; generation_seconds: number }> {
+  if (settings.reuse) {
+    const recalled = await recallFixture(service);
+    // The receiver listens on a new port in every run.
+    await service.instance.services.webhooks.service.updateEndpoint(BENCH_ACTOR, null, recalled.fixture.endpoint_id, { url: receiver_url });
+    return { side: { service, fixture: recalled.fixture, grown: true, made: [], paid: [], settled: 0 }, counts: recalled.counts, generation_seconds: recalled.generation_seconds };
+  }
+  const openWithdrawals = Math.max(withdrawalsNeeded(settings), Math.round(100_000 * settings.scale));
+  log(`fixture: grown database (${openWithdrawals} open withdrawals)`);
+  const side: Side = { service, fixture: await prepareFixture(service, receiver_url, openWithdrawals), grown: true, made: [], paid: [], settled: 0 };
+  const started = performance.now();
+  const counts = await growDatabase(side, Math.round(5_000_000 * settings.scale), Math.max(3, Math.round(1200 * settings.scale)));
+  const generation_seconds = (performance.now() - started) / 1000;
+  await rememberFixture(side, generation_seconds);
+  return { side, counts, generation_seconds };
+}
+
 async function main(): Promise<void> {
   const settings = readGrowthSettings();
   installCapture();
   const certs = createTestCertificates();
   const receiver = await startReceiver(certs.directory);
   const services: BenchService[] = [];
-  let keep = false;
+  let keep = settings.reuse;
   try {
-    const empty = await startService(settings.server_url, EMPTY_NAME, settings.pool, certs.ca_pem);
+    const empty = await startService(settings.server_url, EMPTY_NAME, settings.pool, certs.ca_pem, { master_key: masterKeyOf(EMPTY_NAME) });
     services.push(empty);
-    const grown = await startService(settings.server_url, GROWN_NAME, settings.pool, certs.ca_pem);
+    const grown = await startService(settings.server_url, GROWN_NAME, settings.pool, certs.ca_pem, { reuse: settings.reuse, master_key: masterKeyOf(GROWN_NAME) });
     services.push(grown);
-    const needed = withdrawalsNeeded(settings);
-    log(`fixture: empty database (${needed} open withdrawals)`);
-    const emptySide: Side = { service: empty, fixture: await prepareFixture(empty, receiver.url, needed), grown: false, made: [], paid: [], settled: 0 };
-    const openWithdrawals = Math.max(needed, Math.round(100_000 * settings.scale));
-    log(`fixture: grown database (${openWithdrawals} open withdrawals)`);
-    const grownSide: Side = { service: grown, fixture: await prepareFixture(grown, receiver.url, openWithdrawals), grown: true, made: [], paid: [], settled: 0 };
-    const started = performance.now();
-    const counts = await growDatabase(settings, grownSide);
-    const generationSeconds = (performance.now() - started) / 1000;
-    await empty.database.exec('ANALYZE');
-    const results = await measureAll(settings, [emptySide, grownSide]);
+    const baselineSide = await prepareBaseline(settings, empty, receiver.url);
+    const prepared = await prepareGrown(settings, grown, receiver.url);
+    const results = await measureAll(settings, [baselineSide, prepared.side]);
     log('EXPLAIN of the captured statements on the grown database');
     const explained = await explainAll(grown.url, empty.url, capturedStatements());
     // The measurements are printed before the retention week, which takes long at full scale.
-    const measuredMet = reportMeasurements(settings, counts, results, explained, generationSeconds);
+    const measuredMet = reportMeasurements(settings, prepared.counts, results, explained, prepared.generation_seconds);
+    keep = settings.keep || settings.reuse;
+    // The week moves the clock and adds a week of rows: it runs once, on the database it was generated for.
+    if (settings.reuse) {
+      if (!measuredMet) process.exitCode = 1;
+      return;
+    }
     log('retention week');
-    const retention = await retentionWeek(settings, grownSide);
-    keep = settings.keep;
+    const retention = await retentionWeek(settings, prepared.side);
     if (!reportRetention(retention) || !measuredMet) process.exitCode = 1;
   } finally {
     for (const service of services) {

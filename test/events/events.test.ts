@@ -6,6 +6,7 @@ import { computePreviousAttributes } from '../../src/events/envelope.ts';
 import { SYSTEM_CAUSE } from '../../src/platform/cause.ts';
 import { InvariantViolation } from '../../src/platform/assert.ts';
 import { getJob } from '../../src/jobs/index.ts';
+import { LIST_EVENTS_STATEMENTS } from '../../src/events/repository.ts';
 
 const URL = '/v1/pay/test-writes';
 let app: TestApp;
@@ -138,6 +139,27 @@ describe('GET /v1/pay/events paging', () => {
     }
     const same = await app.signed({ url: `/v1/pay/events?limit=5&type=test_write.created&cursor=${first.next_cursor}`, credentials: merchant });
     expect(same.statusCode).toBe(200);
+  });
+
+  it('reads a page in key order in both directions, in the generic plan a named statement can switch to', async () => {
+    // With one text for both directions (ORDER BY CASE ...), the generic plan read every event after the cursor and
+    // sorted them: at a third of a large brand's month, millions of rows for a page of 100.
+    const plans = await app.testDatabase.database.transaction(async (tx) => {
+      await tx.query('SET LOCAL enable_seqscan = off');
+      await tx.query('SET LOCAL plan_cache_mode = force_generic_plan');
+      const found: string[] = [];
+      for (const [direction, text] of Object.entries(LIST_EVENTS_STATEMENTS)) {
+        await tx.query(`PREPARE feed_${direction} AS ${text}`);
+        const { rows } = await tx.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE feed_${direction}('wl', 'mch', false, 0, NULL, NULL, NULL, NULL, NULL, 101)`);
+        await tx.query(`DEALLOCATE feed_${direction}`);
+        found.push(rows.map((row) => row['QUERY PLAN']).join('\n'));
+      }
+      return found;
+    });
+    for (const plan of plans) {
+      expect(plan).toContain('events_pkey');
+      expect(plan).not.toContain('Sort');
+    }
   });
 
   it('rejects bad query values with validation_error', async () => {
