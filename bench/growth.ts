@@ -10,14 +10,20 @@ import { measureOperation, measureWebhooks, operations, readGrowthSettings, summ
 import { startReceiver } from './growth-receiver.ts';
 
 /**
- * `npm run bench:growth [-- --scale 0.02] [-- --keep]` (issue 33, item 6): the cost of the hot operations
+ * `npm run bench:growth [-- --scale 0.02] [-- --keep | --reuse]` (issue 33, item 6): the cost of the hot operations
  * on a database holding a month of a large brand's traffic, beside an empty database, in one run.
+ *
+ * --keep leaves the grown database (and, in a table of its own, bench_growth_fixture, the fixture's ids);
+ * --reuse measures again on it within 20 hours (its open withdrawals expire at 24), with a new baseline database,
+ * and without generation or the retention week.
  *
  * Two fresh databases on the PostgreSQL of DATABASE_URL (bench_growth_empty, bench_growth_grown), each
  * with a service instance in this process (worker and HTTP off; the operations are the service calls
  * the routes and the worker make) and the same fixture made by the services: the sandbox brand, the big
  * merchant with a webhook endpoint (a local HTTPS receiver answering 200), ten funded withdrawers whose
- * open withdrawals give deposits liquidity. The grown database also gets: 100,000 × scale open
+ * open withdrawals give deposits liquidity. The baseline ("empty") database also gets BASELINE_DEPOSITS generated
+ * orders, so that each page of the big merchant's feed holds the same kinds of events on both sides. The grown
+ * database also gets: 100,000 × scale open
  * withdrawals (through the service), template orders, and the SQL generation of bench/growth-generate.ts
  * (5,000,000 × scale orders, a third the big merchant's, over 1,200 × scale merchants; a fifth settled
  * through a slip, 1 in 500 in review; their legs, slip receipts, transfers and events; the big
