@@ -89,12 +89,20 @@ export interface PaymentParties {
 
 /**
  * The review desk's estimate of a new review's wait (`review.estimated_resolution_bucket`), from the orders
- * in review ahead of it (counted here, as the review opens) and the desk's pace (the review module's
- * `ReviewPace`, given to this service's constructor: it reads only the desk's own decisions).
+ * in review ahead of it (counted by this service, as the review opens, up to the number the estimate asks
+ * for) and the desk's pace (the review module's `ReviewPace`, given to this service's constructor: it reads
+ * only the desk's own decisions).
  */
 export type ReviewEstimate = (
   db: Queryable,
-  input: { white_label_id: string; livemode: boolean; four_eyes_required: boolean; escalated: boolean; in_review_ahead: number },
+  input: {
+    white_label_id: string;
+    livemode: boolean;
+    four_eyes_required: boolean;
+    escalated: boolean;
+    /** The orders in review ahead of this one, counted up to `up_to`: past some number every estimate is the same. */
+    count_in_review_up_to(up_to: number): Promise<number>;
+  },
 ) => Promise<ReviewObject['estimated_resolution_bucket']>;
 
 /** An order's hosted checkout link (`checkout_url`), from its brand's checkout origin, in the caller's transaction. */

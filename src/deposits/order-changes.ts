@@ -324,7 +324,7 @@ export class DepositChanges {
         livemode: row.livemode,
         four_eyes_required,
         escalated: false,
-        in_review_ahead: await repository.countInReview(db, row.white_label_id, row.livemode),
+        count_in_review_up_to: (up_to) => repository.countInReviewUpTo(db, row.white_label_id, row.livemode, up_to),
       }),
       reasons,
     };

@@ -661,18 +661,9 @@ export async function countInReviewUpTo(db: Queryable, white_label_id: string, l
   return Number(rows[0]?.count ?? 0);
 }
 
-/** How many orders of a brand and environment wait in review: the queue ahead of a new entry. */
-export async function countInReview(db: Queryable, white_label_id: string, livemode: boolean): Promise<number> {
-  const { rows } = await db.query<{ count: string | number }>(
-    `SELECT count(*) AS count FROM deposit_orders WHERE white_label_id = $1 AND status = 'under_review' AND livemode = $2`,
-    [white_label_id, livemode],
-  );
-  return Number(rows[0]?.count ?? 0);
-}
-
 /**
  * Orders waiting in review across every brand, by mode, with the oldest entry of each: the reviewers' backlog for
- * the operations gauges (a brand's own count is countInReview). One scan of the partial index
+ * the operations gauges (a brand's own, bounded count is countInReviewUpTo). One scan of the partial index
  * deposit_orders_review_queue, whose size is the number of orders in review (bounded by what reviewers can
  * work, not by traffic), so the counts are exact and the oldest entries the true oldest.
  */

@@ -124,9 +124,4 @@ export class DepositReviewHooks {
   countInReviewUpTo(db: Queryable, white_label_id: string, livemode: boolean | null, up_to: number): Promise<number> {
     return repository.countInReviewUpTo(db, white_label_id, livemode, up_to);
   }
-
-  /** How many orders of a brand and environment wait in review. */
-  countInReview(db: Queryable, white_label_id: string, livemode: boolean): Promise<number> {
-    return repository.countInReview(db, white_label_id, livemode);
-  }
 }

@@ -142,9 +142,6 @@ export class DepositService {
   countInReviewUpTo(...args: Parameters<DepositReviewHooks['countInReviewUpTo']>): ReturnType<DepositReviewHooks['countInReviewUpTo']> {
     return this.reviewHooks.countInReviewUpTo(...args);
   }
-  countInReview(...args: Parameters<DepositReviewHooks['countInReview']>): ReturnType<DepositReviewHooks['countInReview']> {
-    return this.reviewHooks.countInReview(...args);
-  }
 
   /**
    * The first locks another module takes before it changes an order through this service or the settlement

@@ -12,6 +12,8 @@ export const DESK_PACE_WINDOW_MS = 4 * HOUR_MS;
  * quiet desk has few reviews to end, which says nothing about how fast it would end the next one.
  */
 export const ASSUMED_REVIEWS_PER_HOUR = 4;
+/** The longest bucket short of `extended` (`under_4h`), in minutes. */
+const LONGEST_BUCKET_MINUTES = 240;
 
 /**
  * `estimated_resolution_bucket` from the desk's real state: the orders ahead in the queue (which the deposit
@@ -27,10 +29,15 @@ export class ReviewPace {
     const now = this.clock.now();
     const ended = await repository.countReviewsEndedSince(db, input.white_label_id, input.livemode, new Date(now.getTime() - DESK_PACE_WINDOW_MS));
     const reviewsPerHour = Math.max(ended / (DESK_PACE_WINDOW_MS / HOUR_MS), ASSUMED_REVIEWS_PER_HOUR);
-    const minutes = ((input.in_review_ahead + 1) * 60 * (input.four_eyes_required ? 2 : 1)) / reviewsPerHour;
+    const hoursPerReview = (input.four_eyes_required ? 2 : 1) / reviewsPerHour;
+    // Past the longest bucket's reach every count is `extended`: the count stops one order beyond it, so that
+    // a backlog of 100,000 open reviews costs the new one a bounded index read rather than a count of them all.
+    const reach = Math.ceil(LONGEST_BUCKET_MINUTES / 60 / hoursPerReview) + 1;
+    const ahead = await input.count_in_review_up_to(reach);
+    const minutes = (ahead + 1) * 60 * hoursPerReview;
     if (minutes <= 15) return 'under_15m';
     if (minutes <= 60) return 'under_1h';
-    if (minutes <= 240) return 'under_4h';
+    if (minutes <= LONGEST_BUCKET_MINUTES) return 'under_4h';
     return 'extended';
   };
 }

@@ -6,6 +6,7 @@ import { forgetBankList } from '../../src/banks/service.ts';
 import { REJECTION_CODES, REVERSAL_REASON_CODES } from '../../src/review/catalogue.ts';
 import type { DepositView } from '../../src/deposits/service.ts';
 import type { ReviewDetail } from '../../src/review/service.ts';
+import { ReviewPace } from '../../src/review/pace.ts';
 
 /**
  * The review desk through the doors its users use (issue 11): a merchant's real sandbox order reaches
@@ -197,6 +198,32 @@ describe('the queue and one order', () => {
     expect(reviewed.review?.estimated_resolution_bucket).toBe(expected);
     expect(before).toBeGreaterThan(0);
     expect(expected).not.toBe('under_15m');
+  });
+
+  it('counts the queue ahead only as far as the longest bucket reaches', async () => {
+    const pace = new ReviewPace(app.clock);
+    const asked: number[] = [];
+    const estimate = (backlog: number, four_eyes_required = false) =>
+      pace.estimate(app.testDatabase.database, {
+        // A brand with no ended review: the assumed pace of 4 an hour, 15 minutes a review (30 with four eyes).
+        white_label_id: 'wl_without_reviews',
+        livemode: false,
+        four_eyes_required,
+        escalated: false,
+        count_in_review_up_to: async (up_to) => {
+          asked.push(up_to);
+          return Math.min(backlog, up_to);
+        },
+      });
+    expect(await estimate(0)).toBe('under_15m');
+    expect(await estimate(3)).toBe('under_1h');
+    expect(await estimate(15)).toBe('under_4h');
+    expect(await estimate(16)).toBe('extended');
+    expect(await estimate(100_000)).toBe('extended');
+    expect(await estimate(7, true)).toBe('under_4h');
+    expect(await estimate(8, true)).toBe('extended');
+    // 16 reviews ahead already make `extended`: no count goes past 17, however long the queue.
+    expect(Math.max(...asked)).toBe(17);
   });
 });
 
