@@ -20,6 +20,8 @@ export interface GrowthSettings {
   keep: boolean;
   /** Measure again on the grown database a --keep run left (no generation, no retention week). */
   reuse: boolean;
+  /** With --reuse: a retention week after the measurements, too. */
+  week: boolean;
   server_url: string;
   pool: number;
   deposits: number;
@@ -49,6 +51,7 @@ export function readGrowthSettings(): GrowthSettings {
     scale,
     keep: process.argv.includes('--keep'),
     reuse: process.argv.includes('--reuse'),
+    week: process.argv.includes('--week'),
     server_url: process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/test',
     pool: number('BENCH_DB_POOL', 10),
     deposits: number('BENCH_GROWTH_DEPOSITS', 1000),
@@ -207,7 +210,7 @@ function feed(settings: GrowthSettings, name: string, position: (head: number) =
     },
     async run(side) {
       const page = await feedPage(side, after.get(side) ?? 0);
-      if (page.length === 0) throw new Error(`${name}: an empty page`);
+      if (page.events.length === 0) throw new Error(`${name}: an empty page`);
     },
   };
 }

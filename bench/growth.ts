@@ -15,7 +15,7 @@ import { startReceiver } from './growth-receiver.ts';
  *
  * --keep leaves the grown database (and, in a table of its own, bench_growth_fixture, the fixture's ids);
  * --reuse measures again on it within 20 hours (its open withdrawals expire at 24), with a new baseline database,
- * and without generation or the retention week.
+ * and without generation; with --week, then the retention week that follows the ones it already had.
  *
  * Two fresh databases on the PostgreSQL of DATABASE_URL (bench_growth_empty, bench_growth_grown), each
  * with a service instance in this process (worker and HTTP off; the operations are the service calls
@@ -100,17 +100,22 @@ async function retainedSizes(client: pg.Client): Promise<RetainedSize[]> {
  * traffic's idempotency records, jobs, nonces, rate counters and deliveries arrives, and housekeeping
  * (the rounds the worker's timer runs) repeats until it removes nothing.
  */
-async function retentionWeek(settings: GrowthSettings, side: Side): Promise<{ before: RetainedSize[]; after: RetainedSize[]; removed: number; seconds: number }> {
+async function retentionWeek(settings: GrowthSettings, side: Side): Promise<{ before: RetainedSize[]; after: RetainedSize[]; daily: RetainedSize[][]; removed: number; seconds: number }> {
   const client = new pg.Client({ connectionString: side.service.url });
   await client.connect();
   try {
     await client.query('SET synchronous_commit = off');
+    // A kept database's earlier weeks are in its past: this week starts after them (bench_growth_fixture.retention_days).
+    const { rows: done } = await client.query<{ days: number }>('SELECT retention_days AS days FROM bench_growth_fixture');
+    const earlierDays = done[0]?.days ?? 0;
     const before = await retainedSizes(client);
+    const daily: RetainedSize[][] = [];
     const perDay = Math.round((5_000_000 * settings.scale) / 30);
     const deliveriesPerDay = Math.round((before.find((size) => size.table === 'webhook_deliveries')?.rows ?? 0) / 31);
     const started = performance.now();
     let removed = 0;
-    for (let day = 1; day <= 7; day += 1) {
+    side.service.clock.offset_ms = earlierDays * DAY_MS;
+    for (let day = earlierDays + 1; day <= earlierDays + 7; day += 1) {
       side.service.clock.offset_ms += DAY_MS;
       const now = side.service.clock.now();
       const from = new Date(now.getTime() - DAY_MS);
@@ -125,9 +130,11 @@ async function retentionWeek(settings: GrowthSettings, side: Side): Promise<{ be
       }
       // What autovacuum does over a day: the space of the removed rows is reused by the next day's.
       await client.query(`VACUUM ${RETAINED_TABLES.join(', ')}`);
+      await client.query('UPDATE bench_growth_fixture SET retention_days = $1', [day]);
+      daily.push(await retainedSizes(client));
       log(`retention: day ${day} done (${removed} rows removed so far)`);
     }
-    return { before, after: await retainedSizes(client), removed, seconds: (performance.now() - started) / 1000 };
+    return { before, after: daily.at(-1) ?? before, daily, removed, seconds: (performance.now() - started) / 1000 };
   } finally {
     await client.end();
   }
@@ -219,11 +226,12 @@ function reportRetention(retention: Awaited<ReturnType<typeof retentionWeek>>): 
     `Retention week (7 simulated days, housekeeping removed ${retention.removed.toLocaleString('en-US')} rows in ${fixed(retention.seconds, 0)} s):`,
     '',
     markdownTable(
-      ['table', 'rows before', 'rows after', 'MiB before', 'MiB after'],
-      ['l', 'r', 'r', 'r', 'r'],
+      ['table', 'rows before', 'rows after', 'MiB before', 'MiB after', 'MiB after each day'],
+      ['l', 'r', 'r', 'r', 'r', 'l'],
       retention.before.map((before, index) => {
         const after = retention.after[index]!;
-        return [before.table, before.rows.toLocaleString('en-US'), after.rows.toLocaleString('en-US'), fixed(before.bytes / 2 ** 20, 1), fixed(after.bytes / 2 ** 20, 1)];
+        const days = retention.daily.map((sizes) => fixed((sizes[index]?.bytes ?? 0) / 2 ** 20, 0)).join(', ');
+        return [before.table, before.rows.toLocaleString('en-US'), after.rows.toLocaleString('en-US'), fixed(before.bytes / 2 ** 20, 1), fixed(after.bytes / 2 ** 20, 1), days];
       }),
     ),
     '',
@@ -255,7 +263,9 @@ function masterKeyOf(name: string): Buffer {
  * after the withdrawal policy's 24 hours; after that the worker's due jobs in slip_settle would expire them all).
  */
 async function rememberFixture(side: Side, generationSeconds: number): Promise<void> {
-  await side.service.database.query('CREATE TABLE bench_growth_fixture (fixture jsonb NOT NULL, made_at timestamptz NOT NULL, generation_seconds numeric NOT NULL)');
+  await side.service.database.query(
+    'CREATE TABLE bench_growth_fixture (fixture jsonb NOT NULL, made_at timestamptz NOT NULL, generation_seconds numeric NOT NULL, retention_days integer NOT NULL DEFAULT 0)',
+  );
   await side.service.database.query('INSERT INTO bench_growth_fixture VALUES ($1, now(), $2)', [JSON.stringify(side.fixture), generationSeconds]);
 }
 
@@ -329,8 +339,8 @@ async function main(): Promise<void> {
     // The measurements are printed before the retention week, which takes long at full scale.
     const measuredMet = reportMeasurements(settings, prepared.counts, results, explained, prepared.generation_seconds);
     keep = settings.keep || settings.reuse;
-    // The week moves the clock and adds a week of rows: it runs once, on the database it was generated for.
-    if (settings.reuse) {
+    // A reused database runs a week only when asked (--week): the next one after the weeks it already had.
+    if (settings.reuse && !settings.week) {
       if (!measuredMet) process.exitCode = 1;
       return;
     }

@@ -202,6 +202,8 @@ export interface CreateInstanceOptions {
   live_bank_verifier?: BankVerifier;
   /** Smaller bounds of a test clock's advance than production's (tests of the bound). */
   test_clock_limits?: Partial<TestClockLimits>;
+  /** A smaller scan window of the events feed than production's (tests of the window). */
+  events_scan_window?: number;
   /** The webhooks module's options (settings, address policy, resolver); the environment's by default. */
   webhooks?: WebhookOptions;
 }
@@ -287,9 +289,9 @@ function foundationOf(options: CreateInstanceOptions): Foundation {
 }
 
 /** The ledger, fees, payees, withdrawals and tenancy: the money side every order builds on. */
-function createMoneyServices(base: Foundation) {
+function createMoneyServices(base: Foundation, events_scan_window: number | undefined) {
   const { clock, secretBox, database } = base;
-  const events = new EventsService(clock, secretBox);
+  const events = new EventsService(clock, secretBox, { scan_window: events_scan_window });
   events.observe((envelope) => base.metrics.events_written_total.inc({ type: envelope.type }));
   const ledger = new LedgerService(events, clock);
   const fees = new FeeService(clock);
@@ -502,7 +504,7 @@ function createLoadShedder(base: Foundation): LoadShedder {
 
 /** Every service, built in the order their constructors need. */
 function createServices(base: Foundation, options: CreateInstanceOptions): { services: Services; sandboxLiquidity: SandboxLiquidity } {
-  const money = createMoneyServices(base);
+  const money = createMoneyServices(base, options.events_scan_window);
   const collaborators = createDepositCollaborators(base, money);
   const orders = createOrderServices(base, money, collaborators);
   const decisions = createDecisionServices(base, money, orders, options);

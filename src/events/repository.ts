@@ -150,15 +150,20 @@ export interface EventListFilter {
   limit: number;
 }
 
+/** The statement's sequence range, both bounds exclusive: the service's scan window within the filter's bounds. */
+export interface EventRange {
+  after_sequence: number;
+  before_sequence: number;
+}
+
 /**
- * Two statement texts, one per direction, rather than one with `ORDER BY CASE WHEN $10 ...`: that CASE made the
- * generic plan (what a named statement may switch to after five runs) read every event of the feed after the
- * cursor and sort them; with a plain ORDER BY both plans read `limit` rows of `events_pkey` in key order.
+ * Two statement texts, one per direction, rather than one with `ORDER BY CASE WHEN ...`: that CASE made the
+ * generic plan (what a named statement may switch to after five runs) read every event of the range and sort
+ * them; with a plain ORDER BY both plans read at most `limit` rows of `events_pkey` in key order.
  */
 const LIST_EVENTS_WHERE = `SELECT * FROM events
       WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3
-        AND sequence > $4
-        AND ($5::bigint IS NULL OR sequence < $5)
+        AND sequence > $4 AND sequence < $5
         AND ($6::text IS NULL OR type = $6)
         AND ($7::text IS NULL OR object_status = $7)
         AND ($8::timestamptz IS NULL OR created_at >= $8)
@@ -173,12 +178,21 @@ const LIST_EVENTS_DESCENDING = `${LIST_EVENTS_WHERE}
 /** The two texts, for the test that reads their generic plans. */
 export const LIST_EVENTS_STATEMENTS = { ascending: LIST_EVENTS_ASCENDING, descending: LIST_EVENTS_DESCENDING };
 
-export async function listEvents(db: Queryable, filter: EventListFilter): Promise<EventRow[]> {
+export async function listEvents(db: Queryable, filter: EventListFilter, range: EventRange): Promise<EventRow[]> {
   const { rows } = await db.query<EventRow>(filter.descending ? LIST_EVENTS_DESCENDING : LIST_EVENTS_ASCENDING, [
-    filter.white_label_id, filter.merchant_id, filter.livemode, filter.after_sequence, filter.before_sequence,
+    filter.white_label_id, filter.merchant_id, filter.livemode, range.after_sequence, range.before_sequence,
     filter.type, filter.object_status, filter.created_from, filter.created_to, filter.limit,
   ]);
   return rows;
+}
+
+/** The last sequence number a feed has handed out (0 for a feed without events). */
+export async function feedHead(db: Queryable, white_label_id: string, merchant_id: string, livemode: boolean): Promise<number> {
+  const { rows } = await db.query<{ last_sequence: string | number }>(
+    'SELECT last_sequence FROM event_sequences WHERE white_label_id = $1 AND merchant_id = $2 AND livemode = $3',
+    [white_label_id, merchant_id, livemode],
+  );
+  return Number(rows[0]?.last_sequence ?? 0);
 }
 
 /**

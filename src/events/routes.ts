@@ -10,7 +10,9 @@ import type { EventsService } from './service.ts';
  * `sequence` greater than `since_sequence`, in sequence order, `limit` at a time (1 to 500, default
  * 100). The answer is `{object: "list", data: [event…], has_more, next_cursor}`; `next_cursor` is
  * opaque and carries the filters it was made with, so a later page with other `type`, `status`,
- * `from`, `to` or `order` answers 400 `cursor_filter_mismatch`, while `limit` may change.
+ * `from`, `to` or `order` answers 400 `cursor_filter_mismatch`, while `limit` may change. A page reads at most
+ * the service's scan window of the feed (10,000 events), so a page with filters can hold fewer than `limit`
+ * events, even none, with `has_more` true: the next page goes on where the window ended.
  */
 const MAX_LIMIT = 500;
 
@@ -115,7 +117,7 @@ function registerEventRoutes(registrar: RouteRegistrar, services: EventRouteDepe
         position = cursor.position;
       }
       const descending = filters.order === 'desc';
-      const rows = await services.events.listEvents(db, {
+      const listed = await services.events.listEvents(db, {
         white_label_id: context.white_label_id,
         merchant_id: context.merchant_id,
         livemode: context.livemode,
@@ -128,16 +130,16 @@ function registerEventRoutes(registrar: RouteRegistrar, services: EventRouteDepe
         descending,
         limit: limit + 1,
       });
-      const hasMore = rows.length > limit;
-      const page = rows.slice(0, limit);
-      const last = page.at(-1);
+      const page = listed.events.slice(0, limit);
+      // A full page goes on after its last event; a page the scan window cut short goes on where the window ended.
+      const next = listed.events.length > limit ? (page.at(-1)?.sequence ?? null) : listed.resume_at;
       return {
         status: 200,
         body: {
           object: 'list',
           data: page,
-          has_more: hasMore,
-          next_cursor: hasMore && last ? encodeCursor({ v: 1, position: last.sequence, filters }) : null,
+          has_more: next !== null,
+          next_cursor: next !== null ? encodeCursor({ v: 1, position: next, filters }) : null,
         },
       };
     },

@@ -303,11 +303,12 @@ export class SandboxScenarios {
     if (!withdrawal_id) return 'stopped';
     const [owner] = await this.deps.withdrawals.merchantsOf(this.deps.database, order.white_label_id, [withdrawal_id]);
     invariant(owner, 'a leg names a withdrawal of the brand');
+    // The newest events of that type within the feed's scan window: the dispute it relays was written moments before.
     const disputed = (type: string, merchant_id: string) =>
       this.deps.events.listEvents(this.deps.database, {
         white_label_id: order.white_label_id, merchant_id, livemode: false, after_sequence: 0, before_sequence: null,
         type, object_status: null, created_from: null, created_to: null, descending: true, limit: 100,
-      }).then((events) => events.find((event) => event.data.object.id === withdrawal_id) ?? null);
+      }).then((page) => page.events.find((event) => event.data.object.id === withdrawal_id) ?? null);
     const original = await disputed('withdrawal.disputed', owner);
     if (!original) return 'wait';
     if (await disputed('withdrawal.disputed', order.merchant_id)) return 'done';

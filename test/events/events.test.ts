@@ -150,7 +150,7 @@ describe('GET /v1/pay/events paging', () => {
       const found: string[] = [];
       for (const [direction, text] of Object.entries(LIST_EVENTS_STATEMENTS)) {
         await tx.query(`PREPARE feed_${direction} AS ${text}`);
-        const { rows } = await tx.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE feed_${direction}('wl', 'mch', false, 0, NULL, NULL, NULL, NULL, NULL, 101)`);
+        const { rows } = await tx.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE feed_${direction}('wl', 'mch', false, 0, 10001, NULL, NULL, NULL, NULL, 101)`);
         await tx.query(`DEALLOCATE feed_${direction}`);
         found.push(rows.map((row) => row['QUERY PLAN']).join('\n'));
       }
@@ -168,6 +168,64 @@ describe('GET /v1/pay/events paging', () => {
       expect(response.statusCode, query).toBe(422);
       expect(errorOf(response).code).toBe('validation_error');
     }
+  });
+});
+
+describe('GET /v1/pay/events: the scan window', () => {
+  // A window of 4 sequence numbers on a feed of 10 events, one a minute: every walk crosses three windows.
+  let windowed: TestApp;
+  let merchant: Awaited<ReturnType<TestApp['createMerchant']>>;
+  const times: string[] = [];
+  beforeAll(async () => {
+    windowed = await createTestApp({ extra_modules: [testWriteRoutes()], events_scan_window: 4 });
+    merchant = await windowed.createMerchant({ white_label_id: windowed.sandbox.white_label_id });
+    for (let index = 0; index < 10; index += 1) {
+      times.push(windowed.clock.now().toISOString());
+      const response = await windowed.signed({ method: 'POST', url: URL, body: { amount_minor: 100 }, idempotency_key: `window-${index}`, credentials: merchant });
+      expect(response.statusCode).toBe(201);
+      windowed.clock.advance(60_000);
+    }
+  });
+  afterAll(async () => {
+    await windowed.close();
+  });
+
+  /** Every page of a walk from `query`, following next_cursor until has_more is false (at most 20 pages). */
+  async function walk(query: string): Promise<ListBody[]> {
+    const pages: ListBody[] = [];
+    let cursor: string | null = null;
+    for (let page = 0; page < 20; page += 1) {
+      const response = await windowed.signed({ url: `/v1/pay/events?${query}${cursor ? `&cursor=${cursor}` : ''}`, credentials: merchant });
+      expect(response.statusCode).toBe(200);
+      const body = response.json() as ListBody;
+      pages.push(body);
+      expect(body.has_more).toBe(body.next_cursor !== null);
+      if (!body.has_more) return pages;
+      cursor = body.next_cursor;
+    }
+    throw new Error(`the walk of ${query} did not end`);
+  }
+
+  const sequences = (pages: ListBody[]) => pages.flatMap((page) => page.data.map((event) => event.sequence));
+
+  it('a filter no event matches reads the feed a window a page, with has_more until its end', async () => {
+    const pages = await walk('type=deposit.settled&limit=100');
+    expect(pages.map((page) => page.data.length)).toEqual([0, 0, 0]);
+    expect(sequences(await walk('status=no_such_status&order=desc'))).toEqual([]);
+  });
+
+  it('a filtered walk finds exactly the matching events across windows, in both orders', async () => {
+    expect(sequences(await walk(`from=${times[5]}`))).toEqual([6, 7, 8, 9, 10]);
+    expect(sequences(await walk(`to=${times[3]}&order=desc`))).toEqual([3, 2, 1]);
+    expect(sequences(await walk(`from=${times[2]}&to=${times[8]}&limit=2`))).toEqual([3, 4, 5, 6, 7, 8]);
+    expect(sequences(await walk('since_sequence=2&order=desc&limit=3'))).toEqual([10, 9, 8, 7, 6, 5, 4, 3]);
+  });
+
+  it('without filters a page is full up to the window, and a limit over it is served a window at a time', async () => {
+    const pages = await walk('limit=3');
+    expect(pages.map((page) => page.data.length)).toEqual([3, 3, 3, 1]);
+    expect(sequences(await walk('limit=100'))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect((await walk('limit=100')).map((page) => page.data.length)).toEqual([4, 4, 2]);
   });
 });
 

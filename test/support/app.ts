@@ -71,6 +71,8 @@ export interface TestAppOptions {
   master_key?: Buffer;
   master_key_previous?: readonly Buffer[];
   derivation_key?: Buffer;
+  /** A smaller scan window of the events feed than production's 10,000 (tests of the window). */
+  events_scan_window?: number;
   /** A database that already has its sandbox (a restarted service): its credentials, instead of a new bootstrap. */
   existing_sandbox?: { sandbox: MerchantCredentials; operator_token: string };
 }
@@ -92,6 +94,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
     job_handlers: options.job_handlers,
     owns_database: false,
     live_bank_verifier: options.live_bank_verifier,
+    events_scan_window: options.events_scan_window,
   });
   const contract = createContractRecorder();
   attachContractCheck(instance.app, contract);
