@@ -66,9 +66,9 @@ export class EventsService {
 
   private readonly sealer: EventFieldSealer;
 
-  /** `secret_box` seals the fields the outbox never keeps in clear (src/events/sealed-fields.ts). */
   private readonly scanWindow: number;
 
+  /** `secret_box` seals the fields the outbox never keeps in clear (src/events/sealed-fields.ts). */
   constructor(
     private readonly clock: Clock,
     secret_box: SecretBox | null = null,
@@ -240,15 +240,21 @@ export class EventsService {
    * short, with the feed going on past it, says where the next one starts (`resume_at`); it may hold no event.
    */
   async listEvents(db: Queryable, filter: repository.EventListFilter): Promise<EventPage> {
-    const { white_label_id, merchant_id, livemode } = filter;
-    const before = filter.before_sequence ?? (filter.descending ? (await repository.feedHead(db, white_label_id, merchant_id, livemode)) + 1 : null);
-    const range = filter.descending
-      ? { after_sequence: Math.max(filter.after_sequence, before! - this.scanWindow - 1), before_sequence: before! }
-      : { after_sequence: filter.after_sequence, before_sequence: Math.min(before ?? Number.MAX_SAFE_INTEGER, filter.after_sequence + this.scanWindow + 1) };
+    const range = await this.windowOf(db, filter);
     const rows = await repository.listEvents(db, filter, range);
     // The driver parsed the stored json; its compact text is the stored text, so it opens as a delivery's body does.
     const events = rows.map((row) => JSON.parse(this.sealer.open(JSON.stringify(row.envelope))) as EventEnvelope);
     return { events, resume_at: rows.length < filter.limit ? await this.resumeAt(db, filter, range) : null };
+  }
+
+  /** The sequence range a page reads (both bounds exclusive): the scan window from the cursor, within the filter's bounds. */
+  private async windowOf(db: Queryable, filter: repository.EventListFilter): Promise<repository.EventRange> {
+    if (filter.descending) {
+      const before = filter.before_sequence ?? (await repository.feedHead(db, filter.white_label_id, filter.merchant_id, filter.livemode)) + 1;
+      return { after_sequence: Math.max(filter.after_sequence, before - this.scanWindow - 1), before_sequence: before };
+    }
+    const windowEnd = filter.after_sequence + this.scanWindow + 1;
+    return { after_sequence: filter.after_sequence, before_sequence: filter.before_sequence === null ? windowEnd : Math.min(filter.before_sequence, windowEnd) };
   }
 
   /** Where a short page's next page starts: past the window's end when the feed goes on beyond it, else null. */
