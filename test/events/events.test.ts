@@ -143,21 +143,25 @@ describe('GET /v1/pay/events paging', () => {
 
   it('reads a page in key order in both directions, in the generic plan a named statement can switch to', async () => {
     // With one text for both directions (ORDER BY CASE ...), the generic plan read every event after the cursor and
-    // sorted them: at a third of a large brand's month, millions of rows for a page of 100.
+    // sorted them: at a third of a large brand's month, millions of rows for a page of 100. A status no event has is
+    // the case the planner misjudged.
     const plans = await app.testDatabase.database.transaction(async (tx) => {
       await tx.query('SET LOCAL enable_seqscan = off');
       await tx.query('SET LOCAL plan_cache_mode = force_generic_plan');
       const found: string[] = [];
       for (const [direction, text] of Object.entries(LIST_EVENTS_STATEMENTS)) {
         await tx.query(`PREPARE feed_${direction} AS ${text}`);
-        const { rows } = await tx.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE feed_${direction}('wl', 'mch', false, 0, 10001, NULL, NULL, NULL, NULL, 101)`);
+        const { rows } = await tx.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE feed_${direction}('wl', 'mch', false, 0, 10001, NULL, 'no_such_status', NULL, NULL, 101, 10000)`);
         await tx.query(`DEALLOCATE feed_${direction}`);
         found.push(rows.map((row) => row['QUERY PLAN']).join('\n'));
       }
       return found;
     });
     for (const plan of plans) {
-      expect(plan).toContain('events_pkey');
+      // The filters sit above the window's own LIMIT, which reads events_pkey in key order: a filter the planner
+      // thinks rare cannot turn the page into a scan of the table (on the grown month, 21 million events).
+      expect(plan).toMatch(/Subquery Scan on scan_window[\s\S]*Filter:[\s\S]*Limit[\s\S]*Index Scan (Backward )?using events_pkey/);
+      expect(plan.slice(plan.indexOf('Index Scan'))).not.toContain('Filter:');
       expect(plan).not.toContain('Sort');
     }
   });
