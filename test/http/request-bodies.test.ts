@@ -279,9 +279,10 @@ describe('a body has a pace and a deadline', () => {
 });
 
 describe('the bodies buffered at once have a budget', () => {
-  // The body that holds the budget arrives at a steady pace for about 1.5 s; the deadline is not what this
-  // block tests, so it is set far enough that a loaded machine's slower timers cannot end it (a CI run saw 408).
-  const started = listeningApp({ ...LIMITS, HTTP_BODY_DEADLINE_MS: '20000' });
+  // The body that holds the budget arrives at a steady pace for about 1.5 s; neither the deadline nor the minimum
+  // rate is what this block tests, so both are set far enough that a loaded machine's slower timers cannot end it
+  // (CI runs saw 408: once the deadline, once a 400 ms window without a write, `body_too_slow`).
+  const started = listeningApp({ ...LIMITS, HTTP_BODY_DEADLINE_MS: '20000', HTTP_BODY_RATE_WINDOW_MS: '5000' });
 
   it('a body that does not fit the budget is answered 503 service_unavailable with Retry-After, and fits once the budget is free', async () => {
     const { app, port } = started;
