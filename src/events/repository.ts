@@ -187,7 +187,8 @@ export async function listEvents(db: Queryable, filter: EventListFilter, range: 
   const { rows } = await db.query<EventRow>(filter.descending ? LIST_EVENTS_DESCENDING : LIST_EVENTS_ASCENDING, [
     filter.white_label_id, filter.merchant_id, filter.livemode, range.after_sequence, range.before_sequence,
     filter.type, filter.object_status, filter.created_from, filter.created_to, filter.limit,
-    range.before_sequence - range.after_sequence - 1,
+    // An empty range (since_sequence at or past the cursor, descending) reads nothing: LIMIT must not be negative.
+    Math.max(0, range.before_sequence - range.after_sequence - 1),
   ]);
   return rows;
 }

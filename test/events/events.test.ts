@@ -223,6 +223,8 @@ describe('GET /v1/pay/events: the scan window', () => {
     expect(sequences(await walk(`to=${times[3]}&order=desc`))).toEqual([3, 2, 1]);
     expect(sequences(await walk(`from=${times[2]}&to=${times[8]}&limit=2`))).toEqual([3, 4, 5, 6, 7, 8]);
     expect(sequences(await walk('since_sequence=2&order=desc&limit=3'))).toEqual([10, 9, 8, 7, 6, 5, 4, 3]);
+    // since_sequence past the head, descending: an empty range, which once asked PostgreSQL for a negative LIMIT.
+    expect(sequences(await walk('since_sequence=12&order=desc'))).toEqual([]);
   });
 
   it('without filters a page is full up to the window, and a limit over it is served a window at a time', async () => {
