@@ -98,7 +98,7 @@ async function retainedSizes(client: pg.Client): Promise<RetainedSize[]> {
 /**
  * Seven simulated days on the grown database: each day the instance's clock moves a day, a day of the
  * traffic's idempotency records, jobs, nonces, rate counters and deliveries arrives, and housekeeping
- * (the rounds the worker's timer runs) repeats until it removes nothing.
+ * (the rounds the worker's timer runs) repeats until a round removes less than a batch, then a VACUUM.
  */
 async function retentionWeek(settings: GrowthSettings, side: Side): Promise<{ before: RetainedSize[]; after: RetainedSize[]; daily: RetainedSize[][]; removed: number; seconds: number }> {
   const client = new pg.Client({ connectionString: side.service.url });
